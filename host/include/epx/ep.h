@@ -1,0 +1,242 @@
+/*
+ * epx expert-parallel (EP) dispatch and combine, layered beside an existing ncclComm_t.
+ *
+ * Model (as in DeepEP / NCCL EP "high-throughput" mode): every rank holds T tokens of `hidden`
+ * channels and a router decision top-k ids [T, K]. Dispatch sends each token once to every rank
+ * that owns at least one of its experts (expert e lives on rank e / (numExperts / nRanks)); combine
+ * sends the expert outputs back and sums them per source token in FP32.
+ *
+ * Call sequence (stream-ordered, collective over the group's ranks, same order on every rank):
+ *
+ *   ncclEpGroupCreate(comm, &cfg, &group)              once; allocates + registers the window
+ *   ncclEpHandleCreate(group, &hcfg, &handle)          once per route slot (not capturable: allocates)
+ *   ncclEpDispatchLayout(handle, &routing, stream)     route: count exchange (exact mode: host sync)
+ *   ncclEpDispatch(handle, &din, &dout, stream)        tokens -> expert ranks
+ *   ... user expert kernels ...
+ *   ncclEpCombine(handle, &cin, &cout, stream)         expert outputs -> source tokens
+ *
+ * A handle can be dispatched/combined again without a new layout (cached dispatch, e.g. backward).
+ * In capacity mode nothing synchronizes with the host, so Layout -> Dispatch -> user -> Combine can
+ * be captured in a CUDA graph and replayed with new routing written into the same input buffers.
+ *
+ * Errors: every call returns ncclResult_t; ncclEpGetLastError() gives the reason in words for the
+ * calling thread. Device-side problems (a peer that never arrives, bad expert ids found on the
+ * device in capacity mode) are reported by ncclEpGroupGetAsyncError().
+ */
+#ifndef EPX_EP_H_
+#define EPX_EP_H_
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EPX_VERSION_CODE 100 /* 0.1.0 */
+#define NCCL_EP_CONFIG_MAGIC 0x45505831u /* "EPX1" */
+#define NCCL_EP_UNDEF_INT (-2147483647 - 1)
+
+/* Opaque objects. */
+typedef struct ncclEpGroup* ncclEpGroup_t;
+typedef struct ncclEpHandle* ncclEpHandle_t;
+
+typedef enum {
+  ncclEpAlgoAuto = 0,
+  ncclEpAlgoHighThroughput = 1,
+  ncclEpAlgoLowLatency = 2 /* reserved: not implemented in this release (ncclInvalidUsage) */
+} ncclEpAlgo_t;
+
+/* Output layout of dispatch (and input layout of combine). */
+typedef enum {
+  /* One row per (token, local expert), rows grouped by local expert in expert order; inside an
+   * expert, rows are ordered by (source rank, source token). Each expert's segment starts at a
+   * multiple of expertAlignment rows. Received weights are 1-D (one per row). */
+  ncclEpLayoutExpanded = 0,
+  /* One row per (token, destination rank), ordered by (source rank, source token), with the
+   * token's top-k ids (local expert index, or -1 for experts on other ranks) and weights. */
+  ncclEpLayoutDeduplicated = 1
+} ncclEpLayout_t;
+
+typedef enum {
+  /* ncclEpDispatchLayout waits for the receive counts and returns them to the host; outputs are
+   * sized exactly (ncclEpHandleGetCounts). Not capturable in a CUDA graph. */
+  ncclEpModeExact = 0,
+  /* No host synchronization: outputs are sized at capacity (ncclEpHandleGetCapacity); valid counts
+   * and per-expert prefix sums are written to device memory. Capturable in a CUDA graph. */
+  ncclEpModeCapacity = 1
+} ncclEpMode_t;
+
+/*
+ * Group configuration. Initialize with NCCL_EP_CONFIG_INITIALIZER, then set fields; fields left
+ * undefined take the defaults given here. All ranks must pass the same values.
+ */
+typedef struct {
+  size_t size;          /* sizeof(ncclEpConfig_t) */
+  unsigned int magic;   /* NCCL_EP_CONFIG_MAGIC */
+  unsigned int version; /* EPX_VERSION_CODE */
+  int maxTokensPerRank; /* required: largest T any rank passes (1 .. 65536) */
+  int hidden;           /* required: channels per token H (multiple of 8; of 128 when fp8Dispatch) */
+  int topk;             /* required: K, 1 .. 32 */
+  int numExperts;       /* required: E, a multiple of nRanks, at most 1024 */
+  int fp8Dispatch;      /* 0 (default): dispatch BF16 only; 1: also allow FP8 e4m3 + FP32 scales */
+  int algorithm;        /* ncclEpAlgo_t, default ncclEpAlgoAuto */
+  int smBudget;         /* CTAs (one per SM) per kernel; 0 or undefined: analytic estimate */
+  int qpBudget;         /* GIN QPs per rank; reserved for scale-out, ignored intranode */
+  int slIndex;          /* InfiniBand SL for scale-out; -1 or undefined: policy; ignored intranode */
+  int timeoutMs;        /* device wait bound in ms before an async error; default 10000 */
+} ncclEpConfig_t;
+
+#define NCCL_EP_CONFIG_INITIALIZER                                                              \
+  {                                                                                             \
+    sizeof(ncclEpConfig_t), NCCL_EP_CONFIG_MAGIC, EPX_VERSION_CODE, NCCL_EP_UNDEF_INT,          \
+        NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT,              \
+        NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT,              \
+        NCCL_EP_UNDEF_INT                                                                       \
+  }
+
+/* Per-handle options. Initialize with NCCL_EP_HANDLE_CONFIG_INITIALIZER. */
+typedef struct {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int layout;          /* ncclEpLayout_t, default ncclEpLayoutExpanded */
+  int mode;            /* ncclEpMode_t, default ncclEpModeExact */
+  int expertAlignment; /* expanded layout: segment alignment in rows, >= 1, default 1 */
+  int zeroGaps;        /* expanded layout: 1 = write zeros into alignment gap rows, default 0 */
+} ncclEpHandleConfig_t;
+
+#define NCCL_EP_HANDLE_CONFIG_INITIALIZER                                               \
+  {                                                                                     \
+    sizeof(ncclEpHandleConfig_t), NCCL_EP_CONFIG_MAGIC, EPX_VERSION_CODE, NCCL_EP_UNDEF_INT, \
+        NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT                         \
+  }
+
+/* Router decision of this rank. Device pointers. */
+typedef struct {
+  const void* topkIdx;        /* [numTokens, topk], ncclInt32 or ncclInt64; -1 = unused slot */
+  ncclDataType_t topkIdxType; /* ncclInt32 or ncclInt64 */
+  int numTokens;              /* T on this rank, 0 .. maxTokensPerRank */
+} ncclEpRouting_t;
+
+/* Dispatch inputs. Device pointers, 16-byte aligned, rows contiguous. */
+typedef struct {
+  const void* x;             /* [T, hidden]: ncclBfloat16, or ncclFloat8e4m3 (fp8Dispatch groups) */
+  ncclDataType_t xType;      /* ncclBfloat16 or ncclFloat8e4m3 */
+  const float* xScales;      /* FP8 only: [T, hidden/128] FP32 dequantization scales; else NULL */
+  const float* topkWeights;  /* [T, topk] FP32 gate weights, or NULL (no received weights) */
+} ncclEpDispatchInputs_t;
+
+/*
+ * Dispatch outputs (device pointers). R = rows of the handle: exact mode ncclEpHandleGetCounts's
+ * numRows, capacity mode ncclEpHandleGetCapacity's rows. Le = numExperts / nRanks.
+ */
+typedef struct {
+  void* recvX;              /* [R, hidden], same dtype as x */
+  float* recvScales;        /* FP8: [R, hidden/128]; else NULL */
+  float* recvTopkWeights;   /* expanded: [R] (weight of this row's expert); dedup: [R, topk]; or NULL */
+  int32_t* recvTopkIdx;     /* dedup only: [R, topk] local expert index (0..Le-1) or -1; or NULL */
+  int32_t* recvSrcInfo;     /* optional [R, 2]: (source rank, source token index) of each row; or NULL */
+  int32_t* expertCounts;    /* optional [Le]: valid rows per local expert (unaligned); or NULL */
+  int32_t* expertOffsets;   /* optional [Le + 1]: expanded: aligned segment starts, last = total rows
+                               incl. gaps; dedup: exclusive prefix of expertCounts; or NULL */
+  int32_t* numRecvRows;     /* optional [1]: rows written (expanded: incl. gaps); or NULL */
+} ncclEpDispatchOutputs_t;
+
+/* Combine inputs: expert outputs in the dispatch output layout of the same handle. */
+typedef struct {
+  const void* x;               /* [R, hidden] ncclBfloat16 (gate weights already applied) */
+  ncclDataType_t xType;        /* ncclBfloat16 */
+  const void* bias0;           /* optional [T, hidden] BF16 added in the epilogue, or NULL */
+  const void* bias1;           /* optional second [T, hidden] BF16 bias, or NULL */
+  const float* topkWeights;    /* optional, to return combined weights: expanded [R]; dedup [R, topk] */
+} ncclEpCombineInputs_t;
+
+typedef struct {
+  void* out;                   /* [T, hidden] BF16: sum over destination ranks, FP32 accumulation */
+  float* combinedTopkWeights;  /* optional [T, topk]: weight of slot k from its expert's rank (0 for
+                                  masked slots); requires topkWeights in the inputs */
+} ncclEpCombineOutputs_t;
+
+/* Exact-mode receive counts, valid after ncclEpDispatchLayout returns. */
+typedef struct {
+  int numRows;        /* rows of the dispatch output (expanded: incl. alignment gaps) */
+  int numTokens;      /* received (token, rank) pairs = deduplicated rows */
+  int numLocalExperts;
+  const int* expertCounts; /* host array [numLocalExperts], owned by the handle */
+} ncclEpCounts_t;
+
+/* --- errors --------------------------------------------------------------------------------- */
+
+/* Reason for the last failing ncclEp* call of the calling thread ("" if none). */
+const char* ncclEpGetLastError(void);
+
+/*
+ * Device-side error of the group (timeout waiting for a peer, invalid expert ids seen on the
+ * device). Does not synchronize. *asyncError = ncclSuccess when none; msg (may be NULL) receives
+ * a description naming the stalled peer / bad token, truncated to msgLen.
+ */
+ncclResult_t ncclEpGroupGetAsyncError(ncclEpGroup_t group, ncclResult_t* asyncError, char* msg,
+                                      size_t msgLen);
+
+/* --- group ---------------------------------------------------------------------------------- */
+
+/*
+ * Bytes of symmetric (window) memory a group with this config needs per rank, before anything is
+ * allocated. Does not need a communicator: nRanks is the EP size.
+ * Errors: ncclInvalidArgument for an invalid config (reason in ncclEpGetLastError).
+ */
+ncclResult_t ncclEpGetBufferSizeHint(const ncclEpConfig_t* config, int nRanks, size_t* bytes);
+
+/*
+ * Create an EP group over all ranks of comm (collective). All ranks must share one NVLink (LSA)
+ * domain in this release (2..8 GPUs). Allocates the window with ncclMemAlloc, registers it, and
+ * creates an NCCL device communicator. Several groups may share one comm.
+ * Errors: ncclInvalidArgument (config), ncclInvalidUsage (ranks not all LSA peers, NCCL runtime
+ * older than the headers, no symmetric memory support), ncclSystemError / ncclUnhandledCudaError.
+ */
+ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t* config, ncclEpGroup_t* group);
+
+/* Destroy a group (waits for its work on the device; not collective). NULL is ignored. */
+ncclResult_t ncclEpGroupDestroy(ncclEpGroup_t group);
+
+/* Number of CTAs the group's kernels launch (the SM budget actually used). */
+ncclResult_t ncclEpGroupGetSmCount(ncclEpGroup_t group, int* sms);
+
+/* --- handles -------------------------------------------------------------------------------- */
+
+ncclResult_t ncclEpHandleCreate(ncclEpGroup_t group, const ncclEpHandleConfig_t* config,
+                                ncclEpHandle_t* handle);
+ncclResult_t ncclEpHandleDestroy(ncclEpHandle_t handle);
+
+/* Capacity-mode output rows (exact mode: the same bound; outputs may be sized by it too). */
+ncclResult_t ncclEpHandleGetCapacity(ncclEpHandle_t handle, int* rows);
+
+/* Exact mode only, after ncclEpDispatchLayout: the receive counts (host). */
+ncclResult_t ncclEpHandleGetCounts(ncclEpHandle_t handle, ncclEpCounts_t* counts);
+
+/*
+ * Compute the route of `routing` into the handle and exchange counts with all ranks (collective).
+ * Exact mode: blocks the host until the counts arrive, and returns ncclInvalidArgument for expert
+ * ids out of range [-1, numExperts) or repeated within a token. Capacity mode: does not block;
+ * invalid ids are dropped and reported through ncclEpGroupGetAsyncError.
+ * Host-side errors: numTokens > maxTokensPerRank, NULL/misaligned pointers, bad dtype.
+ */
+ncclResult_t ncclEpDispatchLayout(ncclEpHandle_t handle, const ncclEpRouting_t* routing,
+                                  cudaStream_t stream);
+
+/* Send tokens to the ranks of their experts by the handle's route (collective, stream-ordered). */
+ncclResult_t ncclEpDispatch(ncclEpHandle_t handle, const ncclEpDispatchInputs_t* in,
+                            const ncclEpDispatchOutputs_t* out, cudaStream_t stream);
+
+/* Return expert outputs to their source tokens and sum them (collective, stream-ordered). */
+ncclResult_t ncclEpCombine(ncclEpHandle_t handle, const ncclEpCombineInputs_t* in,
+                           const ncclEpCombineOutputs_t* out, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EPX_EP_H_ */
