@@ -127,6 +127,7 @@ typedef struct {
   ncclDataType_t xType;      /* ncclBfloat16 or ncclFloat8e4m3 */
   const float* xScales;      /* FP8 only: [T, hidden/128] FP32 dequantization scales; else NULL */
   const float* topkWeights;  /* [T, topk] FP32 gate weights, or NULL (no received weights) */
+  int hidden;                /* optional shape check: channels of x; 0 = not checked */
 } ncclEpDispatchInputs_t;
 
 /*
@@ -143,6 +144,8 @@ typedef struct {
   int32_t* expertOffsets;   /* optional [Le + 1]: expanded: aligned segment starts, last = total rows
                                incl. gaps; dedup: exclusive prefix of expertCounts; or NULL */
   int32_t* numRecvRows;     /* optional [1]: rows written (expanded: incl. gaps); or NULL */
+  int numRows;              /* optional shape check: rows allocated in the outputs (must be >= the
+                               rows the handle needs); 0 = not checked */
 } ncclEpDispatchOutputs_t;
 
 /* Combine inputs: expert outputs in the dispatch output layout of the same handle. */
@@ -152,12 +155,15 @@ typedef struct {
   const void* bias0;           /* optional [T, hidden] BF16 added in the epilogue, or NULL */
   const void* bias1;           /* optional second [T, hidden] BF16 bias, or NULL */
   const float* topkWeights;    /* optional, to return combined weights: expanded [R]; dedup [R, topk] */
+  int numRows;                 /* optional shape check: rows of x (>= the handle's rows); 0 = not checked */
+  int hidden;                  /* optional shape check: channels of x; 0 = not checked */
 } ncclEpCombineInputs_t;
 
 typedef struct {
   void* out;                   /* [T, hidden] BF16: sum over destination ranks, FP32 accumulation */
   float* combinedTopkWeights;  /* optional [T, topk]: weight of slot k from its expert's rank (0 for
                                   masked slots); requires topkWeights in the inputs */
+  int numTokens;               /* optional shape check: rows of out (== the layout's T); 0 = not checked */
 } ncclEpCombineOutputs_t;
 
 /* Exact-mode receive counts, valid after ncclEpDispatchLayout returns. */
