@@ -1,0 +1,92 @@
+// ncclNetPlugin_v10 (NCCL 2.24-2.27): traffic class per connect, no context.
+#include "nccl_net.h"
+#include "socket/transport.h"
+
+namespace {
+
+namespace sock = epx::plugin::socket;
+
+ncclResult_t init(ncclDebugLogger_t logFunction, ncclProfilerCallback_t profFunction) {
+  (void)profFunction;
+  return sock::init(logFunction);
+}
+
+ncclResult_t getProperties(int dev, ncclNetProperties_v10_t* props) {
+  ncclNetProperties_v11_t p;
+  ncclResult_t res = sock::getProperties(dev, &p);
+  if (res != ncclSuccess) return res;
+  props->name = p.name;
+  props->pciPath = p.pciPath;
+  props->guid = p.guid;
+  props->ptrSupport = p.ptrSupport;
+  props->regIsGlobal = p.regIsGlobal;
+  props->forceFlush = p.forceFlush;
+  props->speed = p.speed;
+  props->port = p.port;
+  props->latency = p.latency;
+  props->maxComms = p.maxComms;
+  props->maxRecvs = p.maxRecvs;
+  props->netDeviceType = p.netDeviceType;
+  props->netDeviceVersion = p.netDeviceVersion;
+  props->vProps.ndevs = p.vProps.ndevs;
+  for (int i = 0; i < NCCL_NET_MAX_DEVS_PER_NIC; ++i) props->vProps.devs[i] = p.vProps.devs[i];
+  props->maxP2pBytes = p.maxP2pBytes;
+  props->maxCollBytes = p.maxCollBytes;
+  return ncclSuccess;
+}
+
+ncclResult_t connect(int dev, ncclNetCommConfig_v10_t* config, void* handle, void** sendComm,
+                     ncclNetDeviceHandle_v10_t** sendDevComm) {
+  if (sendDevComm != nullptr) *sendDevComm = nullptr;
+  sock::NetContext ctx;
+  if (config != nullptr) ctx.trafficClass = config->trafficClass;
+  return sock::connect(&ctx, dev, handle, sendComm);
+}
+
+ncclResult_t accept(void* listenComm, void** recvComm, ncclNetDeviceHandle_v10_t** recvDevComm) {
+  if (recvDevComm != nullptr) *recvDevComm = nullptr;
+  return sock::accept(listenComm, recvComm);
+}
+
+ncclResult_t regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                         void** mhandle) {
+  (void)offset, (void)fd;
+  return sock::regMr(comm, data, size, type, mhandle);
+}
+
+ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
+                   void** request) {
+  (void)mhandle, (void)phandle;
+  return sock::isend(sendComm, data, size, tag, request);
+}
+
+ncclResult_t irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+                   void** phandles, void** request) {
+  (void)mhandles, (void)phandles;
+  return sock::irecv(recvComm, n, data, sizes, tags, request);
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) const ncclNet_v10_t ncclNetPlugin_v10 = {
+    .name = "EPX",
+    .init = init,
+    .devices = sock::devices,
+    .getProperties = getProperties,
+    .listen = sock::listen,
+    .connect = connect,
+    .accept = accept,
+    .regMr = sock::regMr,
+    .regMrDmaBuf = regMrDmaBuf,
+    .deregMr = sock::deregMr,
+    .isend = isend,
+    .irecv = irecv,
+    .iflush = sock::iflush,
+    .test = sock::test,
+    .closeSend = sock::closeSend,
+    .closeRecv = sock::closeRecv,
+    .closeListen = sock::closeListen,
+    .getDeviceMr = nullptr,
+    .irecvConsumed = nullptr,
+    .makeVDevice = nullptr,
+};
