@@ -1,0 +1,143 @@
+// Command-line parsing of epx-bench.
+#include "args.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+namespace epxbench {
+
+namespace {
+
+void usage(FILE* f) {
+  std::fprintf(f,
+      "usage: epx-bench [options]\n"
+      "Times epx EP dispatch/combine on the local GPUs against a plain NCCL all-to-all dispatcher\n"
+      "and the NVLink peer-copy ceiling, and checks the results against the CPU reference.\n"
+      "  --gpus N            ranks (one per GPU), default all local GPUs (2..8)\n"
+      "  --tokens T          tokens per rank (default 4096)\n"
+      "  --hidden H          channels per token (default 7168)\n"
+      "  --topk K            experts per token (default 8)\n"
+      "  --experts E         experts in total (default 256)\n"
+      "  --sms LIST          SM budgets, comma separated; 0 = epx's analytic default (default 24,0)\n"
+      "  --routing R         uniform | grouped | both (default both)\n"
+      "                      grouped: DeepSeek-V3 group-limited, 8 groups, top-4 groups, Zipf(0.8)\n"
+      "                      expert popularity over a seed-shuffled expert order\n"
+      "  --layout L          dedup | expanded | both (default dedup)\n"
+      "  --mode M            capacity | exact | both (default capacity)\n"
+      "  --align N           expanded layout: expert segment alignment in rows (default 1)\n"
+      "  --idx32             top-k ids as int32 (default int64)\n"
+      "  --iters N           timed iterations (default 50)\n"
+      "  --warmup N          untimed iterations first (default 10)\n"
+      "  --seed S            routing/data seed (default 1)\n"
+      "  --no-check          skip the correctness check\n"
+      "  --no-baseline       skip the NCCL all-to-all dispatcher\n"
+      "  --no-ceiling        skip the NVLink peer-copy ceiling\n"
+      "  --csv FILE          also write one CSV row per measurement to FILE\n"
+      "  -h, --help          this text\n");
+}
+
+[[noreturn]] void bad(const std::string& msg) {
+  std::fprintf(stderr, "epx-bench: %s\n", msg.c_str());
+  usage(stderr);
+  std::exit(2);
+}
+
+long toInt(const char* opt, const char* v, long lo, long hi) {
+  char* end = nullptr;
+  errno = 0;
+  long x = std::strtol(v, &end, 10);
+  if (errno || end == v || *end != '\0' || x < lo || x > hi) {
+    std::ostringstream os;
+    os << opt << ": '" << v << "' is not an integer in [" << lo << ", " << hi << "]";
+    bad(os.str());
+  }
+  return x;
+}
+
+std::vector<int> toIntList(const char* opt, const char* v, long lo, long hi) {
+  std::vector<int> out;
+  std::string s(v), item;
+  std::stringstream ss(s);
+  while (std::getline(ss, item, ',')) out.push_back(int(toInt(opt, item.c_str(), lo, hi)));
+  if (out.empty()) bad(std::string(opt) + ": empty list");
+  return out;
+}
+
+}  // namespace
+
+const char* routingName(RoutingKind k) { return k == RoutingKind::Uniform ? "uniform" : "grouped"; }
+const char* layoutName(int layout) { return layout == 0 ? "expanded" : "dedup"; }
+const char* modeName(int mode) { return mode == 0 ? "exact" : "capacity"; }
+
+Options parseArgs(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const char* a = argv[i];
+    auto val = [&]() -> const char* {
+      if (i + 1 >= argc) bad(std::string(a) + " needs a value");
+      return argv[++i];
+    };
+    if (!std::strcmp(a, "-h") || !std::strcmp(a, "--help")) {
+      usage(stdout);
+      std::exit(0);
+    } else if (!std::strcmp(a, "--gpus")) {
+      o.gpus = int(toInt(a, val(), 1, 64));
+    } else if (!std::strcmp(a, "--tokens")) {
+      o.tokens = int(toInt(a, val(), 1, 65536));
+    } else if (!std::strcmp(a, "--hidden")) {
+      o.hidden = int(toInt(a, val(), 8, 1 << 16));
+    } else if (!std::strcmp(a, "--topk")) {
+      o.topk = int(toInt(a, val(), 1, 32));
+    } else if (!std::strcmp(a, "--experts")) {
+      o.experts = int(toInt(a, val(), 1, 1024));
+    } else if (!std::strcmp(a, "--sms")) {
+      o.sms = toIntList(a, val(), 0, 1024);
+    } else if (!std::strcmp(a, "--routing")) {
+      std::string v = val();
+      if (v == "uniform") o.routings = {RoutingKind::Uniform};
+      else if (v == "grouped") o.routings = {RoutingKind::Grouped};
+      else if (v == "both") o.routings = {RoutingKind::Uniform, RoutingKind::Grouped};
+      else bad("--routing: expected uniform, grouped or both, got '" + v + "'");
+    } else if (!std::strcmp(a, "--layout")) {
+      std::string v = val();
+      if (v == "dedup") o.layouts = {1};
+      else if (v == "expanded") o.layouts = {0};
+      else if (v == "both") o.layouts = {1, 0};
+      else bad("--layout: expected dedup, expanded or both, got '" + v + "'");
+    } else if (!std::strcmp(a, "--mode")) {
+      std::string v = val();
+      if (v == "capacity") o.modes = {1};
+      else if (v == "exact") o.modes = {0};
+      else if (v == "both") o.modes = {1, 0};
+      else bad("--mode: expected capacity, exact or both, got '" + v + "'");
+    } else if (!std::strcmp(a, "--align")) {
+      o.align = int(toInt(a, val(), 1, 1024));
+    } else if (!std::strcmp(a, "--idx32")) {
+      o.idx64 = false;
+    } else if (!std::strcmp(a, "--iters")) {
+      o.iters = int(toInt(a, val(), 1, 100000));
+    } else if (!std::strcmp(a, "--warmup")) {
+      o.warmup = int(toInt(a, val(), 0, 100000));
+    } else if (!std::strcmp(a, "--seed")) {
+      o.seed = (unsigned long long)toInt(a, val(), 0, 1L << 40);
+    } else if (!std::strcmp(a, "--no-check")) {
+      o.check = false;
+    } else if (!std::strcmp(a, "--no-baseline")) {
+      o.baseline = false;
+    } else if (!std::strcmp(a, "--no-ceiling")) {
+      o.ceiling = false;
+    } else if (!std::strcmp(a, "--csv")) {
+      o.csv = val();
+    } else {
+      bad(std::string("unknown option '") + a + "'");
+    }
+  }
+  if (o.topk > o.experts) bad("--topk must not exceed --experts");
+  if (o.hidden % 8) bad("--hidden must be a multiple of 8");
+  return o;
+}
+
+}  // namespace epxbench

@@ -1,0 +1,38 @@
+// Command-line options of epx-bench.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace epxbench {
+
+enum class RoutingKind { Uniform, Grouped };
+
+struct Options {
+  int gpus = 0;              // 0: all local GPUs
+  int tokens = 4096;         // tokens per rank
+  int hidden = 7168;
+  int topk = 8;
+  int experts = 256;
+  std::vector<int> sms = {24, 0};  // SM budgets; 0 = epx's analytic default
+  std::vector<RoutingKind> routings = {RoutingKind::Uniform, RoutingKind::Grouped};
+  std::vector<int> layouts = {1};  // ncclEpLayout_t values (default: deduplicated)
+  std::vector<int> modes = {1};    // ncclEpMode_t values (default: capacity)
+  int align = 1;             // expanded layout: expert segment alignment
+  int iters = 50;
+  int warmup = 10;
+  bool idx64 = true;         // top-k ids as int64 (else int32)
+  bool check = true;         // correctness check against the CPU reference
+  bool baseline = true;      // NCCL all-to-all dispatcher
+  bool ceiling = true;       // NVLink peer-copy ceiling
+  unsigned long long seed = 1;
+  std::string csv;           // CSV output file, empty = none
+};
+
+// Parses argv; on --help prints usage and exits 0, on a bad option prints why and exits 2.
+Options parseArgs(int argc, char** argv);
+
+const char* routingName(RoutingKind k);
+const char* layoutName(int layout);
+const char* modeName(int mode);
+
+}  // namespace epxbench
