@@ -1,0 +1,159 @@
+#include "core/config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace epx {
+
+namespace {
+constexpr uint64_t align(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+bool undef(int v) { return v == NCCL_EP_UNDEF_INT; }
+
+std::string header(size_t size, unsigned magic, unsigned version, size_t expected, const char* what) {
+  std::ostringstream os;
+  if (magic != NCCL_EP_CONFIG_MAGIC)
+    os << what << " not initialized: use " << what << "_INITIALIZER (magic 0x" << std::hex << magic << ")";
+  else if (size != expected)
+    os << what << " size " << size << " does not match this library (" << expected << ")";
+  else if (version > EPX_VERSION_CODE)
+    os << what << " version " << version << " is newer than this library (" << EPX_VERSION_CODE << ")";
+  return os.str();
+}
+}  // namespace
+
+std::string normalizeConfig(const ncclEpConfig_t* in, int nRanks, GroupConfig* out) {
+  if (!in) return "config is NULL";
+  std::string h = header(in->size, in->magic, in->version, sizeof(ncclEpConfig_t), "NCCL_EP_CONFIG");
+  if (!h.empty()) return h;
+  std::ostringstream os;
+  GroupConfig c;
+  if (nRanks < 1 || nRanks > dev::kMaxRanks) {
+    os << "EP size " << nRanks << " not supported: this release runs 1.." << dev::kMaxRanks
+       << " ranks in one NVLink domain";
+    return os.str();
+  }
+  if (undef(in->maxTokensPerRank) || in->maxTokensPerRank < 1 || in->maxTokensPerRank > dev::kMaxTokens) {
+    os << "maxTokensPerRank must be in [1, " << dev::kMaxTokens << "], got " << in->maxTokensPerRank;
+    return os.str();
+  }
+  c.maxTokensPerRank = in->maxTokensPerRank;
+  c.fp8Dispatch = !undef(in->fp8Dispatch) && in->fp8Dispatch != 0;
+  if (!undef(in->fp8Dispatch) && in->fp8Dispatch != 0 && in->fp8Dispatch != 1)
+    return "fp8Dispatch must be 0 or 1, got " + std::to_string(in->fp8Dispatch);
+  if (undef(in->hidden) || in->hidden < 8 || in->hidden % 8 != 0 || in->hidden > (1 << 16)) {
+    os << "hidden must be a multiple of 8 in [8, 65536], got " << in->hidden;
+    return os.str();
+  }
+  if (c.fp8Dispatch && in->hidden % 128 != 0) {
+    os << "hidden must be a multiple of 128 for FP8 dispatch (one FP32 scale per 128 channels), got "
+       << in->hidden;
+    return os.str();
+  }
+  c.hidden = in->hidden;
+  if (undef(in->topk) || in->topk < 1 || in->topk > dev::kMaxTopk) {
+    os << "topk must be in [1, " << dev::kMaxTopk << "], got " << in->topk;
+    return os.str();
+  }
+  c.topk = in->topk;
+  if (undef(in->numExperts) || in->numExperts < 1 || in->numExperts > dev::kMaxExperts) {
+    os << "numExperts must be in [1, " << dev::kMaxExperts << "], got " << in->numExperts;
+    return os.str();
+  }
+  if (in->numExperts % nRanks != 0) {
+    os << "numExperts (" << in->numExperts << ") must be a multiple of the EP size (" << nRanks << ")";
+    return os.str();
+  }
+  c.numExperts = in->numExperts;
+  c.algorithm = undef(in->algorithm) ? ncclEpAlgoAuto : in->algorithm;
+  if (c.algorithm == ncclEpAlgoLowLatency)
+    return "algorithm ncclEpAlgoLowLatency is not implemented in this release (use Auto or HighThroughput)";
+  if (c.algorithm != ncclEpAlgoAuto && c.algorithm != ncclEpAlgoHighThroughput)
+    return "algorithm must be an ncclEpAlgo_t value, got " + std::to_string(c.algorithm);
+  c.smBudget = undef(in->smBudget) ? 0 : in->smBudget;
+  if (c.smBudget < 0 || c.smBudget > dev::kMaxCtas) {
+    os << "smBudget must be in [0, " << dev::kMaxCtas << "] (0 = analytic), got " << c.smBudget;
+    return os.str();
+  }
+  c.qpBudget = undef(in->qpBudget) ? 0 : in->qpBudget;
+  if (c.qpBudget < 0) return "qpBudget must be >= 0, got " + std::to_string(c.qpBudget);
+  c.slIndex = undef(in->slIndex) ? -1 : in->slIndex;
+  if (c.slIndex < -1 || c.slIndex > 15) return "slIndex must be -1 (policy) or an InfiniBand SL 0..15, got " + std::to_string(c.slIndex);
+  c.timeoutMs = undef(in->timeoutMs) ? 10000 : in->timeoutMs;
+  if (c.timeoutMs < 1) return "timeoutMs must be >= 1, got " + std::to_string(c.timeoutMs);
+  *out = c;
+  return {};
+}
+
+std::string normalizeHandleConfig(const ncclEpHandleConfig_t* in, HandleConfig* out) {
+  if (!in) return "handle config is NULL";
+  std::string h = header(in->size, in->magic, in->version, sizeof(ncclEpHandleConfig_t), "NCCL_EP_HANDLE_CONFIG");
+  if (!h.empty()) return h;
+  HandleConfig c;
+  const int layout = undef(in->layout) ? ncclEpLayoutExpanded : in->layout;
+  if (layout != ncclEpLayoutExpanded && layout != ncclEpLayoutDeduplicated)
+    return "layout must be ncclEpLayoutExpanded or ncclEpLayoutDeduplicated, got " + std::to_string(layout);
+  c.expanded = layout == ncclEpLayoutExpanded;
+  const int mode = undef(in->mode) ? ncclEpModeExact : in->mode;
+  if (mode != ncclEpModeExact && mode != ncclEpModeCapacity)
+    return "mode must be ncclEpModeExact or ncclEpModeCapacity, got " + std::to_string(mode);
+  c.capacity = mode == ncclEpModeCapacity;
+  c.alignment = undef(in->expertAlignment) ? 1 : in->expertAlignment;
+  if (c.alignment < 1 || c.alignment > 1024)
+    return "expertAlignment must be in [1, 1024] rows, got " + std::to_string(c.alignment);
+  if (!c.expanded && c.alignment != 1)
+    return "expertAlignment applies to the expanded layout only (deduplicated rows are not grouped by expert)";
+  c.zeroGaps = !undef(in->zeroGaps) && in->zeroGaps != 0;
+  *out = c;
+  return {};
+}
+
+dev::WindowLayout computeWindowLayout(const GroupConfig& cfg, int nRanks) {
+  dev::WindowLayout wl{};
+  const int K = cfg.topk, Le = cfg.localExperts(nRanks);
+  wl.countFlags = 0;
+  wl.readyFlags = 256;
+  wl.dataFlags = 512;
+  const uint64_t dataFlagBytes = uint64_t(dev::kNumOpKinds) * dev::kMaxRanks * dev::kMaxCtas * 4;
+  wl.counts = align(wl.dataFlags + dataFlagBytes, 256);
+  wl.countStride = uint32_t(align(1 + Le, 4));
+  const uint64_t countBytes = uint64_t(2) * dev::kMaxRanks * wl.countStride * 4;
+  // BF16 row; an FP8 row (H bytes + H/128 FP32 scales) always fits in it.
+  const uint32_t payload = uint32_t(cfg.hidden) * 2;
+  wl.dispatchMetaOffset = payload;
+  wl.dispatchRowBytes = payload + uint32_t(align(4u * (1 + 3 * K), 16));
+  wl.combineMetaOffset = payload;
+  wl.combineRowBytes = payload + uint32_t(align(4u * K, 16));
+  wl.dispatchRegion = align(wl.counts + countBytes, 4096);
+  const uint64_t rows = uint64_t(nRanks) * cfg.maxTokensPerRank;
+  wl.combineRegion = align(wl.dispatchRegion + rows * wl.dispatchRowBytes, 4096);
+  wl.totalBytes = align(wl.combineRegion + rows * wl.combineRowBytes, uint64_t(2) << 20);
+  return wl;
+}
+
+long long capacityRows(const GroupConfig& cfg, int nRanks, const HandleConfig& h) {
+  const long long tokens = 1LL * nRanks * cfg.maxTokensPerRank;
+  if (!h.expanded) return tokens;
+  const int Le = cfg.localExperts(nRanks);
+  return tokens * std::min(cfg.topk, Le) + 1LL * Le * (h.alignment - 1);
+}
+
+int analyticSmCount(int numSMs, int nRanks, double nvlinkGBps) {
+  // Model (DeepEP V2-style sizing, our constants measured on H200, docs/performance.md): a CTA of
+  // 16 warps sustains about kCtaNvlinkGBps of NVLink stores and kCtaCopyGBps of local HBM copy.
+  // Dispatch moves (R-1)/R of the rows over NVLink and copies every received row locally once, so
+  // CTAs = NVLink share + copy share, balanced to finish together.
+  constexpr double kCtaNvlinkGBps = 15.0;
+  constexpr double kCtaCopyGBps = 60.0;
+  if (nRanks <= 1) return std::max(1, std::min(numSMs, 16));
+  const double remote = double(nRanks - 1) / nRanks;
+  const double ctas = nvlinkGBps / kCtaNvlinkGBps + nvlinkGBps / remote / kCtaCopyGBps;
+  return std::max(8, std::min(numSMs, int(std::ceil(ctas))));
+}
+
+int resolveCtaCount(const GroupConfig& cfg, int numSMs, int nRanks, double nvlinkGBps) {
+  int n = cfg.smBudget > 0 ? cfg.smBudget : analyticSmCount(numSMs, nRanks, nvlinkGBps);
+  return std::max(1, std::min({n, numSMs, dev::kMaxCtas}));
+}
+
+}  // namespace epx

@@ -1,0 +1,104 @@
+// ncclEpHandle: the device arrays of one route (sized for the group's maxima at creation, so that
+// later calls allocate nothing and can be captured in a CUDA graph).
+#include <cstring>
+
+#include "core/config.h"
+#include "core/errors.h"
+#include "internal.h"
+
+using epx::fail;
+
+namespace {
+
+// Carves the route's arrays out of one allocation; returns the bytes needed when base is null.
+size_t carveRoute(char* base, const ncclEpGroup& g, epx::dev::Route* r) {
+  const size_t T = g.cfg.maxTokensPerRank, K = g.cfg.topk, R = g.nRanks, Le = g.cfg.localExperts(g.nRanks);
+  size_t off = 0;
+  auto take = [&](auto** p, size_t count) {
+    using Elem = std::remove_pointer_t<std::remove_reference_t<decltype(*p)>>;
+    off = (off + 255) / 256 * 256;
+    *p = base ? reinterpret_cast<Elem*>(base + off) : nullptr;
+    off += count * sizeof(Elem);
+  };
+  take(&r->tokExpert, T * K);
+  take(&r->tokExpertPos, T * K);
+  take(&r->tokSlot, T * R);
+  take(&r->recvBase, R + 1);
+  take(&r->expertCount, Le);
+  take(&r->expertStart, Le + 1);
+  take(&r->srcExpertOff, R * Le);
+  take(&r->totals, 4);
+  take(&r->recvExpRows, R * T * K);
+  take(&r->recvLocalMask, R * T);
+  return off;
+}
+
+}  // namespace
+
+extern "C" ncclResult_t ncclEpHandleCreate(ncclEpGroup_t g, const ncclEpHandleConfig_t* config, ncclEpHandle_t* out) {
+  if (!out) return fail(ncclInvalidArgument, "ncclEpHandleCreate: handle is NULL");
+  *out = nullptr;
+  if (!g) return fail(ncclInvalidArgument, "ncclEpHandleCreate: group is NULL");
+  auto* h = new ncclEpHandle;
+  h->group = g;
+  std::string err = epx::normalizeHandleConfig(config, &h->cfg);
+  if (!err.empty()) {
+    delete h;
+    return fail(ncclInvalidArgument, "ncclEpHandleCreate: " + err);
+  }
+  h->capacityRows = epx::capacityRows(g->cfg, g->nRanks, h->cfg);
+  if (h->capacityRows > INT32_MAX) {
+    delete h;
+    return fail(ncclInvalidArgument, "ncclEpHandleCreate: capacity of " + std::to_string(h->capacityRows) +
+                                         " rows exceeds 2^31; lower maxTokensPerRank or alignment");
+  }
+  cudaError_t ce = cudaSetDevice(g->cudaDev);
+  const size_t bytes = carveRoute(nullptr, *g, &h->route);
+  if (ce == cudaSuccess) ce = cudaMalloc(&h->devMem, bytes);
+  if (ce == cudaSuccess) ce = cudaMemset(h->devMem, 0, bytes);
+  if (ce == cudaSuccess) ce = cudaHostAlloc(reinterpret_cast<void**>(&h->summary), sizeof(epx::dev::LayoutSummary), cudaHostAllocMapped);
+  if (ce == cudaSuccess) ce = cudaHostGetDevicePointer(reinterpret_cast<void**>(&h->summaryDev), h->summary, 0);
+  if (ce == cudaSuccess) ce = cudaDeviceSynchronize();
+  if (ce != cudaSuccess) {
+    if (h->devMem) cudaFree(h->devMem);
+    if (h->summary) cudaFreeHost(h->summary);
+    delete h;
+    return fail(ncclUnhandledCudaError, std::string("ncclEpHandleCreate: ") + cudaGetErrorString(ce));
+  }
+  carveRoute(static_cast<char*>(h->devMem), *g, &h->route);
+  h->route.expanded = h->cfg.expanded;
+  h->route.alignment = h->cfg.alignment;
+  std::memset(h->summary, 0, sizeof(*h->summary));
+  *out = h;
+  return ncclSuccess;
+}
+
+extern "C" ncclResult_t ncclEpHandleDestroy(ncclEpHandle_t h) {
+  if (!h) return ncclSuccess;
+  cudaSetDevice(h->group->cudaDev);
+  cudaError_t ce = cudaDeviceSynchronize();
+  cudaFree(h->devMem);
+  cudaFreeHost(h->summary);
+  delete h;
+  if (ce != cudaSuccess) return fail(ncclUnhandledCudaError, std::string("ncclEpHandleDestroy: ") + cudaGetErrorString(ce));
+  return ncclSuccess;
+}
+
+extern "C" ncclResult_t ncclEpHandleGetCapacity(ncclEpHandle_t h, int* rows) {
+  if (!h || !rows) return fail(ncclInvalidArgument, "ncclEpHandleGetCapacity: NULL argument");
+  *rows = int(h->capacityRows);
+  return ncclSuccess;
+}
+
+extern "C" ncclResult_t ncclEpHandleGetCounts(ncclEpHandle_t h, ncclEpCounts_t* counts) {
+  if (!h || !counts) return fail(ncclInvalidArgument, "ncclEpHandleGetCounts: NULL argument");
+  if (h->cfg.capacity)
+    return fail(ncclInvalidUsage, "ncclEpHandleGetCounts: capacity-mode handles keep counts on the device "
+                                  "(ncclEpDispatchOutputs_t expertCounts / numRecvRows)");
+  if (!h->laidOut) return fail(ncclInvalidUsage, "ncclEpHandleGetCounts: call ncclEpDispatchLayout first");
+  counts->numRows = h->numRows;
+  counts->numTokens = h->numRecvTokens;
+  counts->numLocalExperts = int(h->expertCounts.size());
+  counts->expertCounts = h->expertCounts.data();
+  return ncclSuccess;
+}

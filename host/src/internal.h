@@ -1,0 +1,46 @@
+// Internal state behind the opaque ncclEpGroup_t / ncclEpHandle_t handles.
+#pragma once
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <vector>
+
+#include "core/config.h"
+#include "epx/device/ep_args.h"
+#include "epx/ep.h"
+
+struct ncclEpGroup {
+  ncclComm_t comm = nullptr;
+  int rank = 0, nRanks = 0, cudaDev = -1, numSMs = 0, nCtas = 0;
+  epx::GroupConfig cfg;
+  epx::dev::WindowLayout wl{};
+  void* buffer = nullptr;           // ncclMemAlloc, registered as `window`
+  ncclWindow_t window = nullptr;
+  void* devComm = nullptr;          // ncclDevComm (opaque here; created in devcomm.cu)
+  epx::dev::GroupState* state = nullptr;    // device memory
+  epx::dev::AsyncError* error = nullptr;    // mapped pinned host memory
+  epx::dev::AsyncError* errorDev = nullptr; // its device alias
+  epx::dev::Common common() const;
+};
+
+struct ncclEpHandle {
+  ncclEpGroup_t group = nullptr;
+  epx::HandleConfig cfg;
+  void* devMem = nullptr;
+  epx::dev::Route route{};
+  epx::dev::LayoutSummary* summary = nullptr;     // mapped pinned (exact mode)
+  epx::dev::LayoutSummary* summaryDev = nullptr;
+  long long capacityRows = 0;
+  bool laidOut = false;
+  int numTokens = 0;                 // T of the last layout
+  int numRows = 0, numRecvTokens = 0;  // exact mode
+  std::vector<int> expertCounts;     // exact mode
+  int rowsNeeded() const { return cfg.capacity ? int(capacityRows) : numRows; }
+};
+
+namespace epx {
+// NCCL device-API pieces (host side), compiled by nvcc because nccl_device.h needs it.
+int lsaTeamSize(ncclComm_t comm);
+ncclResult_t devCommCreate(ncclComm_t comm, void** devComm);
+ncclResult_t devCommDestroy(ncclComm_t comm, void* devComm);
+}  // namespace epx
