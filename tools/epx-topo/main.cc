@@ -1,0 +1,92 @@
+// epx-topo: show the machine as epx sees it — GPUs, RDMA NICs, PCIe paths, NVLink, rails, SL
+// policy and the EP SM/QP estimate — from live discovery, hwloc XML, NCCL topology XML, or a sysfs
+// snapshot (HWLOC_FSROOT). Exit status: 0 success, 1 bad input, 2 bad usage.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "epx/topology/load.h"
+#include "epx/topology/nccl_export.h"
+#include "report.h"
+
+namespace {
+
+constexpr int kExitBadInput = 1;
+constexpr int kExitUsage = 2;
+
+int fail(const std::string& msg, int code) {
+  std::fprintf(stderr, "epx-topo: %s\n", msg.c_str());
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace epx::topo;
+  CLI::App app{"epx-topo: GPUs, RDMA NICs, PCIe paths, NVLink, rails, SL policy and EP SM/QP estimate"};
+  std::string hwlocXml, ncclXml, exportPath;
+  bool json = false, treeOnly = false, matrixOnly = false;
+  std::optional<int> groupSl, groupTc;
+  cli::EstimateInputs est;
+  auto* hx = app.add_option("--hwloc-xml", hwlocXml, "read an hwloc 2.x XML file instead of the live machine");
+  auto* nx = app.add_option("--nccl-xml", ncclXml, "read an NCCL topology XML file (NCCL_TOPO_FILE format)");
+  hx->excludes(nx);
+  app.add_flag("--json", json, "print JSON (schema in docs/topology.md)");
+  app.add_flag("--tree", treeOnly, "print only the tree");
+  app.add_flag("--matrix", matrixOnly, "print only the GPU x GPU / GPU x NIC matrix");
+  app.add_option("--export-nccl-topo", exportPath, "write an NCCL topology XML reflecting the rails to FILE");
+  app.add_option("--group-sl", groupSl, "a group's own InfiniBand SL (0..15), as libepx passes it");
+  app.add_option("--group-tc", groupTc, "a group's own RoCE traffic class (0..255)");
+  app.add_option("--num-sms", est.numSMs, "SMs per GPU for the estimate cap (default 132, H100/H200 SXM)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--experts", est.experts, "experts for the estimate (default 256)")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--topk", est.topk, "top-k for the estimate (default 8)")->check(CLI::Range(1, 1024));
+  app.add_option("--nodes", est.nodes, "nodes in the EP group (default: 2 with RDMA, else 1)")
+      ->check(CLI::Range(1, 1 << 16));
+  app.set_version_flag("--version", "epx-topo 0.1.0");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(e.what(), kExitUsage);
+  }
+  if (est.topk > est.experts) return fail("--topk must not exceed --experts", kExitUsage);
+  if (json && (treeOnly || matrixOnly)) return fail("--json cannot be combined with --tree or --matrix", kExitUsage);
+
+  Result<Topology> loaded = !hwlocXml.empty() ? loadHwlocXml(hwlocXml)
+                            : !ncclXml.empty() ? loadNcclXml(ncclXml)
+                                               : loadLive();
+  if (!loaded.ok()) return fail(loaded.error, kExitBadInput);
+
+  SlInputs slIn;
+  slIn.groupSl = groupSl;
+  slIn.groupTc = groupTc;
+  Result<SlPolicy> sl = resolveSlPolicy(slIn);
+  if (!sl.ok()) return fail(sl.error, kExitBadInput);
+
+  cli::Report report = cli::buildReport(std::move(loaded.value), sl.value, est);
+
+  if (!exportPath.empty()) {
+    std::string err = writeNcclTopo(report.topo, report.rails, exportPath);
+    if (!err.empty()) return fail(err, kExitBadInput);
+  }
+
+  std::string out;
+  if (json) {
+    out = cli::toJson(report);
+  } else if (treeOnly || matrixOnly) {
+    if (treeOnly) cli::printTree(report, out);
+    if (matrixOnly) cli::printMatrix(report, out);
+  } else {
+    cli::printTree(report, out);
+    cli::printMatrix(report, out);
+    cli::printDetails(report, out);
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return std::fflush(stdout) == 0 ? 0 : kExitBadInput;
+}

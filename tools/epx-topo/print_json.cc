@@ -1,0 +1,134 @@
+// JSON printer. Schema: tools/epx-topo/epx-topo.schema.json, described in docs/topology.md.
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+
+#include "epx/topology/paths.h"
+#include "report.h"
+
+namespace epx::topo::cli {
+
+namespace {
+
+const char* sourceKind(SourceKind k) {
+  switch (k) {
+    case SourceKind::Live: return "live";
+    case SourceKind::HwlocXml: return "hwloc-xml";
+    case SourceKind::NcclXml: return "nccl-xml";
+  }
+  return "?";
+}
+
+std::string hex(unsigned long long v, int w) {
+  char b[32];
+  std::snprintf(b, sizeof b, "0x%0*llx", w, v);
+  return b;
+}
+
+nlohmann::json slValue(const SlValue& v) {
+  return {{"value", v.value}, {"source", toString(v.source)}, {"origin", v.origin}};
+}
+
+}  // namespace
+
+std::string toJson(const Report& r) {
+  using nlohmann::json;
+  const Topology& t = r.topo;
+  json j;
+  j["schema_version"] = 1;
+  j["source"] = {{"kind", sourceKind(t.source)}, {"name", t.sourceName}};
+
+  j["numa"] = json::array();
+  for (const NumaNode& n : t.numa) j["numa"].push_back({{"os_index", n.osIndex}, {"cpus", n.cpus}});
+
+  j["gpus"] = json::array();
+  for (const Gpu& g : t.gpus) {
+    json peers = json::array();
+    for (const Gpu& o : t.gpus)
+      if (int nv = t.nvlinkBetween(g.index, o.index); nv > 0) peers.push_back({{"gpu", o.index}, {"links", nv}});
+    const GpuRail& gr = r.rails.gpus[g.index];
+    json nics = json::array();
+    for (int n : gr.nics) nics.push_back(t.nics[n].name);
+    j["gpus"].push_back({{"index", g.index},
+                         {"bus_id", formatBusId(g.address)},
+                         {"numa", g.numa},
+                         {"name", g.name},
+                         {"pci_device_id", hex(g.deviceId, 4)},
+                         {"nvlinks", t.nvlinkCount(g.index)},
+                         {"nvlink_peers", peers},
+                         {"rail", gr.rail},
+                         {"rails", gr.rails},
+                         {"rail_nics", nics},
+                         {"rail_path", toString(gr.path)}});
+  }
+
+  std::vector<int> railOfNic(t.nics.size(), -1);
+  for (const Rail& rl : r.rails.rails)
+    for (int n : rl.nics) railOfNic[n] = rl.index;
+  j["nics"] = json::array();
+  for (const Nic& n : t.nics) {
+    j["nics"].push_back({{"index", n.index},
+                         {"name", n.name},
+                         {"netdev", n.netdev},
+                         {"bus_id", n.hasAddress ? json(formatBusId(n.address)) : json(nullptr)},
+                         {"numa", n.numa},
+                         {"card", n.card},
+                         {"port", n.port},
+                         {"guid", hex(n.guid, 16)},
+                         {"speed_gbps", n.speedGbps},
+                         {"link_layer", toString(n.linkLayer)},
+                         {"transport", toString(n.transport)},
+                         {"state", n.state},
+                         {"sl_field", slFieldFor(n)},
+                         {"rail", railOfNic[n.index]}});
+  }
+
+  json gg = json::array(), gn = json::array();
+  for (const Gpu& g : t.gpus) {
+    json row = json::array(), nrow = json::array();
+    for (const Gpu& o : t.gpus) row.push_back(gpuGpuCell(t, g.index, o.index));
+    for (const Nic& n : t.nics) nrow.push_back(toString(gpuNicPath(t, g.index, n.index)));
+    gg.push_back(row);
+    gn.push_back(nrow);
+  }
+  j["matrix"] = {{"gpu_gpu", gg}, {"gpu_nic", gn}};
+
+  json rails = json::array();
+  for (const Rail& rl : r.rails.rails) {
+    json nics = json::array();
+    for (int n : rl.nics) nics.push_back(t.nics[n].name);
+    rails.push_back({{"index", rl.index}, {"card", rl.card}, {"nics", nics}, {"gpus", rl.gpus}});
+  }
+  j["rails"] = {{"policy", r.rails.policy}, {"count", r.rails.rails.size()}, {"rails", rails},
+                {"excluded", r.rails.excluded}};
+
+  json slNics = json::array(), tcNics = json::array();
+  for (const Nic& n : t.nics) {
+    std::string f = slFieldFor(n);
+    if (f == "sl") slNics.push_back(n.name);
+    if (f == "tc") tcNics.push_back(n.name);
+  }
+  j["sl"] = {{"precedence", {"EPX_OVERRIDE_SL", "group", "EPX_DEFAULT_SL", "NCCL_IB_SL", "built-in default"}},
+             {"sl", slValue(r.sl.sl)},
+             {"tc", slValue(r.sl.tc)},
+             {"sl_nics", slNics},
+             {"tc_nics", tcNics}};
+
+  const auto& e = r.estimate;
+  j["estimate"] = {{"sms", e.sms},
+                   {"qps", e.qps},
+                   {"nvlink_gbytes_per_s", e.nvlinkGBps},
+                   {"nic_gbytes_per_s", e.nicGBps},
+                   {"nvlink_links", r.nvlinkLinks},
+                   {"scaleup_ranks", r.shape.numScaleupRanks},
+                   {"scaleout_ranks", r.shape.numScaleoutRanks},
+                   {"experts", r.shape.numExperts},
+                   {"topk", r.shape.numTopk},
+                   {"model", "DeepEP V2 get_theoretical_num_sms/qps; docs/topology.md"}};
+  j["counts"] = {{"gpus", t.gpus.size()}, {"nics", t.nics.size()}, {"nic_cards", t.numCards},
+                 {"numa", t.numa.size()}, {"other_pci_devices", t.otherPciDevices}};
+  j["warnings"] = t.warnings;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace epx::topo::cli

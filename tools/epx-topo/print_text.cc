@@ -1,0 +1,134 @@
+// Text printers: tree, nvidia-smi-style matrix, details.
+#include <cstdio>
+#include <string>
+
+#include "epx/topology/paths.h"
+#include "report.h"
+
+namespace epx::topo::cli {
+
+namespace {
+
+template <class... A>
+void put(std::string& out, const char* fmt, A... a) {
+  char buf[1024];
+  std::snprintf(buf, sizeof buf, fmt, a...);
+  out += buf;
+}
+
+std::string gbps(double v) {
+  if (v <= 0) return "speed unknown";
+  char b[32];
+  std::snprintf(b, sizeof b, "%g Gb/s", v);
+  return b;
+}
+
+std::string gbytes(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f GB/s", v);
+  return b;
+}
+
+void treeNode(const Report& r, int idx, int depth, std::string& out) {
+  const Topology& t = r.topo;
+  const Node& n = t.nodes[idx];
+  std::string pad(2 * depth, ' ');
+  switch (n.kind) {
+    case NodeKind::Machine: put(out, "%sMachine\n", pad.c_str()); break;
+    case NodeKind::Numa: {
+      std::string cpus;
+      for (const NumaNode& nn : t.numa)
+        if (nn.node == idx) cpus = nn.cpus;
+      put(out, "%sNUMA %d  cpus %s\n", pad.c_str(), n.numa, cpus.empty() ? "?" : cpus.c_str());
+      break;
+    }
+    case NodeKind::HostBridge: put(out, "%sHostBridge\n", pad.c_str()); break;
+    case NodeKind::Switch:
+      put(out, "%sPCIe switch %s (%04x:%04x)%s\n", pad.c_str(), formatBusId(n.address).c_str(), n.vendor, n.device,
+          n.linkGBps > 0 ? (" " + gbytes(n.linkGBps)).c_str() : "");
+      break;
+    case NodeKind::Device: {
+      std::string what = "PCI";
+      for (const Gpu& g : t.gpus)
+        if (g.node == idx) {
+          what = "GPU" + std::to_string(g.index) + " " + g.name;
+          int links = t.nvlinkCount(g.index);
+          if (links) what += "  NVLink x" + std::to_string(links);
+          if (g.index < (int)r.rails.gpus.size() && r.rails.gpus[g.index].rail >= 0)
+            what += "  rail " + std::to_string(r.rails.gpus[g.index].rail);
+        }
+      put(out, "%s%s %s (%04x:%04x class %04x)\n", pad.c_str(), what.c_str(), formatBusId(n.address).c_str(), n.vendor,
+          n.device, n.classCode);
+      break;
+    }
+  }
+  for (const Nic& nic : t.nics)
+    if (nic.node == idx)
+      put(out, "%s  NIC %s port %d  %s %s %s%s%s\n", pad.c_str(), nic.name.c_str(), nic.port, toString(nic.transport),
+          gbps(nic.speedGbps).c_str(), nic.state.c_str(), nic.netdev.empty() ? "" : "  netdev ", nic.netdev.c_str());
+  for (int c : n.children) treeNode(r, c, depth + 1, out);
+}
+
+}  // namespace
+
+void printTree(const Report& r, std::string& out) {
+  put(out, "Topology from %s: %zu GPU, %zu RDMA NIC port(s) on %d card(s), %zu NUMA node(s)\n",
+      r.topo.sourceName.c_str(), r.topo.gpus.size(), r.topo.nics.size(), r.topo.numCards, r.topo.numa.size());
+  if (!r.topo.nodes.empty()) treeNode(r, 0, 0, out);
+}
+
+void printMatrix(const Report& r, std::string& out) {
+  const Topology& t = r.topo;
+  out += "\n       ";
+  for (const Gpu& g : t.gpus) put(out, "%-7s", ("GPU" + std::to_string(g.index)).c_str());
+  for (const Nic& n : t.nics) put(out, "%-7s", ("NIC" + std::to_string(n.index)).c_str());
+  out += "NUMA\n";
+  for (const Gpu& g : t.gpus) {
+    put(out, "%-7s", ("GPU" + std::to_string(g.index)).c_str());
+    for (const Gpu& o : t.gpus) put(out, "%-7s", gpuGpuCell(t, g.index, o.index).c_str());
+    for (const Nic& n : t.nics) put(out, "%-7s", toString(gpuNicPath(t, g.index, n.index)));
+    put(out, "%d\n", g.numa);
+  }
+  for (const Nic& n : t.nics) put(out, "NIC%-4d%s\n", n.index, n.name.c_str());
+  out += "\nLegend: X self, NV# NVLinks, PIX one PCIe switch, PXB several switches, PHB host bridge,\n"
+         "        NODE between host bridges of one NUMA node, SYS across NUMA nodes\n";
+}
+
+void printDetails(const Report& r, std::string& out) {
+  const Topology& t = r.topo;
+  out += "\nRDMA NICs:\n";
+  if (t.nics.empty()) out += "  none: EP runs over NVLink only (no RDMA rail)\n";
+  for (const Nic& n : t.nics)
+    put(out, "  NIC%d %-12s port %d  card %d  %-10s %-9s link %-10s %-14s NUMA %d  %s\n", n.index, n.name.c_str(), n.port,
+        n.card, toString(n.transport), n.state.empty() ? "-" : n.state.c_str(), toString(n.linkLayer),
+        gbps(n.speedGbps).c_str(), n.numa, n.hasAddress ? formatBusId(n.address).c_str() : "(no PCI)");
+  put(out, "\nRails (%s):\n", r.rails.policy.c_str());
+  for (const GpuRail& g : r.rails.gpus) {
+    std::string nics;
+    for (int n : g.nics) nics += (nics.empty() ? "" : ",") + t.nics[n].name;
+    std::string rails;
+    for (int x : g.rails) rails += (rails.empty() ? "" : ",") + std::to_string(x);
+    put(out, "  GPU%d -> rail %s  NIC %s  (%s)\n", g.gpu, rails.empty() ? "-" : rails.c_str(),
+        nics.empty() ? "-" : nics.c_str(), toString(g.path));
+  }
+  for (const std::string& e : r.rails.excluded) put(out, "  excluded: %s\n", e.c_str());
+  out += "\nSL policy (EPX_OVERRIDE > group > EPX_DEFAULT > NCCL_IB > 0):\n";
+  put(out, "  InfiniBand SL %d  from %s\n", r.sl.sl.value, r.sl.sl.origin.c_str());
+  put(out, "  RoCE TC       %d  from %s\n", r.sl.tc.value, r.sl.tc.origin.c_str());
+  for (const Nic& n : t.nics) {
+    std::string f = slFieldFor(n);
+    put(out, "  %s: %s\n", n.name.c_str(),
+        f == "sl" ? ("SL " + std::to_string(r.sl.sl.value)).c_str()
+        : f == "tc" ? ("TC " + std::to_string(r.sl.tc.value)).c_str() : "neither (not InfiniBand or RoCE)");
+  }
+  const auto& e = r.estimate;
+  put(out, "\nEP resource estimate (DeepEP V2 model, docs/topology.md):\n");
+  put(out, "  NVLink %d links -> %.1f GB/s, RDMA %.1f Gb/s per GPU -> %.1f GB/s\n", r.nvlinkLinks, e.nvlinkGBps,
+      r.nicGbpsPerGpu, e.nicGBps);
+  put(out, "  shape: %d NVLink ranks x %d node(s), %d experts, top-%d\n", r.shape.numScaleupRanks,
+      r.shape.numScaleoutRanks, r.shape.numExperts, r.shape.numTopk);
+  put(out, "  SMs %d, QPs %d%s\n", e.sms, e.qps, e.qps == 0 ? " (no RDMA: NVLink-only EP)" : "");
+  for (const std::string& w : t.warnings) put(out, "warning: %s\n", w.c_str());
+}
+
+}  // namespace epx::topo::cli

@@ -1,0 +1,51 @@
+#include "report.h"
+
+#include <algorithm>
+
+#include "epx/topology/paths.h"
+
+namespace epx::topo::cli {
+
+Report buildReport(Topology topo, const SlPolicy& sl, const EstimateInputs& in) {
+  Report r;
+  r.topo = std::move(topo);
+  r.rails = assignRails(r.topo);
+  r.sl = sl;
+  const Topology& t = r.topo;
+  int domain = 1;
+  for (size_t g = 0; g < t.gpus.size(); ++g) {
+    r.nvlinkLinks = std::max(r.nvlinkLinks, t.nvlinkCount(static_cast<int>(g)));
+    int peers = 1;
+    for (size_t o = 0; o < t.gpus.size(); ++o)
+      if (o != g && t.nvlinkBetween(static_cast<int>(g), static_cast<int>(o)) > 0) ++peers;
+    domain = std::max(domain, peers);
+  }
+  // A GPU's RDMA bandwidth: its rails' port rates, divided among the GPUs sharing each rail.
+  double minShare = -1;
+  for (const GpuRail& gr : r.rails.gpus) {
+    double share = 0;
+    for (int rail : gr.rails) {
+      const Rail& rl = r.rails.rails[rail];
+      double gbps = 0;
+      for (int n : rl.nics) gbps += t.nics[n].speedGbps;
+      share += gbps / std::max<size_t>(1, rl.gpus.size());
+    }
+    if (!gr.rails.empty()) minShare = minShare < 0 ? share : std::min(minShare, share);
+  }
+  r.nicGbpsPerGpu = std::max(0.0, minShare);
+  r.shape.numScaleupRanks = std::max(2, domain);
+  r.shape.numExperts = in.experts;
+  r.shape.numTopk = in.topk;
+  r.shape.numScaleoutRanks = in.nodes > 0 ? in.nodes : (r.nicGbpsPerGpu > 0 ? 2 : 1);
+  r.estimate = epxEstimateEpResources(epxNvlinkGBps(r.nvlinkLinks), epxNicGBps(r.nicGbpsPerGpu), in.numSMs, r.shape);
+  return r;
+}
+
+std::string gpuGpuCell(const Topology& t, int a, int b) {
+  if (a == b) return "X";
+  int nv = t.nvlinkBetween(a, b);
+  if (nv > 0) return "NV" + std::to_string(nv);
+  return toString(gpuGpuPath(t, a, b));
+}
+
+}  // namespace epx::topo::cli

@@ -1,0 +1,87 @@
+#include "builder.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <tuple>
+
+namespace epx::topo::detail {
+
+int addNode(Topology& t, NodeKind kind, int parent, int numa) {
+  Node n;
+  n.kind = kind;
+  n.parent = parent;
+  n.numa = numa;
+  t.nodes.push_back(n);
+  int idx = static_cast<int>(t.nodes.size()) - 1;
+  if (parent >= 0) t.nodes[parent].children.push_back(idx);
+  return idx;
+}
+
+int numaNode(Topology& t, int osIndex, const std::string& cpus) {
+  for (const auto& n : t.numa)
+    if (n.osIndex == osIndex) return n.node;
+  if (t.nodes.empty()) addNode(t, NodeKind::Machine, -1, -1);
+  NumaNode nn;
+  nn.osIndex = osIndex;
+  nn.cpus = cpus;
+  nn.node = addNode(t, NodeKind::Numa, 0, osIndex);
+  t.numa.push_back(nn);
+  return nn.node;
+}
+
+bool isNvidiaGpu(uint16_t vendor, uint32_t classCode16) {
+  return vendor == 0x10de && (classCode16 == 0x0302 || classCode16 == 0x0300);
+}
+
+void inferTransport(Nic& nic) {
+  if (nic.vendor == 0x1d0f) {  // Amazon: EFA has its own transport, not RoCE
+    nic.transport = Transport::EFA;
+    return;
+  }
+  if (nic.linkLayer == LinkLayer::Unknown) {
+    if (nic.classCode == 0x0207) nic.linkLayer = LinkLayer::InfiniBand;
+    else if (nic.classCode == 0x0200) nic.linkLayer = LinkLayer::Ethernet;
+  }
+  if (nic.linkLayer == LinkLayer::InfiniBand) nic.transport = Transport::InfiniBand;
+  else if (nic.linkLayer == LinkLayer::Ethernet) nic.transport = Transport::RoCE;
+}
+
+double ncclPciGBps(const std::string& speed, int width) {
+  // NCCL's table (src/graph/topo.cc), in units of 100 Mb/s per lane.
+  static const std::pair<const char*, int> kRates[] = {
+      {"2.5 GT/s", 15}, {"5 GT/s", 30}, {"8 GT/s", 60}, {"16 GT/s", 120}, {"32 GT/s", 240}, {"64 GT/s", 480},
+      {"2.5 GT/s PCIe", 15}, {"5.0 GT/s PCIe", 30}, {"8.0 GT/s PCIe", 60}, {"16.0 GT/s PCIe", 120},
+      {"32.0 GT/s PCIe", 240}, {"64.0 GT/s PCIe", 480}};
+  int perLane = 60;
+  for (const auto& [s, r] : kRates)
+    if (speed == s) perLane = r;
+  if (width <= 0) width = 16;
+  return width * perLane / 80.0;
+}
+
+void finish(Topology& t) {
+  std::sort(t.numa.begin(), t.numa.end(), [](auto& a, auto& b) { return a.osIndex < b.osIndex; });
+  std::sort(t.gpus.begin(), t.gpus.end(), [](auto& a, auto& b) { return a.address < b.address; });
+  for (size_t i = 0; i < t.gpus.size(); ++i) t.gpus[i].index = static_cast<int>(i);
+  std::sort(t.nics.begin(), t.nics.end(), [](auto& a, auto& b) {
+    return std::tie(a.hasAddress, a.address, a.port, a.name) < std::tie(b.hasAddress, b.address, b.port, b.name);
+  });
+  // Cards: ports of one PCI device (all functions) or with one non-zero GUID are one card.
+  std::vector<int> card(t.nics.size(), -1);
+  int cards = 0;
+  for (size_t i = 0; i < t.nics.size(); ++i) {
+    t.nics[i].index = static_cast<int>(i);
+    for (size_t j = 0; j < i && card[i] < 0; ++j) {
+      const Nic &a = t.nics[i], &b = t.nics[j];
+      bool samePci = a.hasAddress && b.hasAddress && a.address.sameDevice(b.address);
+      bool sameGuid = a.guid != 0 && a.guid == b.guid;
+      if (samePci || sameGuid) card[i] = card[j];
+    }
+    if (card[i] < 0) card[i] = cards++;
+    t.nics[i].card = card[i];
+  }
+  t.numCards = cards;
+}
+
+}  // namespace epx::topo::detail

@@ -1,0 +1,28 @@
+// Internal: helpers the loaders share to grow and finish a Topology.
+#pragma once
+#include <string>
+
+#include "epx/topology/model.h"
+
+namespace epx::topo::detail {
+
+/// Appends a node under `parent` and returns its index.
+int addNode(Topology& t, NodeKind kind, int parent, int numa);
+
+/// Returns the Numa node for `osIndex`, creating it (and its NumaNode entry) on first use.
+int numaNode(Topology& t, int osIndex, const std::string& cpus);
+
+/// GPU by PCI identity: NVIDIA vendor, class 0x0302 (3D) or 0x0300 (VGA). BMC VGA has another vendor.
+bool isNvidiaGpu(uint16_t vendor, uint32_t classCode16);
+
+/// Infers transport and link layer from what is known (sysfs link layer, PCI class, vendor).
+void inferTransport(Nic& nic);
+
+/// Sorts GPUs/NICs/NUMA, assigns indices and cards, and checks tree invariants.
+void finish(Topology& t);
+
+/// PCIe bandwidth in GB/s from an NCCL link speed string and width, as NCCL computes it:
+/// width × per-lane rate / 80 (2.5 GT/s→15 … 64 GT/s→480, unknown→60); width 0 means 16.
+double ncclPciGBps(const std::string& speed, int width);
+
+}  // namespace epx::topo::detail

@@ -1,0 +1,304 @@
+// hwloc-backed loaders: live discovery (HWLOC_FSROOT replays a sysfs snapshot) and hwloc 2.x XML.
+//
+// The I/O filter is set before every load, XML included: hwloc drops all PCI and OS devices
+// otherwise. Debian's hwloc has no CUDA/NVML backend, so GPUs are found by PCI identity and RDMA
+// NICs by their OpenFabrics OS device, whatever the PCI class (EFA and RoCE are class 0x0200).
+#include <hwloc.h>
+#include <pugixml.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <memory>
+#include <vector>
+
+#include "builder.h"
+#include "epx/topology/load.h"
+#include "file_io.h"
+#include "nvml_links.h"
+
+namespace epx::topo {
+
+namespace {
+
+enum class Role { Host, Transparent, Switch };
+
+struct TopoDeleter {
+  void operator()(hwloc_topology* t) const { hwloc_topology_destroy(t); }
+};
+using TopoPtr = std::unique_ptr<hwloc_topology, TopoDeleter>;
+
+PciAddress addressOf(const hwloc_obj_attr_u::hwloc_pcidev_attr_s& p) {
+  PciAddress a;
+  a.domain = p.domain;
+  a.bus = p.bus;
+  a.device = p.dev;
+  a.function = p.func;
+  return a;
+}
+
+uint64_t parseGuid(const char* s) {
+  // hwloc writes GUIDs as "0002:c903:00f9:bfa3".
+  if (!s) return 0;
+  uint64_t v = 0;
+  for (; *s; ++s) {
+    char c = *s;
+    if (c == ':') continue;
+    int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+    if (d < 0) return 0;
+    v = (v << 4) | static_cast<uint64_t>(d);
+  }
+  return v;
+}
+
+struct Converter {
+  hwloc_topology_t h;
+  Topology& t;
+  std::string sysRoot;  // "<fsroot>/sys" for live discovery, "" for XML
+
+  int numaOf(hwloc_obj_t nonIo) {
+    if (!nonIo || !nonIo->nodeset) return -1;
+    int first = hwloc_bitmap_first(nonIo->nodeset);
+    return first;
+  }
+
+  int attachPoint(int numa) {
+    if (numa < 0) return 0;
+    for (const auto& n : t.numa)
+      if (n.osIndex == numa) return n.node;
+    return detail::numaNode(t, numa, "");
+  }
+
+  void readPorts(Nic base, const char* ibName, hwloc_obj_t osdev) {
+    // Ports: sysfs (live) knows rate/link layer/state; hwloc XML only has Port<N>State infos.
+    std::vector<int> ports;
+    if (!sysRoot.empty()) {
+      std::string dir = sysRoot + "/class/infiniband/" + ibName + "/ports";
+      if (DIR* d = opendir(dir.c_str())) {
+        while (dirent* e = readdir(d)) {
+          int p = std::atoi(e->d_name);
+          if (p > 0 && p < 256) ports.push_back(p);
+        }
+        closedir(d);
+      }
+    }
+    if (ports.empty()) {
+      for (int p = 1; p < 16; ++p) {
+        std::string key = "Port" + std::to_string(p) + "State";
+        if (hwloc_obj_get_info_by_name(osdev, key.c_str())) ports.push_back(p);
+      }
+    }
+    if (ports.empty()) ports.push_back(1);
+    std::sort(ports.begin(), ports.end());
+    for (int p : ports) {
+      Nic n = base;
+      n.port = p;
+      if (!sysRoot.empty()) {
+        std::string pd = sysRoot + "/class/infiniband/" + ibName + "/ports/" + std::to_string(p) + "/";
+        std::string rate = detail::readSysfsLine(pd + "rate");  // "200 Gb/sec (4X HDR)"
+        if (!rate.empty()) n.speedGbps = std::atof(rate.c_str());
+        std::string ll = detail::readSysfsLine(pd + "link_layer");
+        if (ll == "InfiniBand") n.linkLayer = LinkLayer::InfiniBand;
+        else if (ll == "Ethernet") n.linkLayer = LinkLayer::Ethernet;
+        std::string st = detail::readSysfsLine(pd + "state");  // "4: ACTIVE"
+        if (auto colon = st.find(": "); colon != std::string::npos) st = st.substr(colon + 2);
+        n.state = st;
+      }
+      if (n.state.empty()) {
+        std::string key = "Port" + std::to_string(p) + "State";
+        if (const char* s = hwloc_obj_get_info_by_name(osdev, key.c_str())) {
+          int v = std::atoi(s);  // ibv_port_state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE
+          n.state = v == 4 ? "ACTIVE" : v == 1 ? "DOWN" : v == 2 ? "INIT" : v == 3 ? "ARMED" : s;
+        }
+      }
+      detail::inferTransport(n);
+      t.nics.push_back(n);
+    }
+  }
+
+  void device(hwloc_obj_t o, int parent, int numa) {
+    int node = detail::addNode(t, NodeKind::Device, parent, numa);
+    Node& n = t.nodes[node];
+    const auto& p = o->attr->pcidev;
+    n.hasAddress = true;
+    n.address = addressOf(p);
+    n.classCode = p.class_id;
+    n.vendor = p.vendor_id;
+    n.device = p.device_id;
+    n.linkGBps = p.linkspeed;
+    const Node d = n;
+
+    std::string netdev, gpuModel;
+    std::vector<hwloc_obj_t> fabrics;
+    for (hwloc_obj_t c = o->io_first_child; c; c = c->next_sibling) {
+      if (c->type != HWLOC_OBJ_OS_DEVICE) continue;
+      switch (c->attr->osdev.type) {
+        case HWLOC_OBJ_OSDEV_OPENFABRICS: fabrics.push_back(c); break;
+        case HWLOC_OBJ_OSDEV_NETWORK: if (netdev.empty() && c->name) netdev = c->name; break;
+        case HWLOC_OBJ_OSDEV_GPU:
+        case HWLOC_OBJ_OSDEV_COPROC:
+          if (const char* m = hwloc_obj_get_info_by_name(c, "GPUModel")) gpuModel = m;
+          break;
+        default: break;
+      }
+    }
+    if (detail::isNvidiaGpu(d.vendor, d.classCode)) {
+      Gpu g;
+      g.node = node;
+      g.address = d.address;
+      g.numa = numa;
+      g.deviceId = d.device;
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "10de:%04x", d.device);
+      g.name = gpuModel.empty() ? buf : gpuModel;
+      t.gpus.push_back(g);
+    } else if (!fabrics.empty()) {
+      for (hwloc_obj_t f : fabrics) {
+        Nic nic;
+        nic.name = f->name ? f->name : "pci:" + formatBusId(d.address);
+        nic.netdev = netdev;
+        nic.node = node;
+        nic.hasAddress = true;
+        nic.address = d.address;
+        nic.numa = numa;
+        nic.vendor = d.vendor;
+        nic.deviceId = d.device;
+        nic.classCode = d.classCode;
+        nic.guid = parseGuid(hwloc_obj_get_info_by_name(f, "SysImageGUID"));
+        readPorts(nic, nic.name.c_str(), f);
+      }
+    } else {
+      t.otherPciDevices++;
+    }
+  }
+
+  void io(hwloc_obj_t o, int parent, int numa, Role parentRole, int depth) {
+    if (depth > 64) return;  // hwloc trees are shallow; guard against corrupt input
+    int here = parent;
+    Role role = parentRole;
+    if (o->type == HWLOC_OBJ_BRIDGE) {
+      if (o->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST) {
+        here = detail::addNode(t, NodeKind::HostBridge, attachPoint(numa), numa);
+        role = Role::Host;
+      } else if (parentRole == Role::Transparent) {
+        // Upstream port of a PCIe switch (its parent is a root port or a downstream port).
+        here = detail::addNode(t, NodeKind::Switch, parent, numa);
+        Node& n = t.nodes[here];
+        n.hasAddress = true;
+        n.address = addressOf(o->attr->bridge.upstream.pci);
+        n.classCode = o->attr->bridge.upstream.pci.class_id;
+        n.vendor = o->attr->bridge.upstream.pci.vendor_id;
+        n.device = o->attr->bridge.upstream.pci.device_id;
+        n.linkGBps = o->attr->bridge.upstream.pci.linkspeed;
+        role = Role::Switch;
+      } else {
+        role = Role::Transparent;  // root port or switch downstream port: not a node
+      }
+    } else if (o->type == HWLOC_OBJ_PCI_DEVICE) {
+      device(o, parent, numa);
+      return;
+    } else {
+      return;  // OS devices are read through their PCI parent
+    }
+    for (hwloc_obj_t c = o->io_first_child; c; c = c->next_sibling) io(c, here, numa, role, depth + 1);
+  }
+
+  void walk(hwloc_obj_t o, int depth) {
+    if (depth > 256) return;
+    for (hwloc_obj_t c = o->io_first_child; c; c = c->next_sibling) {
+      int numa = numaOf(o);
+      if (c->type == HWLOC_OBJ_BRIDGE && c->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST) {
+        io(c, 0, numa, Role::Host, 0);
+      } else if (c->type == HWLOC_OBJ_BRIDGE || c->type == HWLOC_OBJ_PCI_DEVICE) {
+        // PCI without a host bridge object: give it a synthetic one.
+        int hb = detail::addNode(t, NodeKind::HostBridge, attachPoint(numa), numa);
+        io(c, hb, numa, c->type == HWLOC_OBJ_BRIDGE ? Role::Host : Role::Host, 1);
+      }
+    }
+    for (hwloc_obj_t c = o->first_child; c; c = c->next_sibling) walk(c, depth + 1);
+  }
+
+  void run() {
+    detail::addNode(t, NodeKind::Machine, -1, -1);
+    hwloc_obj_t numa = nullptr;
+    while ((numa = hwloc_get_next_obj_by_type(h, HWLOC_OBJ_NUMANODE, numa))) {
+      char* list = nullptr;
+      hwloc_bitmap_list_asprintf(&list, numa->cpuset);
+      detail::numaNode(t, static_cast<int>(numa->os_index), list ? list : "");
+      std::free(list);
+    }
+    walk(hwloc_get_root_obj(h), 0);
+    detail::finish(t);
+  }
+};
+
+Result<Topology> loadWith(TopoPtr& h, SourceKind kind, const std::string& name, const std::string& sysRoot) {
+  if (hwloc_topology_load(h.get()) != 0)
+    return Result<Topology>::fail(name + ": hwloc could not load the topology (" + std::strerror(errno) + ")");
+  Topology t;
+  t.source = kind;
+  t.sourceName = name;
+  Converter c{h.get(), t, sysRoot};
+  c.run();
+  return Result<Topology>::of(std::move(t));
+}
+
+TopoPtr newTopology() {
+  hwloc_topology_t raw = nullptr;
+  if (hwloc_topology_init(&raw) != 0) return nullptr;
+  TopoPtr h(raw);
+  // Without this, hwloc keeps no PCI or OS devices (also when importing XML).
+  hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_ALL);
+  return h;
+}
+
+}  // namespace
+
+Result<Topology> loadLive() {
+  TopoPtr h = newTopology();
+  if (!h) return Result<Topology>::fail("live: hwloc_topology_init failed");
+  const char* fsroot = std::getenv("HWLOC_FSROOT");
+  std::string root = fsroot && *fsroot ? fsroot : "";
+  std::string name = root.empty() ? "live" : "live (HWLOC_FSROOT=" + root + ")";
+  auto r = loadWith(h, SourceKind::Live, name, root + "/sys");
+  if (r.ok() && root.empty()) {
+    std::string note = detail::addNvmlLinks(r.value);
+    if (!note.empty()) r.value.warnings.push_back(note);
+  }
+  return r;
+}
+
+Result<Topology> loadHwlocXmlBuffer(const std::string& xml, const std::string& name) {
+  using R = Result<Topology>;
+  if (xml.empty()) return R::fail(name + ": file is empty");
+  if (xml.size() > kMaxTopologyFileBytes) return R::fail(name + ": file too large");
+  // Check the shape first, so bad input gets one clear line instead of hwloc's diagnostics.
+  pugi::xml_document doc;
+  pugi::xml_parse_result pr = doc.load_buffer(xml.data(), xml.size(), pugi::parse_default, pugi::encoding_utf8);
+  if (!pr) return R::fail(name + ": malformed XML at byte " + std::to_string(pr.offset) + ": " + pr.description());
+  pugi::xml_node root = doc.document_element();
+  std::string tag = root.name();
+  if (tag == "system") return R::fail(name + ": an NCCL topology file; use --nccl-xml");
+  if (tag != "topology") return R::fail(name + ": not an hwloc XML file (root element <" + tag + ">)");
+  std::string version = root.attribute("version").as_string();
+  if (!version.empty() && version != "2.0" && version.rfind("2.", 0) != 0)
+    return R::fail(name + ": unsupported hwloc XML version \"" + version + "\" (hwloc 2.x imports 1.x and 2.x only)");
+  if (!root.child("object")) return R::fail(name + ": hwloc XML without a root <object>");
+
+  TopoPtr h = newTopology();
+  if (!h) return R::fail(name + ": hwloc_topology_init failed");
+  if (hwloc_topology_set_xmlbuffer(h.get(), xml.c_str(), static_cast<int>(xml.size() + 1)) != 0)
+    return R::fail(name + ": hwloc rejected the XML (" + std::strerror(errno) + ")");
+  return loadWith(h, SourceKind::HwlocXml, name, "");
+}
+
+Result<Topology> loadHwlocXml(const std::string& path) {
+  std::string buf;
+  std::string err = detail::readSmallFile(path, &buf);
+  if (!err.empty()) return Result<Topology>::fail(err);
+  return loadHwlocXmlBuffer(buf, path);
+}
+
+}  // namespace epx::topo

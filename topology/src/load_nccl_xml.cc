@@ -1,0 +1,256 @@
+// NCCL topology XML reader (pugixml). Grammar as NCCL 2.28.9 accepts it (src/graph/xml.cc):
+// system > cpu > {pci, nic}, pci > {pci, gpu, nic}, gpu > nvlink, nic > net. `<system version>` must be 1.
+#include <pugixml.hpp>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "builder.h"
+#include "epx/topology/load.h"
+#include "file_io.h"
+
+namespace epx::topo {
+
+namespace {
+
+constexpr int kMaxDepth = 32;        // NCCL files are ~6 deep; deeper is malformed input
+constexpr int kMaxElements = 65536;  // NCCL itself stops at 256 nodes per rank
+
+struct Reader {
+  Topology& t;
+  std::string name;
+  std::string error;
+  int elements = 0;
+
+  bool fail(const std::string& msg) {
+    if (error.empty()) error = name + ": " + msg;
+    return false;
+  }
+
+  static bool hex(const char* s, unsigned long long* out) {
+    if (!s || !*s) return false;
+    errno = 0;
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(s, &end, 16);
+    if (errno || end == s || *end) return false;
+    *out = v;
+    return true;
+  }
+
+  static bool integer(const char* s, long long* out) {
+    if (!s || !*s) return false;
+    errno = 0;
+    char* end = nullptr;
+    long long v = std::strtoll(s, &end, 10);
+    if (errno || end == s) return false;
+    *out = v;
+    return true;
+  }
+
+  /// NCCL writes 24-bit classes ("0x030200"); it also uses the base class alone ("0x02").
+  static uint32_t class16(const char* s) {
+    unsigned long long v = 0;
+    if (!hex(s, &v)) return 0;
+    size_t digits = std::strlen(s);
+    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) digits -= 2;
+    if (digits <= 2) return static_cast<uint32_t>((v & 0xff) << 8);
+    if (digits <= 4) return static_cast<uint32_t>(v & 0xffff);
+    return static_cast<uint32_t>((v >> 8) & 0xffff);
+  }
+
+  bool count() {
+    if (++elements > kMaxElements) return fail("too many XML elements");
+    return true;
+  }
+
+  bool readNets(pugi::xml_node nic, int attach, const Node* pci, int numa) {
+    bool any = false;
+    for (pugi::xml_node net : nic.children("net")) {
+      if (!count()) return false;
+      any = true;
+      Nic n;
+      n.node = attach;
+      n.numa = numa;
+      n.name = net.attribute("name").as_string();
+      if (pci) {
+        n.hasAddress = true;
+        n.address = pci->address;
+        n.vendor = pci->vendor;
+        n.deviceId = pci->device;
+        n.classCode = pci->classCode;
+      }
+      if (n.name.empty()) n.name = pci ? "pci:" + formatBusId(pci->address) : "net" + std::to_string(t.nics.size());
+      long long v;
+      if (integer(net.attribute("speed").as_string(), &v) && v > 0) n.speedGbps = v / 1000.0;
+      if (integer(net.attribute("port").as_string(), &v)) n.port = static_cast<int>(v);
+      unsigned long long g;
+      if (hex(net.attribute("guid").as_string(), &g)) n.guid = g;
+      detail::inferTransport(n);
+      t.nics.push_back(n);
+    }
+    if (!any && pci) {  // <nic> without <net>: one port named after the PCI function
+      Nic n;
+      n.node = attach;
+      n.numa = numa;
+      n.hasAddress = true;
+      n.address = pci->address;
+      n.vendor = pci->vendor;
+      n.deviceId = pci->device;
+      n.classCode = pci->classCode;
+      n.name = "pci:" + formatBusId(pci->address);
+      detail::inferTransport(n);
+      t.nics.push_back(n);
+    }
+    return true;
+  }
+
+  bool readGpu(pugi::xml_node gpuEl, int node, int numa) {
+    const Node& d = t.nodes[node];
+    Gpu g;
+    g.node = node;
+    g.address = d.address;
+    g.numa = numa;
+    g.deviceId = d.device;
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "10de:%04x", d.device);
+    g.name = d.device ? buf : "NVIDIA GPU";
+    const std::string self = formatBusId(d.address);
+    if (gpuEl) {
+      for (pugi::xml_node l : gpuEl.children("nvlink")) {
+        if (!count()) return false;
+        auto target = parseBusId(l.attribute("target").as_string());
+        long long c = 0;
+        if (!target || !integer(l.attribute("count").as_string(), &c) || c <= 0 || c > 1024) {
+          t.warnings.push_back("GPU " + self + ": ignored an <nvlink> with a bad target or count");
+          continue;
+        }
+        NvLinkEdge e;
+        e.target = formatBusId(*target);
+        e.count = static_cast<int>(c);
+        e.toSwitch = class16(l.attribute("tclass").as_string()) == 0x0680;
+        if (e.target == self) {
+          t.warnings.push_back("GPU " + self + ": ignored an <nvlink> to itself (VM artifact)");
+          continue;
+        }
+        g.nvlinks.push_back(e);
+      }
+    }
+    t.gpus.push_back(g);
+    return true;
+  }
+
+  bool readPci(pugi::xml_node el, int parent, int numa, int depth) {
+    if (depth > kMaxDepth) return fail("XML nesting deeper than " + std::to_string(kMaxDepth));
+    if (!count()) return false;
+    const char* busid = el.attribute("busid").as_string();
+    auto addr = parseBusId(busid);
+    if (!addr) return fail(std::string("<pci> with a missing or bad busid \"") + busid + "\"");
+    bool hasPciChild = static_cast<bool>(el.child("pci"));
+    uint32_t cls = class16(el.attribute("class").as_string());
+    bool isSwitch = hasPciChild || cls == 0x0604;
+    int node = detail::addNode(t, isSwitch ? NodeKind::Switch : NodeKind::Device, parent, numa);
+    {
+      Node& n = t.nodes[node];
+      n.hasAddress = true;
+      n.address = *addr;
+      n.classCode = cls;
+      unsigned long long v;
+      if (hex(el.attribute("vendor").as_string(), &v)) n.vendor = static_cast<uint16_t>(v);
+      if (hex(el.attribute("device").as_string(), &v)) n.device = static_cast<uint16_t>(v);
+      long long w = 0;
+      integer(el.attribute("link_width").as_string(), &w);
+      std::string speed = el.attribute("link_speed").as_string();
+      if (!speed.empty() || w > 0) n.linkGBps = detail::ncclPciGBps(speed, static_cast<int>(w));
+      n.linkSpeed = speed;
+      if (el.attribute("link_width")) n.linkWidth = static_cast<int>(w);
+    }
+    const Node snapshot = t.nodes[node];  // t.nodes may grow below
+    pugi::xml_node gpuEl = el.child("gpu");
+    pugi::xml_node nicEl = el.child("nic");
+    bool gpuClass = (cls == 0x0302 || cls == 0x0300) && (snapshot.vendor == 0 || snapshot.vendor == 0x10de);
+    if (!isSwitch) {
+      if (gpuEl || gpuClass) {
+        if (!readGpu(gpuEl, node, numa)) return false;
+      } else if (nicEl || (cls >> 8) == 0x02) {
+        if (nicEl) {
+          for (pugi::xml_node nic : el.children("nic"))
+            if (!count() || !readNets(nic, node, &snapshot, numa)) return false;
+        } else if (!readNets(pugi::xml_node(), node, &snapshot, numa)) {
+          return false;
+        }
+      } else {
+        t.otherPciDevices++;
+        if (cls == 0) t.warnings.push_back("PCI " + formatBusId(*addr) + " has no class: not classified");
+      }
+    }
+    for (pugi::xml_node c : el.children("pci"))
+      if (!readPci(c, node, numa, depth + 1)) return false;
+    return true;
+  }
+
+  bool readCpu(pugi::xml_node cpu, int ordinal) {
+    if (!count()) return false;
+    long long numa = ordinal;
+    const char* id = cpu.attribute("numaid").as_string();
+    if (*id && !integer(id, &numa)) return fail(std::string("<cpu> with a bad numaid \"") + id + "\"");
+    if (numa < 0 || numa > 4096) numa = ordinal;
+    int numaNode = detail::numaNode(t, static_cast<int>(numa), cpu.attribute("affinity").as_string());
+    // NCCL has no host bridges: everything under one <cpu> is one root complex (NCCL's PHB).
+    int hb = -1;
+    for (auto& c : t.nodes[numaNode].children)
+      if (t.nodes[c].kind == NodeKind::HostBridge) hb = c;
+    if (hb < 0) hb = detail::addNode(t, NodeKind::HostBridge, numaNode, static_cast<int>(numa));
+    for (pugi::xml_node c : cpu.children()) {
+      if (c.type() != pugi::node_element) continue;
+      std::string tag = c.name();
+      if (tag == "pci") {
+        if (!readPci(c, hb, static_cast<int>(numa), 1)) return false;
+      } else if (tag == "nic") {
+        if (!count() || !readNets(c, hb, nullptr, static_cast<int>(numa))) return false;
+      }
+    }
+    return true;
+  }
+};
+
+}  // namespace
+
+Result<Topology> loadNcclXmlBuffer(const std::string& xml, const std::string& name) {
+  using R = Result<Topology>;
+  if (xml.empty()) return R::fail(name + ": file is empty");
+  if (xml.size() > kMaxTopologyFileBytes) return R::fail(name + ": file too large");
+  pugi::xml_document doc;
+  pugi::xml_parse_result pr = doc.load_buffer(xml.data(), xml.size(), pugi::parse_default, pugi::encoding_utf8);
+  if (!pr)
+    return R::fail(name + ": malformed XML at byte " + std::to_string(pr.offset) + ": " + pr.description());
+  pugi::xml_node root = doc.document_element();
+  std::string tag = root.name();
+  if (tag == "graphs") return R::fail(name + ": an NCCL graph file (NCCL_GRAPH_FILE), not a topology file");
+  if (tag == "topology") return R::fail(name + ": an hwloc XML file; use --hwloc-xml");
+  if (tag != "system") return R::fail(name + ": not an NCCL topology file (root element <" + tag + ">)");
+  std::string version = root.attribute("version").as_string();
+  if (version != "1")
+    return R::fail(name + ": unsupported NCCL topology version \"" + version + "\" (NCCL reads only 1)");
+
+  Topology t;
+  t.source = SourceKind::NcclXml;
+  t.sourceName = name;
+  detail::addNode(t, NodeKind::Machine, -1, -1);
+  Reader r{t, name, "", 0};
+  int ordinal = 0;
+  for (pugi::xml_node cpu : root.children("cpu"))
+    if (!r.readCpu(cpu, ordinal++)) return R::fail(r.error);
+  if (ordinal == 0) return R::fail(name + ": no <cpu> element");
+  detail::finish(t);
+  return R::of(std::move(t));
+}
+
+Result<Topology> loadNcclXml(const std::string& path) {
+  std::string buf;
+  std::string err = detail::readSmallFile(path, &buf);
+  if (!err.empty()) return Result<Topology>::fail(err);
+  return loadNcclXmlBuffer(buf, path);
+}
+
+}  // namespace epx::topo

@@ -1,0 +1,77 @@
+#include "epx/topology/model.h"
+
+#include <algorithm>
+
+namespace epx::topo {
+
+const char* toString(NodeKind k) {
+  switch (k) {
+    case NodeKind::Machine: return "Machine";
+    case NodeKind::Numa: return "NUMA";
+    case NodeKind::HostBridge: return "HostBridge";
+    case NodeKind::Switch: return "PCIeSwitch";
+    case NodeKind::Device: return "PCI";
+  }
+  return "?";
+}
+
+const char* toString(PathType p) {
+  switch (p) {
+    case PathType::PIX: return "PIX";
+    case PathType::PXB: return "PXB";
+    case PathType::PHB: return "PHB";
+    case PathType::NODE: return "NODE";
+    case PathType::SYS: return "SYS";
+    case PathType::UNKNOWN: return "UNKNOWN";
+  }
+  return "?";
+}
+
+const char* toString(LinkLayer l) {
+  switch (l) {
+    case LinkLayer::InfiniBand: return "InfiniBand";
+    case LinkLayer::Ethernet: return "Ethernet";
+    case LinkLayer::Unknown: return "unknown";
+  }
+  return "?";
+}
+
+const char* toString(Transport t) {
+  switch (t) {
+    case Transport::InfiniBand: return "InfiniBand";
+    case Transport::RoCE: return "RoCE";
+    case Transport::EFA: return "EFA";
+    case Transport::Unknown: return "unknown";
+  }
+  return "?";
+}
+
+int Topology::nvlinkCount(int gpu) const {
+  const Gpu& g = gpus.at(gpu);
+  std::string self = formatBusId(g.address);
+  int n = 0;
+  for (const auto& e : g.nvlinks)
+    if (e.target != self) n += e.count;
+  return n;
+}
+
+int Topology::nvlinkBetween(int a, int b) const {
+  if (a == b) return 0;
+  const Gpu& ga = gpus.at(a);
+  const Gpu& gb = gpus.at(b);
+  const std::string busA = formatBusId(ga.address), busB = formatBusId(gb.address);
+  auto countTo = [](const Gpu& g, const std::string& target, int* toSwitch) {
+    int direct = 0;
+    for (const auto& e : g.nvlinks) {
+      if (e.toSwitch) *toSwitch += e.count;
+      else if (e.target == target) direct += e.count;
+    }
+    return direct;
+  };
+  int swA = 0, swB = 0;
+  int ab = countTo(ga, busB, &swA), ba = countTo(gb, busA, &swB);
+  // Direct links are listed from both ends in NVML and NCCL dumps; take either side once.
+  return std::max(ab, ba) + std::min(swA, swB);
+}
+
+}  // namespace epx::topo
