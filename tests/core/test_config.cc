@@ -1,0 +1,140 @@
+#define BOOST_TEST_MODULE epx core
+#include <boost/test/unit_test.hpp>
+
+#include "core/config.h"
+
+using namespace epx;
+
+namespace {
+ncclEpConfig_t deepseek() {
+  ncclEpConfig_t c = NCCL_EP_CONFIG_INITIALIZER;
+  c.maxTokensPerRank = 4096;
+  c.hidden = 7168;
+  c.topk = 8;
+  c.numExperts = 256;
+  return c;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(defaults_fill_undefined_fields) {
+  ncclEpConfig_t in = deepseek();
+  GroupConfig g;
+  BOOST_TEST(normalizeConfig(&in, 8, &g) == "");
+  BOOST_TEST(g.smBudget == 0);
+  BOOST_TEST(g.timeoutMs == 10000);
+  BOOST_TEST(g.slIndex == -1);
+  BOOST_TEST(!g.fp8Dispatch);
+  BOOST_TEST(g.localExperts(8) == 32);
+}
+
+BOOST_AUTO_TEST_CASE(rejects_invalid_configs_with_reasons) {
+  GroupConfig g;
+  BOOST_TEST(normalizeConfig(nullptr, 2, &g).find("NULL") != std::string::npos);
+  ncclEpConfig_t raw{};  // not initialized with the macro
+  BOOST_TEST(normalizeConfig(&raw, 2, &g).find("INITIALIZER") != std::string::npos);
+  struct Case {
+    void (*mutate)(ncclEpConfig_t&);
+    int nRanks;
+    const char* needle;
+  } cases[] = {
+      {[](ncclEpConfig_t& c) { c.maxTokensPerRank = NCCL_EP_UNDEF_INT; }, 2, "maxTokensPerRank"},
+      {[](ncclEpConfig_t& c) { c.maxTokensPerRank = 70000; }, 2, "maxTokensPerRank"},
+      {[](ncclEpConfig_t& c) { c.hidden = 7170; }, 2, "hidden"},
+      {[](ncclEpConfig_t& c) { c.fp8Dispatch = 1; c.hidden = 7176; }, 2, "multiple of 128"},
+      {[](ncclEpConfig_t& c) { c.topk = 0; }, 2, "topk"},
+      {[](ncclEpConfig_t& c) { c.topk = 33; }, 2, "topk"},
+      {[](ncclEpConfig_t& c) { c.numExperts = 255; }, 2, "multiple of the EP size"},
+      {[](ncclEpConfig_t& c) { c.numExperts = 2048; }, 2, "numExperts"},
+      {[](ncclEpConfig_t& c) { c.algorithm = ncclEpAlgoLowLatency; }, 2, "not implemented"},
+      {[](ncclEpConfig_t& c) { c.smBudget = 1000; }, 2, "smBudget"},
+      {[](ncclEpConfig_t& c) { c.slIndex = 16; }, 2, "slIndex"},
+      {[](ncclEpConfig_t& c) { c.timeoutMs = 0; }, 2, "timeoutMs"},
+      {[](ncclEpConfig_t&) {}, 9, "EP size"},
+  };
+  for (const auto& cs : cases) {
+    ncclEpConfig_t c = deepseek();
+    cs.mutate(c);
+    std::string err = normalizeConfig(&c, cs.nRanks, &g);
+    BOOST_TEST_INFO("expected an error mentioning " << cs.needle << ", got '" << err << "'");
+    BOOST_TEST(err.find(cs.needle) != std::string::npos);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(window_layout_regions_do_not_overlap) {
+  ncclEpConfig_t in = deepseek();
+  GroupConfig g;
+  BOOST_REQUIRE(normalizeConfig(&in, 8, &g) == "");
+  dev::WindowLayout wl = computeWindowLayout(g, 8);
+  // Meta: srcToken + K experts + K weights + K positions = 4 * 25 = 100 B, padded to 112.
+  BOOST_TEST(wl.dispatchRowBytes == 7168u * 2 + 112u);
+  BOOST_TEST(wl.combineRowBytes == 7168u * 2 + 32u);
+  BOOST_TEST(wl.readyFlags >= wl.countFlags + 4 * dev::kMaxRanks);
+  BOOST_TEST(wl.dataFlags >= wl.readyFlags + 4 * dev::kMaxRanks * dev::kNumOpKinds);
+  BOOST_TEST(wl.counts >= wl.dataFlags + 4ull * dev::kMaxRanks * dev::kMaxCtas * dev::kNumOpKinds);
+  BOOST_TEST(wl.dispatchRegion >= wl.counts + 2ull * dev::kMaxRanks * wl.countStride * 4);
+  BOOST_TEST(wl.dispatchRegion % 4096 == 0);
+  BOOST_TEST(wl.combineRegion >= wl.dispatchRegion + 8ull * 4096 * wl.dispatchRowBytes);
+  BOOST_TEST(wl.totalBytes >= wl.combineRegion + 8ull * 4096 * wl.combineRowBytes);
+  BOOST_TEST(wl.totalBytes % (2u << 20) == 0);
+  BOOST_TEST(wl.countStride == 36u);  // 1 + 32 local experts, rounded to 4
+}
+
+BOOST_AUTO_TEST_CASE(fp8_rows_fit_in_the_bf16_row) {
+  for (int h : {128, 2048, 7168, 8192}) {
+    ncclEpConfig_t in = deepseek();
+    in.hidden = h;
+    in.fp8Dispatch = 1;
+    GroupConfig g;
+    BOOST_REQUIRE(normalizeConfig(&in, 2, &g) == "");
+    dev::WindowLayout wl = computeWindowLayout(g, 2);
+    BOOST_TEST(uint32_t(h + h / 128 * 4) <= wl.dispatchMetaOffset);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(capacity_rows) {
+  ncclEpConfig_t in = deepseek();
+  GroupConfig g;
+  BOOST_REQUIRE(normalizeConfig(&in, 2, &g) == "");
+  HandleConfig dedup;
+  dedup.expanded = false;
+  BOOST_TEST(capacityRows(g, 2, dedup) == 2 * 4096);
+  HandleConfig exp;
+  exp.alignment = 128;
+  // Each token lands on at most min(K, Le) = 8 local experts; plus up to 127 gap rows per expert.
+  BOOST_TEST(capacityRows(g, 2, exp) == 2LL * 4096 * 8 + 128LL * 127);
+  in.numExperts = 8;  // Le = 4 < K
+  BOOST_REQUIRE(normalizeConfig(&in, 2, &g) == "");
+  exp.alignment = 1;
+  BOOST_TEST(capacityRows(g, 2, exp) == 2LL * 4096 * 4);
+}
+
+BOOST_AUTO_TEST_CASE(handle_config) {
+  HandleConfig h;
+  ncclEpHandleConfig_t in = NCCL_EP_HANDLE_CONFIG_INITIALIZER;
+  BOOST_TEST(normalizeHandleConfig(&in, &h) == "");
+  BOOST_TEST(h.expanded);
+  BOOST_TEST(!h.capacity);
+  BOOST_TEST(h.alignment == 1);
+  in.layout = ncclEpLayoutDeduplicated;
+  in.expertAlignment = 128;
+  BOOST_TEST(normalizeHandleConfig(&in, &h).find("expanded layout only") != std::string::npos);
+  in.layout = 7;
+  BOOST_TEST(normalizeHandleConfig(&in, &h).find("layout") != std::string::npos);
+  in = NCCL_EP_HANDLE_CONFIG_INITIALIZER;
+  in.expertAlignment = 0;
+  BOOST_TEST(normalizeHandleConfig(&in, &h).find("expertAlignment") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(cta_count) {
+  ncclEpConfig_t in = deepseek();
+  GroupConfig g;
+  BOOST_REQUIRE(normalizeConfig(&in, 2, &g) == "");
+  const int analytic = analyticSmCount(132, 2, 430.0);
+  BOOST_TEST(analytic >= 8);
+  BOOST_TEST(analytic <= 132);
+  BOOST_TEST(resolveCtaCount(g, 132, 2, 430.0) == analytic);
+  g.smBudget = 24;
+  BOOST_TEST(resolveCtaCount(g, 132, 2, 430.0) == 24);
+  g.smBudget = 150;
+  BOOST_TEST(resolveCtaCount(g, 132, 2, 430.0) == 132);  // never more than the SMs
+}
