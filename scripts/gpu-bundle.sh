@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds here (no GPU needed) and packs what the GPU machine needs into .devbuild/: the GPU test
+# binaries, epx-bench, epx-topo, libepx and the non-CUDA shared libraries they load (Boost, hwloc,
+# ...), which that machine lacks. Used with scripts/gpu-run.sh through the device tool (carry .devbuild).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${EPX_BUILD_DIR:-build}
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$BUILD" -j"$(nproc)"
+rm -rf .devbuild && mkdir -p .devbuild/bin .devbuild/lib
+for f in $(find "$BUILD/tests" "$BUILD/tools" "$BUILD/plugin" -maxdepth 3 -type f -executable \( -name 'test_*' -o -name 'epx-*' \) 2>/dev/null); do
+  cp "$f" .devbuild/bin/
+done
+cp -P "$BUILD"/host/libepx.so* .devbuild/lib/
+find "$BUILD/plugin" -name 'libnccl-net-epx.so*' -exec cp -P {} .devbuild/lib/ \; 2>/dev/null || true
+# Shared libraries outside CUDA/NCCL/glibc that the binaries need.
+for f in .devbuild/bin/* .devbuild/lib/*.so*; do
+  ldd "$f" 2>/dev/null | awk '/=> \//{print $3}'
+done | sort -u | grep -Ev '/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|ld-linux|libcuda|libcudart|libnccl|libnvidia)[.-]' |
+  while read -r lib; do cp -L "$lib" .devbuild/lib/; done
+du -sh .devbuild
