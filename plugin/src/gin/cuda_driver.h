@@ -1,0 +1,46 @@
+// CUDA driver entry points, loaded at run time so the plugin loads on machines without a GPU.
+#pragma once
+
+#include <cuda.h>
+
+#include <string>
+
+namespace epx::plugin::gin {
+
+struct CudaDriver {
+#define EPX_CU_FN(name) decltype(&::name) name = nullptr;
+  EPX_CU_FN(cuInit)
+  EPX_CU_FN(cuGetErrorString)
+  EPX_CU_FN(cuCtxGetCurrent)
+  EPX_CU_FN(cuCtxSetCurrent)
+  EPX_CU_FN(cuCtxGetDevice)
+  EPX_CU_FN(cuStreamCreate)
+  EPX_CU_FN(cuStreamDestroy)
+  EPX_CU_FN(cuStreamSynchronize)
+  EPX_CU_FN(cuStreamWriteValue64)
+  EPX_CU_FN(cuEventCreate)
+  EPX_CU_FN(cuEventRecord)
+  EPX_CU_FN(cuEventQuery)
+  EPX_CU_FN(cuEventDestroy)
+  EPX_CU_FN(cuMemcpyAsync)
+  EPX_CU_FN(cuMemcpyDtoHAsync)
+  EPX_CU_FN(cuMemRetainAllocationHandle)
+  EPX_CU_FN(cuMemRelease)
+  EPX_CU_FN(cuMemGetAddressRange)
+  EPX_CU_FN(cuMemExportToShareableHandle)
+  EPX_CU_FN(cuMemImportFromShareableHandle)
+  EPX_CU_FN(cuMemGetAllocationGranularity)
+  EPX_CU_FN(cuMemGetAllocationPropertiesFromHandle)
+  EPX_CU_FN(cuMemAddressReserve)
+  EPX_CU_FN(cuMemAddressFree)
+  EPX_CU_FN(cuMemMap)
+  EPX_CU_FN(cuMemUnmap)
+  EPX_CU_FN(cuMemSetAccess)
+#undef EPX_CU_FN
+};
+
+// Loads libcuda.so.1 once; null (with *why filled) when there is no usable driver.
+const CudaDriver* cudaDriver(std::string* why);
+std::string cuErrorText(CUresult r);
+
+}  // namespace epx::plugin::gin

@@ -1,0 +1,665 @@
+#include "gin/ipc_backend.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/env.h"
+#include "common/log.h"
+#include "gin/cuda_driver.h"
+#include "gin/registry.h"
+#include "gin/signals.h"
+#include "socket/transport.h"
+
+namespace epx::plugin::gin {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint32_t kHandleMagic = 0x45504749;  // "EPGI"
+constexpr int kGinMaxRecvs = 8;
+
+struct IpcHandle {
+  uint32_t magic;
+  uint32_t pid;
+  char bootId[40];
+  char path[80];  // abstract unix socket name, without the leading NUL
+};
+static_assert(sizeof(IpcHandle) <= NCCL_NET_HANDLE_MAXSIZE);
+
+enum MsgType : uint32_t { kHello = 1, kRegister = 2, kSignal = 3 };
+
+struct RegisterInfo {
+  uint32_t index;
+  uint32_t mappable;
+  uint64_t allocSize;
+  uint64_t offset;  // of the region inside the allocation
+  uint64_t size;
+};
+
+struct Msg {
+  uint32_t type;
+  uint32_t from;
+  union {
+    RegisterInfo reg;
+    SignalUpdate signal;
+  };
+};
+
+struct Received {
+  RegisterInfo info;
+  int fd;
+};
+
+struct Mapping {
+  uint32_t registration;
+  CUdeviceptr va;
+  size_t size;
+};
+
+struct Context;
+
+struct Request {
+  int peer = 0;
+  uint64_t seq = 0;
+  CUevent event = nullptr;
+  bool copied = false;
+  bool withSignal = false;
+  SignalUpdate signal{};
+  bool done = false;
+};
+
+struct Peer {
+  int out = -1;  // we send to the peer on this socket
+  int in = -1;   // the peer sends to us on this one
+  CUstream stream = nullptr;
+  PeerOrder order;
+  std::deque<Request*> pending;  // posted, not yet done, in order
+  std::deque<Received> registrations;
+};
+
+struct Context {
+  int rank = 0;
+  int nRanks = 0;
+  CUcontext cu = nullptr;
+  CUdevice device = 0;
+  Registry registry{1, 0};
+  std::vector<Peer> peers;
+  std::vector<Mapping> mappings;
+  std::vector<SignalUpdate> incoming;
+  std::vector<CUevent> freeEvents;
+  CUstream signalStream = nullptr;
+  std::recursive_mutex mutex;
+  std::string error;
+};
+
+struct ListenComm {
+  int fd = -1;
+  std::string path;
+};
+
+const CudaDriver* cu = nullptr;
+
+std::string bootId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
+}
+
+ncclResult_t fail(Context* ctx, const std::string& what) {
+  if (ctx->error.empty()) {
+    ctx->error = what;
+    EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: %s", ctx->rank, what.c_str());
+  }
+  return ncclInternalError;
+}
+
+#define EPX_CU(ctx, call)                                                               \
+  do {                                                                                  \
+    CUresult _r = (call);                                                               \
+    if (_r != CUDA_SUCCESS) {                                                           \
+      fail((ctx), std::string(#call) + ": " + cuErrorText(_r));                         \
+      return ncclUnhandledCudaError;                                                    \
+    }                                                                                   \
+  } while (0)
+
+bool makeCurrent(Context* ctx) {
+  CUcontext current = nullptr;
+  cu->cuCtxGetCurrent(&current);
+  if (current == ctx->cu) return true;
+  return cu->cuCtxSetCurrent(ctx->cu) == CUDA_SUCCESS;
+}
+
+sockaddr_un abstractAddress(const std::string& name, socklen_t* length) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  a.sun_path[0] = '\0';
+  size_t n = std::min(name.size(), sizeof(a.sun_path) - 2);
+  memcpy(a.sun_path + 1, name.data(), n);
+  *length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  return a;
+}
+
+bool sendMsg(int fd, const Msg& m, int passFd, bool wait) {
+  iovec iov{const_cast<Msg*>(&m), sizeof(Msg)};
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr h{};
+  h.msg_iov = &iov;
+  h.msg_iovlen = 1;
+  if (passFd >= 0) {
+    h.msg_control = control;
+    h.msg_controllen = sizeof(control);
+    cmsghdr* c = CMSG_FIRSTHDR(&h);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &passFd, sizeof(int));
+  }
+  auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (true) {
+    ssize_t n = sendmsg(fd, &h, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n == static_cast<ssize_t>(sizeof(Msg))) return true;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && wait && Clock::now() < deadline) {
+      pollfd p{fd, POLLOUT, 0};
+      poll(&p, 1, 10);
+      continue;
+    }
+    return false;
+  }
+}
+
+// Non-blocking receive of one message; returns 1 got, 0 nothing, -1 error/closed.
+int recvMsg(int fd, Msg* m, int* passedFd) {
+  iovec iov{m, sizeof(Msg)};
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr h{};
+  h.msg_iov = &iov;
+  h.msg_iovlen = 1;
+  h.msg_control = control;
+  h.msg_controllen = sizeof(control);
+  ssize_t n = recvmsg(fd, &h, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  if (n < 0) return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : -1;
+  if (n != static_cast<ssize_t>(sizeof(Msg))) return -1;
+  *passedFd = -1;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c))
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) memcpy(passedFd, CMSG_DATA(c), sizeof(int));
+  return 1;
+}
+
+// Drains the peer's messages: registrations are queued for regMrSym, signals for progress.
+ncclResult_t pump(Context* ctx, int peer) {
+  Peer& p = ctx->peers[static_cast<size_t>(peer)];
+  if (p.in < 0) return ncclSuccess;
+  while (true) {
+    Msg m;
+    int fd = -1;
+    int r = recvMsg(p.in, &m, &fd);
+    if (r == 0) return ncclSuccess;
+    if (r < 0) return fail(ctx, "connection from rank " + std::to_string(peer) + " lost");
+    if (m.type == kRegister) {
+      p.registrations.push_back(Received{m.reg, fd});
+    } else if (m.type == kSignal) {
+      ctx->incoming.push_back(m.signal);
+      if (fd >= 0) close(fd);
+    } else {
+      if (fd >= 0) close(fd);
+      return fail(ctx, "unexpected message type " + std::to_string(m.type) + " from rank " + std::to_string(peer));
+    }
+  }
+}
+
+ncclResult_t applySignals(Context* ctx) {
+  if (ctx->incoming.empty()) return ncclSuccess;
+  std::vector<SignalUpdate> updates;
+  updates.swap(ctx->incoming);
+  for (const SignalUpdate& u : updates) {
+    Registration* r = ctx->registry.byIndex(u.registration);
+    if (r == nullptr) return fail(ctx, "signal for unknown registration " + std::to_string(u.registration));
+    std::string bad = validateSignal(u, r->size);
+    if (!bad.empty()) return fail(ctx, bad);
+  }
+  for (const auto& [key, delta] : coalesce(updates)) {
+    Registration* r = ctx->registry.byIndex(key.first);
+    CUdeviceptr address = static_cast<CUdeviceptr>(r->base + key.second);
+    if (r->placement == Placement::Host) {
+      __atomic_fetch_add(reinterpret_cast<uint64_t*>(address), delta, __ATOMIC_SEQ_CST);
+      continue;
+    }
+    // The owner's progress thread is the only remote writer of its signals, and NCCL forbids a
+    // device reset racing with updates, so a read-modify-write through the copy engine is safe.
+    uint64_t current = 0;
+    EPX_CU(ctx, cu->cuMemcpyDtoHAsync(&current, address, sizeof(current), ctx->signalStream));
+    EPX_CU(ctx, cu->cuStreamSynchronize(ctx->signalStream));
+    EPX_CU(ctx, cu->cuStreamWriteValue64(ctx->signalStream, address, current + delta, 0));
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t advance(Context* ctx) {
+  for (int peer = 0; peer < ctx->nRanks; ++peer) {
+    Peer& p = ctx->peers[static_cast<size_t>(peer)];
+    for (Request* r : p.pending) {
+      if (r->copied) continue;
+      CUresult q = cu->cuEventQuery(r->event);
+      if (q == CUDA_ERROR_NOT_READY) break;  // copies on one stream finish in order
+      if (q != CUDA_SUCCESS) return fail(ctx, "put to rank " + std::to_string(peer) + " failed: " + cuErrorText(q));
+      r->copied = true;
+      p.order.complete(r->seq);
+    }
+    p.order.release();
+    while (!p.pending.empty() && p.order.isReleased(p.pending.front()->seq)) {
+      Request* r = p.pending.front();
+      if (r->withSignal) {
+        if (peer == ctx->rank) {
+          ctx->incoming.push_back(r->signal);
+        } else {
+          Msg m{};
+          m.type = kSignal;
+          m.from = static_cast<uint32_t>(ctx->rank);
+          m.signal = r->signal;
+          if (!sendMsg(p.out, m, -1, false)) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK) break;  // retry at the next progress
+            return fail(ctx, "sending a signal to rank " + std::to_string(peer) + ": " + strerror(errno));
+          }
+        }
+      }
+      r->done = true;
+      p.pending.pop_front();
+    }
+  }
+  return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t ipcInit(ncclDebugLogger_t logger) {
+  setLogger(logger);
+  std::string why;
+  cu = cudaDriver(&why);
+  if (cu == nullptr) {
+    EPX_INFO(NCCL_INIT | NCCL_NET, "GIN/EPX-ipc disabled: %s", why.c_str());
+    return ncclSystemError;
+  }
+  return socket::init(logger);
+}
+
+ncclResult_t ipcDevices(int* count) { return socket::devices(count); }
+
+ncclResult_t ipcGetProperties(int dev, ncclNetProperties_v11_t* props) {
+  ncclResult_t r = socket::getProperties(dev, props);
+  if (r != ncclSuccess) return r;
+  props->ptrSupport = NCCL_PTR_HOST | NCCL_PTR_CUDA;  // no DMABUF: NCCL hands over virtual addresses
+  props->netDeviceType = NCCL_NET_DEVICE_GIN_PROXY;
+  props->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
+  props->maxRecvs = kGinMaxRecvs;  // power of 2: NCCL's GFD queue is 32 * maxRecvs per peer
+  return ncclSuccess;
+}
+
+ncclResult_t ipcListen(int dev, void* handle, void** listenComm) {
+  (void)dev;
+  *listenComm = nullptr;
+  static std::mt19937_64 rng(std::random_device{}());
+  auto* lc = new ListenComm();
+  char name[80];
+  snprintf(name, sizeof(name), "epx-gin-%d-%016llx", static_cast<int>(getpid()),
+           static_cast<unsigned long long>(rng()));
+  lc->path = name;
+  lc->fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  socklen_t length = 0;
+  sockaddr_un a = abstractAddress(lc->path, &length);
+  if (lc->fd < 0 || bind(lc->fd, reinterpret_cast<sockaddr*>(&a), length) != 0 || ::listen(lc->fd, 1024) != 0) {
+    EPX_WARN(NCCL_NET, "GIN/EPX-ipc: cannot listen on @%s: %s", name, strerror(errno));
+    if (lc->fd >= 0) close(lc->fd);
+    delete lc;
+    return ncclSystemError;
+  }
+  auto* h = static_cast<IpcHandle*>(handle);
+  memset(h, 0, sizeof(IpcHandle));
+  h->magic = kHandleMagic;
+  h->pid = static_cast<uint32_t>(getpid());
+  snprintf(h->bootId, sizeof(h->bootId), "%s", bootId().c_str());
+  snprintf(h->path, sizeof(h->path), "%s", name);
+  *listenComm = lc;
+  return ncclSuccess;
+}
+
+ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm, void** collComm) {
+  *collComm = nullptr;
+  auto* lc = static_cast<ListenComm*>(listenComm);
+  if (lc == nullptr || nRanks < 1 || rank < 0 || rank >= nRanks) return ncclInternalError;
+  std::string myBoot = bootId();
+  for (int j = 0; j < nRanks; ++j) {
+    auto* h = static_cast<const IpcHandle*>(handles[j]);
+    if (h->magic != kHandleMagic) {
+      EPX_WARN(NCCL_NET, "GIN/EPX-ipc: rank %d's handle is not an epx ipc handle", j);
+      return ncclInternalError;
+    }
+    if (strncmp(h->bootId, myBoot.c_str(), sizeof(h->bootId)) != 0) {
+      EPX_WARN(NCCL_NET, "GIN/EPX-ipc: rank %d runs on another host; the ipc backend needs all ranks on one host", j);
+      return ncclInvalidUsage;
+    }
+  }
+  auto* ctx = new Context();
+  ctx->rank = rank;
+  ctx->nRanks = nRanks;
+  ctx->registry = Registry(nRanks, rank);
+  ctx->peers.resize(static_cast<size_t>(nRanks));
+  auto cleanup = [&](ncclResult_t r) {
+    ipcCloseColl(ctx);
+    return r;
+  };
+  if (cu->cuCtxGetCurrent(&ctx->cu) != CUDA_SUCCESS || ctx->cu == nullptr) {
+    EPX_WARN(NCCL_NET, "GIN/EPX-ipc: no CUDA context is current at connect");
+    return cleanup(ncclInternalError);
+  }
+  cu->cuCtxGetDevice(&ctx->device);
+  int timeoutMs = static_cast<int>(envInt("EPX_GIN_CONNECT_TIMEOUT_MS", 60000));
+  auto deadline = Clock::now() + std::chrono::milliseconds(timeoutMs);
+  for (int j = 0; j < nRanks; ++j) {
+    if (j == rank) continue;
+    auto* h = static_cast<const IpcHandle*>(handles[j]);
+    socklen_t length = 0;
+    sockaddr_un a = abstractAddress(h->path, &length);
+    int fd = -1;
+    while (true) {
+      fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+      if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), length) == 0) break;
+      int err = errno;
+      if (fd >= 0) close(fd);
+      fd = -1;
+      if (Clock::now() > deadline) {
+        EPX_WARN(NCCL_NET, "GIN/EPX-ipc: cannot reach rank %d at @%s: %s", j, h->path, strerror(err));
+        return cleanup(ncclSystemError);
+      }
+      usleep(1000);
+    }
+    ctx->peers[static_cast<size_t>(j)].out = fd;
+    Msg hello{};
+    hello.type = kHello;
+    hello.from = static_cast<uint32_t>(rank);
+    if (!sendMsg(fd, hello, -1, true)) {
+      EPX_WARN(NCCL_NET, "GIN/EPX-ipc: hello to rank %d: %s", j, strerror(errno));
+      return cleanup(ncclSystemError);
+    }
+  }
+  int accepted = 0;
+  while (accepted < nRanks - 1) {
+    int fd = accept4(lc->fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (Clock::now() > deadline) {
+        EPX_WARN(NCCL_NET, "GIN/EPX-ipc: only %d of %d peers connected in %d ms", accepted, nRanks - 1, timeoutMs);
+        return cleanup(ncclSystemError);
+      }
+      pollfd p{lc->fd, POLLIN, 0};
+      poll(&p, 1, 10);
+      continue;
+    }
+    Msg m{};
+    int passed = -1, r = 0;
+    while ((r = recvMsg(fd, &m, &passed)) == 0 && Clock::now() < deadline) {
+      pollfd p{fd, POLLIN, 0};
+      poll(&p, 1, 10);
+    }
+    if (r != 1 || m.type != kHello || m.from >= static_cast<uint32_t>(nRanks) ||
+        static_cast<int>(m.from) == rank || ctx->peers[m.from].in >= 0) {
+      EPX_WARN(NCCL_NET, "GIN/EPX-ipc: bad hello on @%s", lc->path.c_str());
+      close(fd);
+      return cleanup(ncclSystemError);
+    }
+    ctx->peers[m.from].in = fd;
+    ++accepted;
+  }
+  for (Peer& p : ctx->peers) EPX_CU(ctx, cu->cuStreamCreate(&p.stream, CU_STREAM_NON_BLOCKING));
+  EPX_CU(ctx, cu->cuStreamCreate(&ctx->signalStream, CU_STREAM_NON_BLOCKING));
+  EPX_INFO(NCCL_INIT | NCCL_NET, "GIN/EPX-ipc: rank %d connected to %d rank(s) on this host (device %d)", rank,
+           nRanks, static_cast<int>(ctx->device));
+  *collComm = ctx;
+  return ncclSuccess;
+}
+
+ncclResult_t ipcRegMrSym(void* collComm, void* data, size_t size, int type, uint64_t mrFlags,
+                         void** mhandle, void** ginHandle) {
+  (void)mrFlags;
+  *mhandle = *ginHandle = nullptr;
+  auto* ctx = static_cast<Context*>(collComm);
+  std::lock_guard<std::recursive_mutex> lock(ctx->mutex);
+  if (!makeCurrent(ctx)) return fail(ctx, "cannot make the CUDA context current in regMrSym");
+  Placement placement = type == NCCL_PTR_CUDA ? Placement::Device : Placement::Host;
+  RegisterInfo mine{};
+  int exportFd = -1;
+  if (placement == Placement::Device) {
+    CUmemGenericAllocationHandle h;
+    CUdeviceptr allocBase = 0;
+    size_t allocSize = 0;
+    auto address = reinterpret_cast<CUdeviceptr>(data);
+    if (cu->cuMemRetainAllocationHandle(&h, data) == CUDA_SUCCESS) {
+      if (cu->cuMemGetAddressRange(&allocBase, &allocSize, address) == CUDA_SUCCESS &&
+          address >= allocBase && address + size <= allocBase + allocSize &&
+          cu->cuMemExportToShareableHandle(&exportFd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ==
+              CUDA_SUCCESS) {
+        mine.mappable = 1;
+        mine.allocSize = allocSize;
+        mine.offset = address - allocBase;
+      } else {
+        exportFd = -1;
+      }
+      cu->cuMemRelease(h);
+    }
+  }
+  Registration* reg = ctx->registry.add(reinterpret_cast<uintptr_t>(data), size, placement);
+  mine.index = reg->index;
+  mine.size = size;
+  reg->ownerApplied = placement == Placement::Device && !mine.mappable;
+  for (int j = 0; j < ctx->nRanks; ++j) {
+    if (j == ctx->rank) continue;
+    Msg m{};
+    m.type = kRegister;
+    m.from = static_cast<uint32_t>(ctx->rank);
+    m.reg = mine;
+    if (!sendMsg(ctx->peers[static_cast<size_t>(j)].out, m, exportFd, true)) {
+      if (exportFd >= 0) close(exportFd);
+      return fail(ctx, "sending registration " + std::to_string(reg->index) + " to rank " + std::to_string(j));
+    }
+  }
+  if (exportFd >= 0) close(exportFd);
+  auto deadline = Clock::now() + std::chrono::milliseconds(envInt("EPX_GIN_CONNECT_TIMEOUT_MS", 60000));
+  for (int j = 0; j < ctx->nRanks; ++j) {
+    if (j == ctx->rank) continue;
+    Peer& p = ctx->peers[static_cast<size_t>(j)];
+    while (p.registrations.empty()) {
+      if (ncclResult_t r = pump(ctx, j); r != ncclSuccess) return r;
+      if (!p.registrations.empty()) break;
+      if (Clock::now() > deadline)
+        return fail(ctx, "rank " + std::to_string(j) + " did not register region " + std::to_string(reg->index));
+      pollfd pf{p.in, POLLIN, 0};
+      poll(&pf, 1, 5);
+    }
+    Received got = p.registrations.front();
+    p.registrations.pop_front();
+    if (got.info.index != reg->index) {
+      if (got.fd >= 0) close(got.fd);
+      return fail(ctx, "registration order differs: rank " + std::to_string(j) + " sent region " +
+                           std::to_string(got.info.index) + ", expected " + std::to_string(reg->index));
+    }
+    if (!got.info.mappable || got.fd < 0) {
+      if (got.fd >= 0) close(got.fd);
+      continue;
+    }
+    CUmemGenericAllocationHandle h;
+    CUresult r = cu->cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(static_cast<intptr_t>(got.fd)),
+                                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    close(got.fd);
+    if (r != CUDA_SUCCESS) return fail(ctx, "importing rank " + std::to_string(j) + "'s region: " + cuErrorText(r));
+    CUdeviceptr va = 0;
+    r = cu->cuMemAddressReserve(&va, got.info.allocSize, 0, 0, 0);
+    if (r == CUDA_SUCCESS) r = cu->cuMemMap(va, got.info.allocSize, 0, h, 0);
+    cu->cuMemRelease(h);  // the mapping keeps the allocation alive
+    if (r != CUDA_SUCCESS) return fail(ctx, "mapping rank " + std::to_string(j) + "'s region: " + cuErrorText(r));
+    CUmemAccessDesc access{};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = static_cast<int>(ctx->device);
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    r = cu->cuMemSetAccess(va, got.info.allocSize, &access, 1);
+    if (r != CUDA_SUCCESS) return fail(ctx, "granting access to rank " + std::to_string(j) + "'s region: " + cuErrorText(r));
+    ctx->mappings.push_back(Mapping{reg->index, va, got.info.allocSize});
+    reg->peerBase[static_cast<size_t>(j)] = static_cast<uintptr_t>(va + got.info.offset);
+    reg->peerSize[static_cast<size_t>(j)] = got.info.size;
+  }
+  EPX_INFO(NCCL_NET, "GIN/EPX-ipc rank %d: registered region %u (%s, %zu bytes, %s)", ctx->rank, reg->index,
+           placement == Placement::Device ? "device" : "host", size,
+           mine.mappable ? "shared with peers" : "owner-applied/local only");
+  *mhandle = *ginHandle = reg;  // the same pointer: NCCL passes either back
+  return ncclSuccess;
+}
+
+ncclResult_t ipcDeregMrSym(void* collComm, void* mhandle) {
+  auto* ctx = static_cast<Context*>(collComm);
+  std::lock_guard<std::recursive_mutex> lock(ctx->mutex);
+  auto* reg = ctx->registry.find(mhandle);
+  if (reg == nullptr) {
+    EPX_WARN(NCCL_NET, "GIN/EPX-ipc: deregMrSym of an unknown handle");
+    return ncclInternalError;
+  }
+  makeCurrent(ctx);
+  for (auto it = ctx->mappings.begin(); it != ctx->mappings.end();) {
+    if (it->registration == reg->index) {
+      cu->cuMemUnmap(it->va, it->size);
+      cu->cuMemAddressFree(it->va, it->size);
+      it = ctx->mappings.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  ctx->registry.remove(mhandle);
+  return ncclSuccess;
+}
+
+ncclResult_t ipcCloseColl(void* collComm) {
+  auto* ctx = static_cast<Context*>(collComm);
+  if (ctx == nullptr) return ncclSuccess;
+  if (cu != nullptr && ctx->cu != nullptr && makeCurrent(ctx)) {
+    for (Peer& p : ctx->peers) {
+      if (p.stream != nullptr) {
+        cu->cuStreamSynchronize(p.stream);
+        cu->cuStreamDestroy(p.stream);
+      }
+      for (Request* r : p.pending) {
+        if (r->event) cu->cuEventDestroy(r->event);
+        delete r;
+      }
+    }
+    if (ctx->signalStream != nullptr) {
+      cu->cuStreamSynchronize(ctx->signalStream);
+      cu->cuStreamDestroy(ctx->signalStream);
+    }
+    for (CUevent e : ctx->freeEvents) cu->cuEventDestroy(e);
+    for (const Mapping& m : ctx->mappings) {
+      cu->cuMemUnmap(m.va, m.size);
+      cu->cuMemAddressFree(m.va, m.size);
+    }
+  }
+  for (Peer& p : ctx->peers) {
+    if (p.out >= 0) close(p.out);
+    if (p.in >= 0) close(p.in);
+    for (Received& r : p.registrations)
+      if (r.fd >= 0) close(r.fd);
+  }
+  delete ctx;
+  return ncclSuccess;
+}
+
+ncclResult_t ipcCloseListen(void* listenComm) {
+  auto* lc = static_cast<ListenComm*>(listenComm);
+  if (lc == nullptr) return ncclSuccess;
+  if (lc->fd >= 0) close(lc->fd);
+  delete lc;
+  return ncclSuccess;
+}
+
+ncclResult_t ipcPut(void* collComm, uint64_t srcOff, void* srcMhandle, size_t size, uint64_t dstOff,
+                    void* dstMhandle, uint32_t rank, bool withSignal, uint64_t signalOff,
+                    void* signalMhandle, uint64_t signalValue, uint32_t signalOp, void** request) {
+  *request = nullptr;
+  auto* ctx = static_cast<Context*>(collComm);
+  std::lock_guard<std::recursive_mutex> lock(ctx->mutex);
+  if (!ctx->error.empty()) return ncclInternalError;
+  if (rank >= static_cast<uint32_t>(ctx->nRanks)) return fail(ctx, "put to rank " + std::to_string(rank) + " out of range");
+  if (!makeCurrent(ctx)) return fail(ctx, "cannot make the CUDA context current on the GIN progress thread");
+  auto req = std::make_unique<Request>();
+  req->peer = static_cast<int>(rank);
+  Peer& p = ctx->peers[rank];
+  if (size > 0) {
+    uintptr_t src = 0, dst = 0;
+    std::string bad = translateSource(ctx->registry, srcMhandle, srcOff, size, &src);
+    if (bad.empty()) {
+      const Registration* s = ctx->registry.find(srcMhandle);
+      if (s->placement == Placement::Host)
+        bad = "put from host registration " + std::to_string(s->index) +
+              " (inline putValue is not supported with NCCL 2.28 PROXY; put from a window)";
+    }
+    if (bad.empty()) bad = translateDestination(ctx->registry, dstMhandle, dstOff, size, static_cast<int>(rank), &dst);
+    if (!bad.empty()) return fail(ctx, "GIN put of " + std::to_string(size) + " bytes to rank " + std::to_string(rank) + ": " + bad);
+    EPX_CU(ctx, cu->cuMemcpyAsync(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), size, p.stream));
+  }
+  if (withSignal) {
+    const Registration* s = ctx->registry.find(signalMhandle);
+    if (s == nullptr) return fail(ctx, "GIN signal on an unregistered region");
+    req->withSignal = true;
+    req->signal = SignalUpdate{s->index, signalOff, signalValue, signalOp};
+    std::string bad = validateSignal(req->signal, s->size);
+    if (!bad.empty()) return fail(ctx, "GIN signal to rank " + std::to_string(rank) + ": " + bad);
+  }
+  if (!ctx->freeEvents.empty()) {
+    req->event = ctx->freeEvents.back();
+    ctx->freeEvents.pop_back();
+  } else {
+    EPX_CU(ctx, cu->cuEventCreate(&req->event, CU_EVENT_DISABLE_TIMING));
+  }
+  // Recorded even for signal-only ops: the event then covers every earlier put to this peer.
+  EPX_CU(ctx, cu->cuEventRecord(req->event, p.stream));
+  req->seq = p.order.post();
+  p.pending.push_back(req.get());
+  *request = req.release();
+  return ncclSuccess;
+}
+
+ncclResult_t ipcTest(void* collComm, void* request, int* done) {
+  *done = 0;
+  auto* ctx = static_cast<Context*>(collComm);
+  auto* req = static_cast<Request*>(request);
+  std::lock_guard<std::recursive_mutex> lock(ctx->mutex);
+  if (req == nullptr) return fail(ctx, "test of a null request");
+  if (!makeCurrent(ctx)) return fail(ctx, "cannot make the CUDA context current on the GIN progress thread");
+  if (ncclResult_t r = advance(ctx); r != ncclSuccess) return r;
+  if (!req->done) return ncclSuccess;
+  *done = 1;
+  ctx->freeEvents.push_back(req->event);
+  delete req;
+  return ncclSuccess;
+}
+
+ncclResult_t ipcProgress(void* collComm) {
+  auto* ctx = static_cast<Context*>(collComm);
+  std::unique_lock<std::recursive_mutex> lock(ctx->mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return ncclSuccess;  // regMrSym is running; come back next time
+  if (!ctx->error.empty()) return ncclInternalError;
+  if (!makeCurrent(ctx)) return fail(ctx, "cannot make the CUDA context current on the GIN progress thread");
+  if (ncclResult_t r = advance(ctx); r != ncclSuccess) return r;
+  for (int j = 0; j < ctx->nRanks; ++j)
+    if (ncclResult_t r = pump(ctx, j); r != ncclSuccess) return r;
+  return applySignals(ctx);
+}
+
+}  // namespace epx::plugin::gin

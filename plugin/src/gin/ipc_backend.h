@@ -1,0 +1,30 @@
+// GIN PROXY backend "ipc": ranks on one host. Window memory is shared through CUDA VMM POSIX file
+// descriptors passed over unix sockets (SCM_RIGHTS); puts are copy-engine copies on
+// non-blocking streams, one per (context, peer); signals travel as messages to the owning rank,
+// which applies them in its ginProgress call.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "nccl_net.h"
+
+namespace epx::plugin::gin {
+
+ncclResult_t ipcInit(ncclDebugLogger_t logger);
+ncclResult_t ipcDevices(int* count);
+ncclResult_t ipcGetProperties(int dev, ncclNetProperties_v11_t* props);
+ncclResult_t ipcListen(int dev, void* handle, void** listenComm);
+ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm, void** collComm);
+ncclResult_t ipcRegMrSym(void* collComm, void* data, size_t size, int type, uint64_t mrFlags,
+                         void** mhandle, void** ginHandle);
+ncclResult_t ipcDeregMrSym(void* collComm, void* mhandle);
+ncclResult_t ipcCloseColl(void* collComm);
+ncclResult_t ipcCloseListen(void* listenComm);
+ncclResult_t ipcPut(void* collComm, uint64_t srcOff, void* srcMhandle, size_t size, uint64_t dstOff,
+                    void* dstMhandle, uint32_t rank, bool withSignal, uint64_t signalOff,
+                    void* signalMhandle, uint64_t signalValue, uint32_t signalOp, void** request);
+ncclResult_t ipcTest(void* collComm, void* request, int* done);
+ncclResult_t ipcProgress(void* collComm);
+
+}  // namespace epx::plugin::gin
