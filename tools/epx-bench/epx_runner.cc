@@ -114,6 +114,7 @@ EpxRankResult runEpx(const epx::testing::RankContext& ctx, ncclEpHandle_t handle
   in16.xType = ncclBfloat16;
   in16.xScales = nullptr;
   in16.topkWeights = b.w.as<float>();
+  in16.hidden = H;  // shape checks (ep.h: 0 = unchecked)
   ncclEpDispatchInputs_t in8 = in16;
   if (fp8) {
     in8.x = b.x8.get();
@@ -130,6 +131,7 @@ EpxRankResult runEpx(const epx::testing::RankContext& ctx, ncclEpHandle_t handle
   out16.expertCounts = b.counts.as<int32_t>();
   out16.expertOffsets = b.offsets.as<int32_t>();
   out16.numRecvRows = b.numRows.as<int32_t>();
+  out16.numRows = cap;
   ncclEpDispatchOutputs_t out8 = out16;
   if (fp8) {
     out8.recvX = b.recvX8.get();
@@ -139,8 +141,11 @@ EpxRankResult runEpx(const epx::testing::RankContext& ctx, ncclEpHandle_t handle
   ncclEpCombineInputs_t cin{};
   cin.x = b.recvX.get();  // identity expert: combine what dispatch delivered
   cin.xType = ncclBfloat16;
+  cin.numRows = cap;
+  cin.hidden = H;
   ncclEpCombineOutputs_t cout{};
   cout.out = b.out.get();
+  cout.numTokens = T;
 
   // --- timed loop ---
   uploadRouting(timed, s, opt.idx64, b, st);

@@ -1,0 +1,222 @@
+// epx-bench output (see report.h).
+#include "report.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <algorithm>
+
+#include "common.h"
+
+namespace epxbench {
+
+namespace {
+
+const char* checkText(bool checked, bool ok) { return !checked ? "-" : ok ? "OK" : "FAILED"; }
+
+std::string ncclVersionText(int code) {
+  // NCCL >= 2.9: code = major * 10000 + minor * 100 + patch.
+  return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." + std::to_string(code % 100);
+}
+
+double ratio(double base, double ours) { return ours > 0 && base > 0 ? base / ours : 0.0; }
+
+}  // namespace
+
+double CeilingSummary::ceGBps() const { return gbps(bytesPerRank, ceUs); }
+double CeilingSummary::smFewGBps() const { return gbps(bytesPerRank, smFewUs); }
+double CeilingSummary::smAllGBps() const { return gbps(bytesPerRank, smAllUs); }
+double CeilingSummary::bestGBps() const { return std::max({ceGBps(), smFewGBps(), smAllGBps()}); }
+
+Report::Report(const Options& opt) : opt_(opt) {
+  if (!opt.csv.empty()) {
+    csv_ = std::fopen(opt.csv.c_str(), "w");
+    if (!csv_) {
+      std::fprintf(stderr, "epx-bench: cannot write %s\n", opt.csv.c_str());
+      std::exit(2);
+    }
+    std::fprintf(csv_,
+                 "section,routing,layout,mode,sms_req,sms_used,op,time_us,logical_GBps,nvlink_GBps,"
+                 "baseline_us,speedup,check\n");
+  }
+}
+
+Report::~Report() {
+  if (csv_) std::fclose(csv_);
+}
+
+void Report::note(const std::string& line) { std::printf("# %s\n", line.c_str()); }
+
+void Report::printSystem(int nGpus) {
+  int rt = 0;
+  BENCH_NCCL(ncclGetVersion(&rt));
+  std::printf("# epx-bench: epx %d.%d.%d EP dispatch/combine over NVLink vs NCCL all-to-all and the peer-copy ceiling\n",
+              EPX_VERSION_CODE / 100, EPX_VERSION_CODE / 10 % 10, EPX_VERSION_CODE % 10);
+  std::printf("# NCCL: headers %s, runtime %s\n", ncclVersionText(NCCL_VERSION_CODE).c_str(),
+              ncclVersionText(rt).c_str());
+  std::printf("# GPUs: %d rank(s), one thread and one NCCL communicator each\n", nGpus);
+  for (int d = 0; d < nGpus; ++d) {
+    cudaDeviceProp p{};
+    BENCH_CUDA(cudaGetDeviceProperties(&p, d));
+    char bus[32] = {0};
+    BENCH_CUDA(cudaDeviceGetPCIBusId(bus, sizeof(bus), d));
+    std::printf("#   rank %d: GPU %d %s, %d SMs, %.0f GiB, PCI %s\n", d, d, p.name, p.multiProcessorCount,
+                double(p.totalGlobalMem) / (1024.0 * 1024 * 1024), bus);
+  }
+}
+
+void Report::printConditions(const BenchShape& s, const std::vector<RoutingInfo>& routings) {
+  std::printf("# shape: %d tokens per rank, hidden %d, top-%d, %d experts (%d per rank), top-k ids %s, FP32 gate weights\n",
+              s.tokens, s.hidden, s.topk, s.experts, s.expertsPerRank(), opt_.idx64 ? "int64" : "int32");
+  for (const auto& r : routings) {
+    std::printf("# routing %s\n", r.description.c_str());
+    int64_t maxRecv = 0, sumRecv = 0, sumRemote = 0;
+    for (int d = 0; d < r.traffic.n; ++d) {
+      maxRecv = std::max(maxRecv, r.traffic.recvRows(d));
+      sumRecv += r.traffic.recvRows(d);
+      sumRemote += r.traffic.remoteRecvRows(d);
+    }
+    const double meanRecv = double(sumRecv) / r.traffic.n;
+    std::printf("#   received rows per rank (token, rank pairs): mean %.0f (%.1f%% from other ranks), max %lld (%.3fx mean)\n",
+                meanRecv, sumRecv ? 100.0 * double(sumRemote) / double(sumRecv) : 0.0, (long long)maxRecv,
+                meanRecv > 0 ? double(maxRecv) / meanRecv : 0.0);
+    std::printf("#   BF16 dispatch bytes per rank: logical %.1f MB, over NVLink %.1f MB (max over ranks, in or out: %.1f MB)\n",
+                r.bf16.logical / 1e6, r.bf16.nvlink / 1e6, r.maxRemoteBytes16 / 1e6);
+  }
+  std::printf("# timing: %d warm-up + %d timed iterations of [layout, BF16 dispatch, BF16 combine, FP8 dispatch];\n"
+              "#   each op timed with CUDA events on the rank's stream, median over iterations per rank, then max over ranks\n",
+              opt_.warmup, opt_.iters);
+  std::printf("# logical GB/s: received (token, rank) rows incl. the rank's own tokens x bytes per row (BF16 %d B,\n"
+              "#   FP8 %d B = H + H/128*4) / time; combine counts the BF16 dispatch bytes. NVLink GB/s: only rows\n"
+              "#   from/to other ranks. Bytes are averaged over ranks; 1 GB = 1e9 B.\n",
+              s.hidden * 2, s.hidden % 128 ? 0 : s.hidden + s.hidden / 128 * 4);
+  std::fflush(stdout);
+}
+
+void Report::printCeiling(const CeilingSummary& c, const std::vector<RoutingInfo>& routings) {
+  std::printf("#\n# NVLink peer-copy ceiling: each rank copies the remote part of its BF16 dispatch (%s routing, %.1f MB\n"
+              "#   per rank) to its peers, all ranks at once (both directions loaded); time per round, max over ranks\n",
+              routings.empty() ? "-" : routingName(routings[0].kind), c.bytesPerRank / 1e6);
+  std::printf("# %-22s %6s %10s %12s\n", "method", "CTAs", "time(us)", "GB/s/dir");
+  std::printf("  %-22s %6s %10.1f %12.1f\n", "copy engine", "-", c.ceUs, c.ceGBps());
+  if (c.p2p) {
+    std::printf("  %-22s %6d %10.1f %12.1f\n", "SM stores", c.smFew, c.smFewUs, c.smFewGBps());
+    std::printf("  %-22s %6d %10.1f %12.1f\n", "SM stores", c.smAll, c.smAllUs, c.smAllGBps());
+  } else {
+    std::printf("  SM stores: not measured (no peer access between all GPUs)\n");
+  }
+  for (const auto& r : routings)
+    std::printf("# lower bound for BF16 dispatch, %s routing: %.1f MB at %.1f GB/s = %.1f us\n", routingName(r.kind),
+                r.maxRemoteBytes16 / 1e6, c.bestGBps(), r.lowerBoundUs);
+  if (csv_) {
+    std::fprintf(csv_, "ceiling,,,,,,copy_engine,%.2f,,%.2f,,,\n", c.ceUs, c.ceGBps());
+    if (c.p2p) {
+      std::fprintf(csv_, "ceiling,,,,%d,%d,sm_stores,%.2f,,%.2f,,,\n", c.smFew, c.smFew, c.smFewUs, c.smFewGBps());
+      std::fprintf(csv_, "ceiling,,,,%d,%d,sm_stores,%.2f,,%.2f,,,\n", c.smAll, c.smAll, c.smAllUs, c.smAllGBps());
+    }
+  }
+  std::fflush(stdout);
+}
+
+void Report::printBaselineHeader() {
+  std::printf("#\n# NCCL all-to-all dispatcher: route + permute kernels, count exchange (grouped ncclSend/ncclRecv of\n"
+              "#   ints) + stream sync, grouped ncclSend/ncclRecv of deduplicated rows; combine: grouped\n"
+              "#   ncclSend/ncclRecv back + weighted unpermute (FP32 accumulation, BF16 out); identity expert\n");
+  std::printf("# %-8s | %9s %9s %9s | %9s %9s %9s | %9s %9s %9s | %s\n", "", "BF16", "dispatch", "", "FP8",
+              "dispatch", "", "BF16", "combine", "", "");
+  std::printf("# %-8s | %9s %9s %9s | %9s %9s %9s | %9s %9s %9s | %s\n", "routing", "time(us)", "logic", "nvlink",
+              "time(us)", "logic", "nvlink", "time(us)", "logic", "nvlink", "check");
+  std::printf("# %-8s | %9s %9s %9s | %9s %9s %9s | %9s %9s %9s |\n", "", "", "(GB/s)", "(GB/s)", "", "(GB/s)",
+              "(GB/s)", "", "(GB/s)", "(GB/s)");
+}
+
+void Report::printBaseline(const RoutingInfo& r, const BaselineSummary& b) {
+  auto cols = [&](double us, const OpBytes& by) {
+    if (us <= 0) {
+      std::printf(" %9s %9s %9s |", "n/a", "n/a", "n/a");
+      return;
+    }
+    std::printf(" %9.1f %9.1f %9.1f |", us, gbps(by.logical, us), gbps(by.nvlink, us));
+  };
+  std::printf("  %-8s |", routingName(r.kind));
+  cols(b.dispUs, r.bf16);
+  cols(b.fp8Us, r.fp8);
+  cols(b.combUs, r.combine);
+  std::printf(" %s\n", checkText(b.checked, b.ok));
+  if (b.checked && !b.ok) std::printf("#   baseline check FAILED: %s\n", b.msg.c_str());
+  const char* chk = checkText(b.checked, b.ok);
+  csvRow("nccl_a2a", routingName(r.kind), nullptr, "dispatch_bf16", b.dispUs, r.bf16, 0, chk);
+  if (b.fp8Us > 0) csvRow("nccl_a2a", routingName(r.kind), nullptr, "dispatch_fp8", b.fp8Us, r.fp8, 0, chk);
+  csvRow("nccl_a2a", routingName(r.kind), nullptr, "combine_bf16", b.combUs, r.combine, 0, chk);
+  std::fflush(stdout);
+}
+
+void Report::printEpxHeader() {
+  std::printf("#\n# epx (speedup = NCCL all-to-all time / epx time, same routing; LB%% = lower bound / BF16 dispatch time)\n");
+  std::printf("# %-8s %-8s %-8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %6s %6s %6s | %5s | %s\n", "routing",
+              "layout", "mode", "SMs", "layout", "BF16", "disp", "", "FP8", "disp", "", "BF16", "comb", "",
+              "speedup", "", "", "", "");
+  std::printf("# %-8s %-8s %-8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %6s %6s %6s | %5s | %s\n", "", "", "",
+              "req/use", "(us)", "time(us)", "logic", "nvlink", "time(us)", "logic", "nvlink", "time(us)", "logic",
+              "nvlink", "bf16", "fp8", "comb", "LB%", "check");
+  std::printf("# %-8s %-8s %-8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %6s %6s %6s | %5s |\n", "", "", "", "",
+              "", "", "(GB/s)", "(GB/s)", "", "(GB/s)", "(GB/s)", "", "(GB/s)", "(GB/s)", "(x)", "(x)", "(x)", "");
+  std::fflush(stdout);
+}
+
+void Report::printEpx(const EpxRow& row, const RoutingInfo& r, const BaselineSummary* b) {
+  char sms[32];
+  std::snprintf(sms, sizeof(sms), "%d/%d", row.smsReq, row.smsUsed);
+  char layout[24];
+  if (row.layout == 0) std::snprintf(layout, sizeof(layout), "exp/a%d", row.align);
+  else std::snprintf(layout, sizeof(layout), "%s", layoutName(row.layout));
+  std::printf("  %-8s %-8s %-8s %7s %7.1f |", routingName(row.kind), layout, modeName(row.mode), sms, row.layoutUs);
+  auto cols = [&](double us, const OpBytes& by, bool have) {
+    if (!have || us <= 0) {
+      std::printf(" %8s %7s %7s |", "n/a", "n/a", "n/a");
+      return;
+    }
+    std::printf(" %8.1f %7.1f %7.1f |", us, gbps(by.logical, us), gbps(by.nvlink, us));
+  };
+  cols(row.bf16Us, r.bf16, true);
+  cols(row.fp8Us, r.fp8, row.fp8);
+  cols(row.combUs, r.combine, true);
+  auto sp = [&](double base, double ours) {
+    const double x = ratio(base, ours);
+    if (x > 0) std::printf(" %6.2f", x);
+    else std::printf(" %6s", "-");
+  };
+  const bool hb = b && b->measured;
+  sp(hb ? b->dispUs : 0, row.bf16Us);
+  sp(hb ? b->fp8Us : 0, row.fp8 ? row.fp8Us : 0);
+  sp(hb ? b->combUs : 0, row.combUs);
+  if (r.lowerBoundUs > 0 && row.bf16Us > 0) std::printf(" | %5.0f |", 100.0 * r.lowerBoundUs / row.bf16Us);
+  else std::printf(" | %5s |", "-");
+  std::printf(" %s\n", checkText(row.checked, row.ok));
+  if (row.checked && !row.ok) std::printf("#   check FAILED: %s\n", row.msg.c_str());
+
+  const char* chk = checkText(row.checked, row.ok);
+  const char* rn = routingName(row.kind);
+  csvRow("epx", rn, &row, "layout", row.layoutUs, OpBytes{}, 0, chk);
+  csvRow("epx", rn, &row, "dispatch_bf16", row.bf16Us, r.bf16, hb ? b->dispUs : 0, chk);
+  if (row.fp8) csvRow("epx", rn, &row, "dispatch_fp8", row.fp8Us, r.fp8, hb ? b->fp8Us : 0, chk);
+  csvRow("epx", rn, &row, "combine_bf16", row.combUs, r.combine, hb ? b->combUs : 0, chk);
+  std::fflush(stdout);
+}
+
+void Report::csvRow(const std::string& section, const char* routing, const EpxRow* row, const char* op,
+                    double us, const OpBytes& bytes, double baselineUs, const char* check) {
+  if (!csv_) return;
+  std::fprintf(csv_, "%s,%s,", section.c_str(), routing);
+  if (row) std::fprintf(csv_, "%s,%s,%d,%d,", layoutName(row->layout), modeName(row->mode), row->smsReq, row->smsUsed);
+  else std::fprintf(csv_, ",,,,");
+  std::fprintf(csv_, "%s,%.2f,", op, us);
+  if (bytes.logical > 0) std::fprintf(csv_, "%.2f,%.2f,", gbps(bytes.logical, us), gbps(bytes.nvlink, us));
+  else std::fprintf(csv_, ",,");
+  if (baselineUs > 0) std::fprintf(csv_, "%.2f,%.3f,", baselineUs, ratio(baselineUs, us));
+  else std::fprintf(csv_, ",,");
+  std::fprintf(csv_, "%s\n", check);
+  std::fflush(csv_);
+}
+
+}  // namespace epxbench
