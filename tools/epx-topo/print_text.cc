@@ -1,6 +1,7 @@
 // Text printers: tree, nvidia-smi-style matrix, details.
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "epx/topology/paths.h"
 #include "report.h"
@@ -29,7 +30,19 @@ std::string gbytes(double v) {
   return b;
 }
 
-void treeNode(const Report& r, int idx, int depth, std::string& out) {
+/// Nodes with a GPU or NIC at or below them; the tree hides the rest behind a count.
+std::vector<char> usefulNodes(const Topology& t) {
+  std::vector<char> u(t.nodes.size(), 0);
+  auto mark = [&](int n) {
+    for (size_t steps = 0; n >= 0 && steps <= t.nodes.size(); ++steps) { u[n] = 1; n = t.nodes[n].parent; }
+  };
+  for (const Gpu& g : t.gpus) mark(g.node);
+  for (const Nic& n : t.nics) mark(n.node);
+  for (const NumaNode& n : t.numa) mark(n.node);
+  return u;
+}
+
+void treeNode(const Report& r, const std::vector<char>& useful, int idx, int depth, std::string& out) {
   const Topology& t = r.topo;
   const Node& n = t.nodes[idx];
   std::string pad(2 * depth, ' ');
@@ -66,7 +79,12 @@ void treeNode(const Report& r, int idx, int depth, std::string& out) {
     if (nic.node == idx)
       put(out, "%s  NIC %s port %d  %s %s %s%s%s\n", pad.c_str(), nic.name.c_str(), nic.port, toString(nic.transport),
           gbps(nic.speedGbps).c_str(), nic.state.c_str(), nic.netdev.empty() ? "" : "  netdev ", nic.netdev.c_str());
-  for (int c : n.children) treeNode(r, c, depth + 1, out);
+  int hidden = 0;
+  for (int c : n.children) {
+    if (useful[c]) treeNode(r, useful, c, depth + 1, out);
+    else ++hidden;
+  }
+  if (hidden) put(out, "%s  (+%d without GPU or RDMA NIC)\n", pad.c_str(), hidden);
 }
 
 }  // namespace
@@ -74,7 +92,7 @@ void treeNode(const Report& r, int idx, int depth, std::string& out) {
 void printTree(const Report& r, std::string& out) {
   put(out, "Topology from %s: %zu GPU, %zu RDMA NIC port(s) on %d card(s), %zu NUMA node(s)\n",
       r.topo.sourceName.c_str(), r.topo.gpus.size(), r.topo.nics.size(), r.topo.numCards, r.topo.numa.size());
-  if (!r.topo.nodes.empty()) treeNode(r, 0, 0, out);
+  if (!r.topo.nodes.empty()) treeNode(r, usefulNodes(r.topo), 0, 0, out);
 }
 
 void printMatrix(const Report& r, std::string& out) {

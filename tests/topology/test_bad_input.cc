@@ -1,0 +1,95 @@
+// Bad input fails cleanly: one line, no crash, no hang. Also PCI bus id parsing.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "fixtures.h"
+
+using namespace epx::topo;
+using namespace epx::topo::test;
+
+namespace {
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+void expectOneLineError(const Result<Topology>& r, const std::string& needle) {
+  BOOST_TEST(!r.ok());
+  BOOST_TEST(r.error.find('\n') == std::string::npos);
+  BOOST_TEST(r.error.find(needle) != std::string::npos, r.error << " lacks " << needle);
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(bad_input)
+
+BOOST_AUTO_TEST_CASE(missing_empty_and_directory) {
+  expectOneLineError(loadNcclXml("/nonexistent/topo.xml"), "No such file");
+  expectOneLineError(loadHwlocXml("/nonexistent/topo.xml"), "No such file");
+  expectOneLineError(loadNcclXml(EPX_TOPO_FIXTURE_DIR), "directory");
+  expectOneLineError(loadNcclXmlBuffer("", "empty"), "empty");
+  expectOneLineError(loadHwlocXmlBuffer("", "empty"), "empty");
+}
+
+BOOST_AUTO_TEST_CASE(truncated_files) {
+  std::string nccl = slurp(fixture("ibmcloud_gx3d-h100x8_nccl-topo.xml"));
+  std::string hw = slurp(fixture("mpibind_cts1-pascal.xml"));
+  for (double frac : {0.1, 0.5, 0.99}) {
+    expectOneLineError(loadNcclXmlBuffer(nccl.substr(0, nccl.size() * frac), "cut"), "malformed");
+    expectOneLineError(loadHwlocXmlBuffer(hw.substr(0, hw.size() * frac), "cut"), "malformed");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(wrong_versions_and_wrong_formats) {
+  expectOneLineError(loadNcclXmlBuffer("<system version=\"2\"><cpu numaid=\"0\"/></system>", "v2"), "version");
+  expectOneLineError(loadNcclXmlBuffer("<system><cpu numaid=\"0\"/></system>", "nov"), "version");
+  expectOneLineError(loadHwlocXmlBuffer("<topology version=\"3.0\"><object type=\"Machine\"/></topology>", "v3"),
+                     "version");
+  expectOneLineError(loadNcclXml(fixture("mpibind_cts1-pascal.xml")), "hwloc");
+  expectOneLineError(loadHwlocXml(fixture("azhpc_ndv5-topo.xml")), "NCCL");
+  expectOneLineError(loadNcclXmlBuffer("<foo/>", "foo"), "not an NCCL topology");
+  expectOneLineError(loadNcclXmlBuffer("<system version=\"1\"></system>", "nocpu"), "no <cpu>");
+}
+
+BOOST_AUTO_TEST_CASE(malformed_content) {
+  expectOneLineError(loadNcclXmlBuffer("\x01\x02garbage<<>>", "junk"), "malformed");
+  expectOneLineError(loadHwlocXmlBuffer("not xml at all", "junk"), "malformed");
+  expectOneLineError(loadNcclXmlBuffer("<system version=\"1\"><cpu numaid=\"0\"><pci busid=\"zz\"/></cpu></system>", "b"),
+                     "busid");
+  expectOneLineError(loadNcclXmlBuffer("<system version=\"1\"><cpu numaid=\"x\"/></system>", "n"), "numaid");
+  // hwloc XML that is well-formed but not a topology hwloc accepts.
+  auto r = loadHwlocXmlBuffer("<topology version=\"2.0\"><object type=\"Banana\"/></topology>", "banana");
+  BOOST_TEST(!r.ok());
+  BOOST_TEST(r.error.find('\n') == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(deep_nesting_is_bounded) {
+  std::string open, close;
+  for (int i = 0; i < 200; ++i) {
+    open += "<pci busid=\"0000:10:00.0\">";
+    close += "</pci>";
+  }
+  expectOneLineError(loadNcclXmlBuffer("<system version=\"1\"><cpu numaid=\"0\">" + open + close + "</cpu></system>", "deep"),
+                     "deeper");
+}
+
+BOOST_AUTO_TEST_CASE(bus_ids) {
+  auto a = parseBusId("0000:19:00.0");
+  BOOST_TEST_REQUIRE(a.has_value());
+  BOOST_TEST(formatBusId(*a) == "0000:19:00.0");
+  auto nvml = parseBusId("00000000:AB:1F.7");  // NVML's 8-digit domain, upper case
+  BOOST_TEST_REQUIRE(nvml.has_value());
+  BOOST_TEST(formatBusId(*nvml) == "0000:ab:1f.7");
+  BOOST_TEST(formatBusId(*parseBusId("19:00.1")) == "0000:19:00.1");
+  BOOST_TEST(parseBusId("0000:19:20.0").has_value() == false);  // device > 0x1f
+  BOOST_TEST(parseBusId("0000:19:00.8").has_value() == false);  // function > 7
+  BOOST_TEST(parseBusId("").has_value() == false);
+  BOOST_TEST(parseBusId("0000:19:00").has_value() == false);
+  BOOST_TEST(parseBusId("g000:19:00.0").has_value() == false);
+  BOOST_TEST(parseBusId("0000:19:00.0")->sameDevice(*parseBusId("0000:19:00.1")));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

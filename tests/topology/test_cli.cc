@@ -1,0 +1,211 @@
+// epx-topo end to end: every flag, exit codes (0 ok, 1 bad input, 2 bad usage), one-line errors,
+// and JSON that parses and matches tools/epx-topo/epx-topo.schema.json.
+#define BOOST_TEST_MODULE epx_topo_cli
+#include <boost/test/unit_test.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "json_schema.h"
+
+namespace {
+
+struct Run {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::string tmpPath(const std::string& tag) {
+  return std::string(EPX_TOPO_TEST_TMP) + "/cli-" + std::to_string(::getpid()) + "-" + tag;
+}
+
+/// Runs epx-topo with `args` (shell words) under extra environment `env` ("A=1 B=2").
+Run run(const std::string& args, const std::string& env = "") {
+  std::string out = tmpPath("out"), err = tmpPath("err");
+  std::string cmd = "env EPX_TOPO_NO_NVML=1 " + env + " timeout 60 " + EPX_TOPO_BIN + " " + args + " >" + out + " 2>" + err;
+  int st = std::system(cmd.c_str());
+  Run r;
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  std::remove(out.c_str());
+  std::remove(err.c_str());
+  return r;
+}
+
+std::string fx(const std::string& f) { return std::string(EPX_TOPO_FIXTURE_DIR) + "/" + f; }
+
+nlohmann::json jsonOf(const Run& r) {
+  BOOST_TEST_REQUIRE(r.code == 0, r.err);
+  nlohmann::json j = nlohmann::json::parse(r.out);  // throws (fails the test) when not JSON
+  static const nlohmann::json schema = nlohmann::json::parse(slurp(EPX_TOPO_SCHEMA));
+  std::string e = epx::topo::test::validate(j, schema);
+  BOOST_TEST(e.empty(), e);
+  return j;
+}
+
+bool oneLine(const std::string& s) { return !s.empty() && s.find('\n') == s.size() - 1; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(nccl_xml_text_has_tree_matrix_rails_sl_estimate) {
+  Run r = run("--nccl-xml " + fx("ibmcloud_gx3d-h100x8_nccl-topo.xml"));
+  BOOST_TEST(r.code == 0);
+  for (const char* s : {"PCIe switch 0000:a1:00.0", "GPU0", "NV18", "PIX", "mlx5_7", "Rails (one-per-gpu)",
+                        "SL policy", "RoCE TC", "EP resource estimate", "SMs "})
+    BOOST_TEST(r.out.find(s) != std::string::npos, "missing " << s);
+}
+
+BOOST_AUTO_TEST_CASE(hwloc_xml_json_matches_schema_and_file) {
+  auto j = jsonOf(run("--json --hwloc-xml " + fx("mpibind_cts1-pascal.xml")));
+  BOOST_TEST(j["source"]["kind"] == "hwloc-xml");
+  BOOST_TEST(j["gpus"].size() == 2u);
+  BOOST_TEST(j["nics"].size() == 1u);
+  BOOST_TEST(j["numa"].size() == 2u);
+  BOOST_TEST(j["nics"][0]["name"] == "mlx5_0");
+  BOOST_TEST(j["nics"][0]["sl_field"] == "sl");
+  BOOST_TEST(j["matrix"]["gpu_nic"][0][0] == "PIX");
+  BOOST_TEST(j["rails"]["count"] == 1);
+}
+
+BOOST_AUTO_TEST_CASE(json_for_every_fixture_matches_schema) {
+  for (const char* f : {"ibmcloud_gx3d-h100x8_nccl-topo.xml", "azhpc_ndv5-topo.xml", "azhpc_ndv2-topo.xml",
+                        "azhpc_ncv4-topo.xml", "aws-ofi-nccl_p4d-24xl-topo.xml", "aws-ofi-nccl_p5.48xl-topo.xml",
+                        "aws-ofi-nccl_g5.48xl-topo.xml"}) {
+    BOOST_TEST_CONTEXT(f) {
+      auto j = jsonOf(run(std::string("--json --nccl-xml ") + fx(f)));
+      BOOST_TEST(j["counts"]["gpus"] == j["gpus"].size());
+    }
+  }
+  auto g4 = jsonOf(run("--json --hwloc-xml " + fx("mpibind_g4dnmetal.xml")));
+  BOOST_TEST(g4["nics"][0]["transport"] == "EFA");
+  BOOST_TEST(g4["nics"][0]["sl_field"] == "none");
+}
+
+BOOST_AUTO_TEST_CASE(live_from_sysfs_snapshot) {
+  auto j = jsonOf(run("--json", std::string("HWLOC_FSROOT=") + EPX_TOPO_SYSFS_ROOT));
+  BOOST_TEST(j["source"]["kind"] == "live");
+  BOOST_TEST(j["gpus"].size() == 0u);
+  BOOST_TEST(j["nics"][0]["name"] == "mlx4_0");
+  BOOST_TEST(j["nics"][0]["speed_gbps"] == 56.0);
+  BOOST_TEST(j["nics"][0]["link_layer"] == "InfiniBand");
+}
+
+BOOST_AUTO_TEST_CASE(tree_and_matrix_flags_select_sections) {
+  Run tree = run("--tree --nccl-xml " + fx("aws-ofi-nccl_p4d-24xl-topo.xml"));
+  BOOST_TEST(tree.code == 0);
+  BOOST_TEST(tree.out.find("PCIe switch ffff:ff:01.0") != std::string::npos);
+  BOOST_TEST(tree.out.find("Legend") == std::string::npos);
+  Run m = run("--matrix --nccl-xml " + fx("aws-ofi-nccl_p4d-24xl-topo.xml"));
+  BOOST_TEST(m.code == 0);
+  BOOST_TEST(m.out.find("Legend") != std::string::npos);
+  BOOST_TEST(m.out.find("PCIe switch") == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(export_nccl_topo_writes_a_loadable_file) {
+  std::string path = tmpPath("export.xml");
+  Run r = run("--export-nccl-topo " + path + " --nccl-xml " + fx("aws-ofi-nccl_p4d-24xl-topo.xml"));
+  BOOST_TEST_REQUIRE(r.code == 0, r.err);
+  auto j = jsonOf(run("--json --nccl-xml " + path));
+  BOOST_TEST(j["gpus"].size() == 8u);
+  BOOST_TEST(j["nics"].size() == 4u);
+  BOOST_TEST(j["gpus"][3]["rail"] == 1);  // GPUs 2 and 3 share the second EFA
+  std::remove(path.c_str());
+  Run bad = run("--export-nccl-topo /nonexistent/dir/x.xml --nccl-xml " + fx("azhpc_ndv2-topo.xml"));
+  BOOST_TEST(bad.code == 1);
+  BOOST_TEST(oneLine(bad.err));
+}
+
+BOOST_AUTO_TEST_CASE(sl_sources_and_group_flags) {
+  std::string f = " --json --nccl-xml " + fx("azhpc_ndv5-topo.xml");
+  auto j = jsonOf(run(f, "NCCL_IB_SL=2"));
+  BOOST_TEST(j["sl"]["sl"]["value"] == 2);
+  BOOST_TEST(j["sl"]["sl"]["origin"] == "NCCL_IB_SL");
+  j = jsonOf(run("--group-sl 7" + f, "NCCL_IB_SL=2 EPX_DEFAULT_SL=5"));
+  BOOST_TEST(j["sl"]["sl"]["value"] == 7);
+  BOOST_TEST(j["sl"]["sl"]["source"] == "group");
+  j = jsonOf(run("--group-sl 7 --group-tc 96" + f, "EPX_OVERRIDE_SL=1"));
+  BOOST_TEST(j["sl"]["sl"]["value"] == 1);
+  BOOST_TEST(j["sl"]["sl"]["origin"] == "EPX_OVERRIDE_SL");
+  BOOST_TEST(j["sl"]["tc"]["value"] == 96);
+  BOOST_TEST(j["sl"]["sl_nics"].size() == 8u);  // IB NICs take the SL
+  Run bad = run(f, "EPX_DEFAULT_SL=16");
+  BOOST_TEST(bad.code == 1);
+  BOOST_TEST(oneLine(bad.err));
+  BOOST_TEST(bad.err.find("EPX_DEFAULT_SL") != std::string::npos);
+  Run badGroup = run("--group-sl 99" + f);
+  BOOST_TEST(badGroup.code == 1);
+}
+
+BOOST_AUTO_TEST_CASE(estimate_flags) {
+  std::string f = " --json --nccl-xml " + fx("ibmcloud_gx3d-h100x8_nccl-topo.xml");
+  auto j = jsonOf(run(f));
+  BOOST_TEST(j["estimate"]["nvlink_links"] == 18);
+  BOOST_TEST(j["estimate"]["scaleup_ranks"] == 8);
+  BOOST_TEST(j["estimate"]["scaleout_ranks"] == 2);  // a 200 Gb/s rail per GPU: assume 2 nodes
+  BOOST_TEST(j["estimate"]["nic_gbytes_per_s"] == 25.0);
+  auto capped = jsonOf(run("--num-sms 8 --experts 64 --topk 4 --nodes 4" + f));
+  BOOST_TEST(capped["estimate"]["sms"].get<int>() <= 8);
+  BOOST_TEST(capped["estimate"]["experts"] == 64);
+  BOOST_TEST(capped["estimate"]["topk"] == 4);
+  BOOST_TEST(capped["estimate"]["scaleout_ranks"] == 4);
+}
+
+BOOST_AUTO_TEST_CASE(bad_files_exit_1_with_one_line) {
+  std::string trunc = tmpPath("trunc.xml");
+  {
+    std::string whole = slurp(fx("ibmcloud_gx3d-h100x8_nccl-topo.xml"));
+    std::ofstream(trunc) << whole.substr(0, whole.size() / 2);
+  }
+  std::string v3 = tmpPath("v3.xml");
+  std::ofstream(v3) << "<topology version=\"3.0\"><object type=\"Machine\"/></topology>\n";
+  for (const std::string& args : std::vector<std::string>{
+       "--nccl-xml /nonexistent.xml", "--hwloc-xml /nonexistent.xml", "--nccl-xml " + trunc, "--hwloc-xml " + v3,
+        "--nccl-xml " + fx("azhpc_ncv4-graph.xml"), "--hwloc-xml " + fx("azhpc_ndv5-topo.xml"),
+        "--nccl-xml /dev/null", "--nccl-xml " + std::string(EPX_TOPO_FIXTURE_DIR)}) {
+    Run r = run(args);
+    BOOST_TEST_CONTEXT(args) {
+      BOOST_TEST(r.code == 1);
+      BOOST_TEST(oneLine(r.err), r.err);
+      BOOST_TEST(r.err.rfind("epx-topo: ", 0) == 0u);
+      BOOST_TEST(r.out.empty());
+    }
+  }
+  std::remove(trunc.c_str());
+  std::remove(v3.c_str());
+}
+
+BOOST_AUTO_TEST_CASE(usage_errors_exit_2) {
+  for (const std::string& args : {"--bogus", "--nccl-xml a.xml --hwloc-xml b.xml", "--json --tree",
+                                  "--num-sms 0", "--topk 300 --experts 8", "--nccl-xml"}) {
+    Run r = run(args);
+    BOOST_TEST_CONTEXT(args) {
+      BOOST_TEST(r.code == 2);
+      BOOST_TEST(!r.err.empty());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(help_and_version) {
+  Run h = run("--help");
+  BOOST_TEST(h.code == 0);
+  for (const char* flag : {"--hwloc-xml", "--nccl-xml", "--json", "--tree", "--matrix", "--export-nccl-topo",
+                           "--group-sl", "--group-tc", "--num-sms", "--experts", "--topk", "--nodes", "--version"})
+    BOOST_TEST(h.out.find(flag) != std::string::npos, "help lacks " << flag);
+  Run v = run("--version");
+  BOOST_TEST(v.code == 0);
+  BOOST_TEST(v.out.find("epx-topo") != std::string::npos);
+}
