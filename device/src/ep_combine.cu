@@ -1,8 +1,12 @@
-// Combine kernel: every CTA sends back its share of the rows it received in dispatch (expanded
-// layout: the local experts' rows of a token summed in FP32, rounded to BF16 for the wire) into
-// the source ranks' windows, signals, waits for all peers, then reduces per source token: FP32 sum
-// over destination ranks in ascending order, + bias0 + bias1, BF16 out (the order the CPU
-// reference uses). Combined top-k weights are taken from the rank that owns each slot's expert.
+// Combine kernel, two flows (both sum per source token in FP32: destination ranks in ascending
+// order, then bias0, bias1; BF16 out — the order of the CPU reference in host/ref).
+//  push: every CTA sends back its share of received rows (expanded layout: the token's local expert
+//        rows summed in FP32, rounded to BF16 for the wire) into the source rank's window, signals,
+//        waits for all peers, then reduces locally.
+//  pull: (deduplicated layout, expert output already in the window's combineX) after every rank
+//        has started combine, each rank reads its tokens' rows straight from the peers' windows
+//        and reduces; a closing all-to-all arrival keeps combineX stable until every reader is done.
+// Combined top-k weights come from the rank that owns each slot's expert.
 #include <nccl_device.h>
 
 #include "epx/device/copy.cuh"
@@ -17,74 +21,72 @@ namespace {
 constexpr int kWarps = 16;
 constexpr int kThreads = kWarps * 32;
 
-__device__ void sendBack(const CombineArgs& a, const OpSync& sync, int globalWarp, int numWarps, int lane,
-                         int (&rows)[kWarps][kMaxTopk], const int* recvBase) {
+__device__ int sourceOf(const int* recvBase, int R, int i) {
+  int s = 0;
+  while (s + 1 < R && i >= recvBase[s + 1]) ++s;
+  return s;
+}
+
+__device__ void sendBack(const CombineArgs& a, const OpSync& sync, const int* recvBase, int globalWarp, int numWarps,
+                         int lane, const int4* (&srcs)[kWarps][kMaxTopk]) {
   const Common& c = a.c;
   const Route& r = a.r;
-  const int R = c.nRanks, K = c.topk, H = c.hidden, warp = threadIdx.x >> 5;
-  const int total = recvBase[R];
-  const int rowBytes = H * 2;
+  const int K = c.topk, H = c.hidden, warp = threadIdx.x >> 5;
+  const int total = recvBase[c.nRanks];
   const uint32_t lanesBelow = (1u << lane) - 1u;
   for (int i = globalWarp; i < total; i += numWarps) {
-    int s = 0;
-    while (s + 1 < R && i >= recvBase[s + 1]) ++s;
-    const int slot = i - recvBase[s];
-    const size_t routeRow = size_t(s) * c.maxTokens + slot;
-    char* dst = sync.peerBase[s] + c.wl.combineRegion + (size_t(c.rank) * c.maxTokens + slot) * c.wl.combineRowBytes;
-    float w = 0.f;
+    const int s = sourceOf(recvBase, c.nRanks, i);
+    const size_t slotRow = size_t(c.rank) * c.maxTokens + (i - recvBase[s]);
+    uint16_t* dst = reinterpret_cast<uint16_t*>(sync.peerBase[s] + c.wl.combineRecv) + slotRow * H;
+    float* dstW = reinterpret_cast<float*>(sync.peerBase[s] + c.wl.combineRecvW) + slotRow * K;
     if (!r.expanded) {
-      warpCopy16<false>(dst, reinterpret_cast<const char*>(a.x) + size_t(i) * rowBytes, rowBytes, lane);
-      if (a.topkWeights && lane < K && ((r.recvLocalMask[routeRow] >> lane) & 1u)) w = a.topkWeights[size_t(i) * K + lane];
-    } else {
-      const int row = lane < K ? r.recvExpRows[routeRow * K + lane] : -1;
-      const uint32_t valid = __ballot_sync(0xffffffffu, row >= 0);
-      if (row >= 0) rows[warp][__popc(valid & lanesBelow)] = row;
-      if (a.topkWeights && row >= 0) w = a.topkWeights[row];
-      __syncwarp();
-      const int n = __popc(valid);
-      for (int v = lane; v < H / 8; v += 32) {
-        float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-        for (int j = 0; j < n; ++j)
-          addBf16x8(acc, ldNc(reinterpret_cast<const int4*>(a.x + size_t(rows[warp][j]) * H) + v));
-        stNa(reinterpret_cast<int4*>(dst) + v, packBf16x8(acc));
-      }
-      __syncwarp();
+      warpCopy16<false>(reinterpret_cast<char*>(dst), reinterpret_cast<const char*>(a.x + size_t(i) * H), H * 2, lane);
+      if (a.topkWeights && lane < K) dstW[lane] = a.topkWeights[size_t(i) * K + lane];
+      continue;
     }
-    if (a.topkWeights && lane < K) reinterpret_cast<float*>(dst + c.wl.combineMetaOffset)[lane] = w;
+    const int row = lane < K ? r.recvExpRows[size_t(i) * K + lane] : -1;
+    const uint32_t valid = __ballot_sync(0xffffffffu, row >= 0);
+    if (a.topkWeights && lane < K) dstW[lane] = row >= 0 ? a.topkWeights[row] : 0.f;
+    if (row >= 0) srcs[warp][__popc(valid & lanesBelow)] = reinterpret_cast<const int4*>(a.x + size_t(row) * H);
+    __syncwarp();
+    warpSumBf16<false>(reinterpret_cast<int4*>(dst), srcs[warp], __popc(valid), nullptr, nullptr, H / 8, lane);
+    __syncwarp();
   }
 }
 
+// Reduce per source token. Row of destination d: push: this window's combineRecv[d][slot];
+// pull: rank d's combineX at row sendBase[d] + slot.
+template <bool kPull>
 __device__ void reduceTokens(const CombineArgs& a, const OpSync& sync, int globalWarp, int numWarps, int lane,
-                             const char* (&srcRows)[kWarps][kMaxRanks]) {
+                             const int4* (&srcRows)[kWarps][kMaxRanks], const float* (&srcW)[kWarps][kMaxRanks]) {
   const Common& c = a.c;
   const Route& r = a.r;
   const int R = c.nRanks, K = c.topk, H = c.hidden, Le = c.localExperts, warp = threadIdx.x >> 5;
   const int T = r.totals[2];
-  const char* region = sync.local(c) + c.wl.combineRegion;
   for (int t = globalWarp; t < T; t += numWarps) {
+    const int chunk = t / kLayoutChunk;
     const int slot = lane < R ? r.tokSlot[t * R + lane] : -1;
     const uint32_t dests = __ballot_sync(0xffffffffu, slot >= 0);
-    if (slot >= 0)
-      srcRows[warp][__popc(dests & ((1u << lane) - 1u))] =
-          region + (size_t(lane) * c.maxTokens + slot) * c.wl.combineRowBytes;
-    __syncwarp();
-    const int n = __popc(dests);
-    for (int v = lane; v < H / 8; v += 32) {
-      float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-      for (int j = 0; j < n; ++j) addBf16x8(acc, ldVolatile(reinterpret_cast<const int4*>(srcRows[warp][j]) + v));
-      if (a.bias0) addBf16x8(acc, ldNc(reinterpret_cast<const int4*>(a.bias0 + size_t(t) * H) + v));
-      if (a.bias1) addBf16x8(acc, ldNc(reinterpret_cast<const int4*>(a.bias1 + size_t(t) * H) + v));
-      stNa(reinterpret_cast<int4*>(a.out + size_t(t) * H) + v, packBf16x8(acc));
+    if (slot >= 0) {
+      const int j = __popc(dests & ((1u << lane) - 1u));
+      const size_t s = size_t(r.chunkRankBase[chunk * R + lane] + slot);
+      if (kPull) {
+        const size_t row = r.sendBase[lane] + s;
+        srcRows[warp][j] = reinterpret_cast<const int4*>(sync.peerBase[lane] + c.wl.combineX + row * H * 2);
+        srcW[warp][lane] = reinterpret_cast<const float*>(sync.peerBase[lane] + c.wl.recvWeights) + row * K;
+      } else {
+        const size_t row = size_t(lane) * c.maxTokens + s;
+        srcRows[warp][j] = reinterpret_cast<const int4*>(sync.local(c) + c.wl.combineRecv + row * H * 2);
+        srcW[warp][lane] = reinterpret_cast<const float*>(sync.local(c) + c.wl.combineRecvW) + row * K;
+      }
     }
+    __syncwarp();
+    warpSumBf16<true>(reinterpret_cast<int4*>(a.out + size_t(t) * H), srcRows[warp], __popc(dests),
+                      a.bias0 ? reinterpret_cast<const int4*>(a.bias0 + size_t(t) * H) : nullptr,
+                      a.bias1 ? reinterpret_cast<const int4*>(a.bias1 + size_t(t) * H) : nullptr, H / 8, lane);
     if (a.combinedTopkWeights && lane < K) {
       const int e = r.tokExpert[t * K + lane];
-      float w = 0.f;
-      if (e >= 0) {
-        const int d = e / Le;
-        const char* row = region + (size_t(d) * c.maxTokens + r.tokSlot[t * R + d]) * c.wl.combineRowBytes;
-        w = reinterpret_cast<const volatile float*>(row + c.wl.combineMetaOffset)[lane];
-      }
-      a.combinedTopkWeights[size_t(t) * K + lane] = w;
+      a.combinedTopkWeights[size_t(t) * K + lane] = e >= 0 ? ((const volatile float*)srcW[warp][e / Le])[lane] : 0.f;
     }
     __syncwarp();
   }
@@ -92,8 +94,9 @@ __device__ void reduceTokens(const CombineArgs& a, const OpSync& sync, int globa
 
 __global__ void __launch_bounds__(kThreads, 1) combineKernel(const CombineArgs a) {
   __shared__ OpSync sync;
-  __shared__ int rows[kWarps][kMaxTopk];
-  __shared__ const char* srcRows[kWarps][kMaxRanks];
+  __shared__ const int4* rows[kWarps][kMaxTopk];
+  __shared__ const int4* srcRows[kWarps][kMaxRanks];
+  __shared__ const float* srcW[kWarps][kMaxRanks];
   __shared__ int recvBase[kMaxRanks + 1];
   const Common& c = a.c;
   const int lane = threadIdx.x & 31;
@@ -102,10 +105,16 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const CombineArgs a
 
   if (threadIdx.x <= c.nRanks) recvBase[threadIdx.x] = a.r.recvBase[threadIdx.x];
   sync.begin(c, kOpCombine, kPhaseCombineReady);
-  if (!sync.abort) sendBack(a, sync, globalWarp, numWarps, lane, rows, recvBase);
-  sync.signalSent(c, kOpCombine);
-  sync.waitAllSent(c, kOpCombine, kPhaseCombineData);
-  if (!sync.abort) reduceTokens(a, sync, globalWarp, numWarps, lane, srcRows);
+  if (a.pull) {
+    if (!sync.abort) reduceTokens<true>(a, sync, globalWarp, numWarps, lane, srcRows, srcW);
+    sync.signalSent(c, kOpCombine);  // "done reading your combineX"
+    sync.waitAllSent(c, kOpCombine, kPhaseCombineData);
+  } else {
+    if (!sync.abort) sendBack(a, sync, recvBase, globalWarp, numWarps, lane, rows);
+    sync.signalSent(c, kOpCombine);
+    sync.waitAllSent(c, kOpCombine, kPhaseCombineData);
+    if (!sync.abort) reduceTokens<false>(a, sync, globalWarp, numWarps, lane, srcRows, srcW);
+  }
   sync.end(c, kOpCombine);
 }
 

@@ -1,7 +1,8 @@
-// Dispatch kernel: every CTA first sends its share of tokens straight into the receive regions of
-// the destination ranks' windows (NVLink stores through LSA pointers; one row per token and
-// destination rank, with the token's top-k meta), signals, waits for all peers, then copies the
-// rows it received into the caller's output layout (deduplicated or expanded by local expert).
+// Dispatch kernel. Send: every CTA stores its share of (token, destination rank) rows straight
+// into the destination's receive arrays (NVLink stores through LSA pointers) at the row agreed in
+// the layout's count exchange, with the token's top-k meta; then one release-add per peer.
+// Receive: after all peers arrived, copy the rows into the caller's layout (deduplicated copy, or
+// expanded by local expert) — skipped entirely when the caller's outputs are the window arrays.
 #include <nccl_device.h>
 
 #include "epx/device/copy.cuh"
@@ -16,115 +17,129 @@ namespace {
 constexpr int kWarps = 16;
 constexpr int kThreads = kWarps * 32;
 
-struct DispatchMeta {  // views of the meta block of one window row
-  int32_t* p;
-  int K;
-  __device__ int32_t& srcToken() const { return p[0]; }
-  __device__ int32_t& expert(int k) const { return p[1 + k]; }
-  __device__ float& weight(int k) const { return reinterpret_cast<float*>(p)[1 + K + k]; }
-  __device__ int32_t& expertPos(int k) const { return p[1 + 2 * K + k]; }
+// Typed views of the receive arrays in a window whose local base is `base`.
+struct RecvArrays {
+  char* x;
+  float* scales;
+  int32_t* idx;
+  float* weights;
+  int32_t* info;
+  int32_t* pos;
+  __device__ RecvArrays(char* base, const WindowLayout& wl)
+      : x(base + wl.recvX),
+        scales(reinterpret_cast<float*>(base + wl.recvScales)),
+        idx(reinterpret_cast<int32_t*>(base + wl.recvIdx)),
+        weights(reinterpret_cast<float*>(base + wl.recvWeights)),
+        info(reinterpret_cast<int32_t*>(base + wl.recvInfo)),
+        pos(reinterpret_cast<int32_t*>(base + wl.recvPos)) {}
 };
 
-// Send phase: warp-strided over this rank's tokens.
 __device__ void sendTokens(const DispatchArgs& a, const OpSync& sync, int globalWarp, int numWarps, int lane) {
   const Common& c = a.c;
   const Route& r = a.r;
-  const int R = c.nRanks, K = c.topk, T = r.totals[2];
-  const uint32_t rowBytes = c.wl.dispatchRowBytes;
+  const int R = c.nRanks, K = c.topk, E = c.numExperts, Le = c.localExperts, T = r.totals[2];
+  const int scaleWords = a.scaleRowBytes / 4;
   for (int t = globalWarp; t < T; t += numWarps) {
-    const int slot = lane < R ? r.tokSlot[t * R + lane] : -1;
-    uint32_t dests = __ballot_sync(0xffffffffu, slot >= 0);
-    const size_t rowOff = c.wl.dispatchRegion + (size_t(c.rank) * c.maxTokens + (slot < 0 ? 0 : slot)) * rowBytes;
+    const int chunk = t / kLayoutChunk;
+    int row = -1;
+    if (lane < R) {
+      const int slot = r.tokSlot[t * R + lane];
+      if (slot >= 0) row = r.sendBase[lane] + r.chunkRankBase[chunk * R + lane] + slot;
+    }
+    uint32_t dests = __ballot_sync(0xffffffffu, row >= 0);
     int e = -1, pos = -1;
     float w = 0.f;
     if (lane < K) {
       e = r.tokExpert[t * K + lane];
-      pos = r.tokExpertPos[t * K + lane];
+      if (e >= 0) pos = r.chunkExpertBase[chunk * E + e] + r.tokExpertPos[t * K + lane];
       if (a.topkWeights) w = a.topkWeights[size_t(t) * K + lane];
     }
     const char* src = a.x + size_t(t) * a.xRowBytes;
     while (dests) {
       const int d = __ffs(dests) - 1;
       dests &= dests - 1;
-      char* dst = sync.peerBase[d] + __shfl_sync(0xffffffffu, rowOff, d);
-      warpCopy16<false>(dst, src, a.xRowBytes, lane);
-      if (a.scaleRowBytes)
-        warpCopy4(dst + a.xRowBytes, reinterpret_cast<const char*>(a.xScales) + size_t(t) * a.scaleRowBytes,
-                  a.scaleRowBytes, lane);
-      DispatchMeta m{reinterpret_cast<int32_t*>(dst + c.wl.dispatchMetaOffset), K};
-      if (lane == 0) m.srcToken() = t;
+      const size_t drow = size_t(__shfl_sync(0xffffffffu, row, d));
+      RecvArrays dst(sync.peerBase[d], c.wl);
+      warpCopy16<false>(dst.x + drow * a.xRowBytes, src, a.xRowBytes, lane);
+      if (scaleWords)
+        for (int j = lane; j < scaleWords; j += 32) dst.scales[drow * scaleWords + j] = a.xScales[size_t(t) * scaleWords + j];
+      const bool owned = e >= 0 && e / Le == d;
       if (lane < K) {
-        m.expert(lane) = e;
-        m.weight(lane) = w;
-        m.expertPos(lane) = pos;
+        dst.idx[drow * K + lane] = owned ? e - d * Le : -1;
+        dst.weights[drow * K + lane] = owned ? w : 0.f;
+        if (r.expanded) dst.pos[drow * K + lane] = owned ? pos : -1;
+      } else if (lane < K + 2) {
+        dst.info[drow * 2 + lane - K] = lane == K ? c.rank : t;
       }
     }
   }
 }
 
-// Receive phase: warp-strided over received (source, slot) rows.
-__device__ void receiveRows(const DispatchArgs& a, const OpSync& sync, int globalWarp, int numWarps, int lane,
-                            char* (&dsts)[kWarps][kMaxTopk], int (&rows)[kWarps][kMaxTopk], const int* recvBase) {
+__device__ int sourceOf(const int* recvBase, int R, int i) {
+  int s = 0;
+  while (s + 1 < R && i >= recvBase[s + 1]) ++s;
+  return s;
+}
+
+// Deduplicated layout into caller buffers: row i of the window arrays -> row i of the outputs.
+__device__ void copyDedup(const DispatchArgs& a, const RecvArrays& in, int total, int globalWarp, int numWarps,
+                          int lane) {
+  const int K = a.c.topk, scaleWords = a.scaleRowBytes / 4;
+  const bool copyX = !a.zeroCopy;
+  for (int i = globalWarp; i < total; i += numWarps) {
+    const size_t row = size_t(i);
+    if (copyX) warpCopy16<true>(a.recvX + row * a.xRowBytes, in.x + row * a.xRowBytes, a.xRowBytes, lane);
+    if (scaleWords && a.recvScales && a.recvScales != in.scales)
+      for (int j = lane; j < scaleWords; j += 32) a.recvScales[row * scaleWords + j] = ((volatile float*)in.scales)[row * scaleWords + j];
+    if (lane < K) {
+      if (a.recvTopkIdx && a.recvTopkIdx != in.idx) a.recvTopkIdx[row * K + lane] = ((volatile int32_t*)in.idx)[row * K + lane];
+      if (a.recvTopkWeights && a.recvTopkWeights != in.weights)
+        a.recvTopkWeights[row * K + lane] = ((volatile float*)in.weights)[row * K + lane];
+    } else if (lane < K + 2 && a.recvSrcInfo && a.recvSrcInfo != in.info) {
+      a.recvSrcInfo[row * 2 + lane - K] = ((volatile int32_t*)in.info)[row * 2 + lane - K];
+    }
+  }
+}
+
+// Expanded layout: received row i goes to one output row per local expert of its token.
+__device__ void copyExpanded(const DispatchArgs& a, const RecvArrays& in, const int* recvBase, int total,
+                             int globalWarp, int numWarps, int lane, char* (&dsts)[kWarps][kMaxTopk],
+                             int (&rows)[kWarps][kMaxTopk]) {
   const Common& c = a.c;
   const Route& r = a.r;
-  const int R = c.nRanks, K = c.topk, Le = c.localExperts, warp = threadIdx.x >> 5;
-  const int total = recvBase[R];
+  const int K = c.topk, Le = c.localExperts, warp = threadIdx.x >> 5, scaleWords = a.scaleRowBytes / 4;
   const uint32_t lanesBelow = (1u << lane) - 1u;
   for (int i = globalWarp; i < total; i += numWarps) {
-    int s = 0;
-    while (s + 1 < R && i >= recvBase[s + 1]) ++s;
-    const int slot = i - recvBase[s];
-    const size_t routeRow = size_t(s) * c.maxTokens + slot;
-    const char* row = sync.local(c) + c.wl.dispatchRegion + routeRow * c.wl.dispatchRowBytes;
-    DispatchMeta m{reinterpret_cast<int32_t*>(const_cast<char*>(row) + c.wl.dispatchMetaOffset), K};
-    const int token = *reinterpret_cast<volatile int32_t*>(&m.srcToken());
-    int e = -1, pos = -1;
+    const int s = sourceOf(recvBase, c.nRanks, i);
+    const size_t row = size_t(i);
+    int outRow = -1;
     float w = 0.f;
     if (lane < K) {
-      e = *reinterpret_cast<volatile int32_t*>(&m.expert(lane));
-      w = *reinterpret_cast<volatile float*>(&m.weight(lane));
-      pos = *reinterpret_cast<volatile int32_t*>(&m.expertPos(lane));
-    }
-    const bool local = lane < K && e >= 0 && e / Le == c.rank;
-    const int le = local ? e - c.rank * Le : -1;
-    const uint32_t localMask = __ballot_sync(0xffffffffu, local);
-    if (lane == 0) r.recvLocalMask[routeRow] = localMask;
-
-    if (!r.expanded) {
-      warpCopy16<true>(a.recvX + size_t(i) * a.xRowBytes, row, a.xRowBytes, lane);
-      if (a.scaleRowBytes)
-        warpCopy4(reinterpret_cast<char*>(a.recvScales) + size_t(i) * a.scaleRowBytes, row + a.xRowBytes,
-                  a.scaleRowBytes, lane);
-      if (lane < K) {
-        if (a.recvTopkIdx) a.recvTopkIdx[size_t(i) * K + lane] = le;
-        if (a.recvTopkWeights) a.recvTopkWeights[size_t(i) * K + lane] = local ? w : 0.f;
+      const int le = ((volatile int32_t*)in.idx)[row * K + lane];
+      if (le >= 0) {
+        outRow = r.expertStart[le] + r.srcExpertOff[s * Le + le] + ((volatile int32_t*)in.pos)[row * K + lane];
+        w = ((volatile float*)in.weights)[row * K + lane];
       }
-      if (lane == 0 && a.recvSrcInfo) {
-        a.recvSrcInfo[2 * size_t(i)] = s;
-        a.recvSrcInfo[2 * size_t(i) + 1] = token;
-      }
-      continue;
+      r.recvExpRows[row * K + lane] = outRow;
     }
-
-    const int outRow = local ? r.expertStart[le] + r.srcExpertOff[s * Le + le] + pos : -1;
-    if (lane < K) r.recvExpRows[routeRow * K + lane] = outRow;
-    if (local) {
-      const int j = __popc(localMask & lanesBelow);
+    const uint32_t local = __ballot_sync(0xffffffffu, outRow >= 0);
+    if (outRow >= 0) {
+      const int j = __popc(local & lanesBelow);
       dsts[warp][j] = a.recvX + size_t(outRow) * a.xRowBytes;
       rows[warp][j] = outRow;
       if (a.recvTopkWeights) a.recvTopkWeights[outRow] = w;
       if (a.recvSrcInfo) {
         a.recvSrcInfo[2 * size_t(outRow)] = s;
-        a.recvSrcInfo[2 * size_t(outRow) + 1] = token;
+        a.recvSrcInfo[2 * size_t(outRow) + 1] = ((volatile int32_t*)in.info)[row * 2 + 1];
       }
     }
     __syncwarp();
-    const int n = __popc(localMask);
-    warpCopy16Multi(dsts[warp], n, row, a.xRowBytes, lane);
-    if (a.scaleRowBytes)
+    const int n = __popc(local);
+    warpCopy16Multi(dsts[warp], n, in.x + row * a.xRowBytes, a.xRowBytes, lane);
+    if (scaleWords)
       for (int j = 0; j < n; ++j)
-        warpCopy4(reinterpret_cast<char*>(a.recvScales) + size_t(rows[warp][j]) * a.scaleRowBytes, row + a.xRowBytes,
-                  a.scaleRowBytes, lane);
+        for (int q = lane; q < scaleWords; q += 32)
+          a.recvScales[size_t(rows[warp][j]) * scaleWords + q] = ((volatile float*)in.scales)[row * scaleWords + q];
     __syncwarp();
   }
 }
@@ -132,7 +147,7 @@ __device__ void receiveRows(const DispatchArgs& a, const OpSync& sync, int globa
 // Expanded layout: alignment gap rows get no source (-1), weight 0, and zeros when asked.
 __device__ void fillGaps(const DispatchArgs& a, int globalWarp, int numWarps, int lane) {
   const Route& r = a.r;
-  const int Le = a.c.localExperts, A = r.alignment;
+  const int Le = a.c.localExperts, A = r.alignment, scaleWords = a.scaleRowBytes / 4;
   if (!r.expanded || A <= 1) return;
   for (int g = globalWarp; g < Le * A; g += numWarps) {
     const int le = g / A;
@@ -140,8 +155,7 @@ __device__ void fillGaps(const DispatchArgs& a, int globalWarp, int numWarps, in
     if (row >= r.expertStart[le + 1]) continue;
     if (a.zeroGaps) {
       warpZero16(a.recvX + size_t(row) * a.xRowBytes, a.xRowBytes, lane);
-      if (a.scaleRowBytes)
-        for (int j = lane; j < a.scaleRowBytes / 4; j += 32) a.recvScales[size_t(row) * (a.scaleRowBytes / 4) + j] = 0.f;
+      for (int j = lane; j < scaleWords; j += 32) a.recvScales[size_t(row) * scaleWords + j] = 0.f;
     }
     if (lane == 0) {
       if (a.recvTopkWeights) a.recvTopkWeights[row] = 0.f;
@@ -159,21 +173,26 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const DispatchArgs
   __shared__ int rows[kWarps][kMaxTopk];
   __shared__ int recvBase[kMaxRanks + 1];
   const Common& c = a.c;
+  const Route& r = a.r;
   const int lane = threadIdx.x & 31;
   const int globalWarp = blockIdx.x * kWarps + (threadIdx.x >> 5);
   const int numWarps = gridDim.x * kWarps;
 
+  if (threadIdx.x <= c.nRanks) recvBase[threadIdx.x] = r.recvBase[threadIdx.x];
   sync.begin(c, kOpDispatch, kPhaseDispatchReady);
   if (!sync.abort) sendTokens(a, sync, globalWarp, numWarps, lane);
   sync.signalSent(c, kOpDispatch);
   sync.waitAllSent(c, kOpDispatch, kPhaseDispatchData);
-  if (threadIdx.x <= c.nRanks) recvBase[threadIdx.x] = a.r.recvBase[threadIdx.x];
-  __syncthreads();
   if (!sync.abort) {
-    receiveRows(a, sync, globalWarp, numWarps, lane, dsts, rows, recvBase);
-    fillGaps(a, globalWarp, numWarps, lane);
+    const RecvArrays in(sync.local(c), c.wl);
+    const int total = recvBase[c.nRanks];
+    if (r.expanded) {
+      copyExpanded(a, in, recvBase, total, globalWarp, numWarps, lane, dsts, rows);
+      fillGaps(a, globalWarp, numWarps, lane);
+    } else {
+      copyDedup(a, in, total, globalWarp, numWarps, lane);
+    }
     if (blockIdx.x == 0) {
-      const Route& r = a.r;
       for (int le = threadIdx.x; le <= c.localExperts; le += kThreads) {
         if (a.expertCounts && le < c.localExperts) a.expertCounts[le] = r.expertCount[le];
         if (a.expertOffsets) a.expertOffsets[le] = r.expertStart[le];

@@ -117,7 +117,7 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
   }
   // Flags and counts must be zero before any peer can write: the collective registration below
   // ends with a barrier, so clear them first.
-  if ((ce = cudaMemset(g->buffer, 0, g->wl.dispatchRegion)) != cudaSuccess ||
+  if ((ce = cudaMemset(g->buffer, 0, g->wl.recvX)) != cudaSuccess ||
       (ce = cudaDeviceSynchronize()) != cudaSuccess) {
     releaseGroup(g);
     return fail(ncclUnhandledCudaError, cudaMsg("ncclEpGroupCreate: clearing the window", ce));
@@ -187,5 +187,18 @@ extern "C" ncclResult_t ncclEpGroupGetAsyncError(ncclEpGroup_t g, ncclResult_t* 
                     "group must be destroyed",
                     e->rank, g->cfg.timeoutMs, phases[phase], e->peer);
   }
+  return ncclSuccess;
+}
+
+extern "C" ncclResult_t ncclEpGroupGetBuffers(ncclEpGroup_t g, ncclEpBuffers_t* b) {
+  if (!g || !b) return fail(ncclInvalidArgument, "ncclEpGroupGetBuffers: NULL argument");
+  char* base = static_cast<char*>(g->buffer);
+  b->recvX = base + g->wl.recvX;
+  b->recvScales = g->cfg.fp8Dispatch ? reinterpret_cast<float*>(base + g->wl.recvScales) : nullptr;
+  b->recvTopkIdx = reinterpret_cast<int32_t*>(base + g->wl.recvIdx);
+  b->recvTopkWeights = reinterpret_cast<float*>(base + g->wl.recvWeights);
+  b->recvSrcInfo = reinterpret_cast<int32_t*>(base + g->wl.recvInfo);
+  b->combineX = base + g->wl.combineX;
+  b->rows = int(g->wl.rows);
   return ncclSuccess;
 }

@@ -1,5 +1,6 @@
 // ncclEpHandle: the device arrays of one route (sized for the group's maxima at creation, so that
 // later calls allocate nothing and can be captured in a CUDA graph).
+#include <cstdint>
 #include <cstring>
 
 #include "core/config.h"
@@ -20,16 +21,19 @@ size_t carveRoute(char* base, const ncclEpGroup& g, epx::dev::Route* r) {
     *p = base ? reinterpret_cast<Elem*>(base + off) : nullptr;
     off += count * sizeof(Elem);
   };
+  const size_t chunks = (T + epx::dev::kLayoutChunk - 1) / epx::dev::kLayoutChunk;
   take(&r->tokExpert, T * K);
   take(&r->tokExpertPos, T * K);
   take(&r->tokSlot, T * R);
+  take(&r->chunkExpertBase, chunks * size_t(g.cfg.numExperts));
+  take(&r->chunkRankBase, chunks * R);
+  take(&r->sendBase, R);
   take(&r->recvBase, R + 1);
   take(&r->expertCount, Le);
   take(&r->expertStart, Le + 1);
   take(&r->srcExpertOff, R * Le);
-  take(&r->totals, 4);
+  take(&r->totals, 8);
   take(&r->recvExpRows, R * T * K);
-  take(&r->recvLocalMask, R * T);
   return off;
 }
 
@@ -66,6 +70,14 @@ extern "C" ncclResult_t ncclEpHandleCreate(ncclEpGroup_t g, const ncclEpHandleCo
     return fail(ncclUnhandledCudaError, std::string("ncclEpHandleCreate: ") + cudaGetErrorString(ce));
   }
   carveRoute(static_cast<char*>(h->devMem), *g, &h->route);
+  const int32_t noBadId = INT32_MAX;  // totals[4]: first invalid (token, slot) seen by the layout
+  ce = cudaMemcpy(h->route.totals + 4, &noBadId, sizeof(noBadId), cudaMemcpyHostToDevice);
+  if (ce != cudaSuccess) {
+    cudaFree(h->devMem);
+    cudaFreeHost(h->summary);
+    delete h;
+    return fail(ncclUnhandledCudaError, std::string("ncclEpHandleCreate: ") + cudaGetErrorString(ce));
+  }
   h->route.expanded = h->cfg.expanded;
   h->route.alignment = h->cfg.alignment;
   std::memset(h->summary, 0, sizeof(*h->summary));

@@ -96,6 +96,7 @@ extern "C" ncclResult_t ncclEpDispatch(ncclEpHandle_t h, const ncclEpDispatchInp
   a.xRowBytes = g->cfg.hidden * (fp8 ? 1 : 2);
   a.scaleRowBytes = fp8 ? g->cfg.hidden / 128 * 4 : 0;
   a.zeroGaps = h->cfg.zeroGaps;
+  a.zeroCopy = !h->cfg.expanded && out->recvX == static_cast<char*>(g->buffer) + g->wl.recvX;
   a.recvX = static_cast<char*>(out->recvX);
   a.recvScales = out->recvScales;
   a.recvTopkWeights = out->recvTopkWeights;
@@ -124,6 +125,10 @@ extern "C" ncclResult_t ncclEpCombine(ncclEpHandle_t h, const ncclEpCombineInput
   a.topkWeights = in->topkWeights;
   a.out = static_cast<uint16_t*>(out->out);
   a.combinedTopkWeights = out->combinedTopkWeights;
+  // Pull when the expert output already sits in the window (and any weights are the window's).
+  char* base = static_cast<char*>(g->buffer);
+  a.pull = !h->cfg.expanded && in->x == base + g->wl.combineX &&
+           (in->topkWeights == nullptr || in->topkWeights == reinterpret_cast<float*>(base + g->wl.recvWeights));
   cudaError_t ce = epx::dev::launchCombine(a, g->nCtas, stream);
   return ce == cudaSuccess ? ncclSuccess : launchFailed("ncclEpCombine", ce);
 }

@@ -62,21 +62,29 @@ BOOST_AUTO_TEST_CASE(rejects_invalid_configs_with_reasons) {
 
 BOOST_AUTO_TEST_CASE(window_layout_regions_do_not_overlap) {
   ncclEpConfig_t in = deepseek();
+  in.fp8Dispatch = 1;
   GroupConfig g;
   BOOST_REQUIRE(normalizeConfig(&in, 8, &g) == "");
   dev::WindowLayout wl = computeWindowLayout(g, 8);
-  // Meta: srcToken + K experts + K weights + K positions = 4 * 25 = 100 B, padded to 112.
-  BOOST_TEST(wl.dispatchRowBytes == 7168u * 2 + 112u);
-  BOOST_TEST(wl.combineRowBytes == 7168u * 2 + 32u);
+  const uint64_t rows = 8ull * 4096, H = 7168, K = 8;
+  BOOST_TEST(wl.rows == rows);
   BOOST_TEST(wl.readyFlags >= wl.countFlags + 4 * dev::kMaxRanks);
-  BOOST_TEST(wl.dataFlags >= wl.readyFlags + 4 * dev::kMaxRanks * dev::kNumOpKinds);
-  BOOST_TEST(wl.counts >= wl.dataFlags + 4ull * dev::kMaxRanks * dev::kMaxCtas * dev::kNumOpKinds);
-  BOOST_TEST(wl.dispatchRegion >= wl.counts + 2ull * dev::kMaxRanks * wl.countStride * 4);
-  BOOST_TEST(wl.dispatchRegion % 4096 == 0);
-  BOOST_TEST(wl.combineRegion >= wl.dispatchRegion + 8ull * 4096 * wl.dispatchRowBytes);
-  BOOST_TEST(wl.totalBytes >= wl.combineRegion + 8ull * 4096 * wl.combineRowBytes);
+  BOOST_TEST(wl.arrivals >= wl.readyFlags + 4 * dev::kMaxRanks * dev::kNumOpKinds);
+  BOOST_TEST(wl.counts >= wl.arrivals + 4 * dev::kMaxRanks * dev::kNumOpKinds);
+  BOOST_TEST(wl.countStride == 40u);  // kMaxRanks + 32 local experts
+  // Each region starts 4 KiB aligned after the previous one ends.
+  const uint64_t starts[] = {wl.counts, wl.recvX, wl.recvScales, wl.recvIdx, wl.recvWeights, wl.recvInfo,
+                             wl.recvPos, wl.combineX, wl.combineRecv, wl.combineRecvW, wl.totalBytes};
+  const uint64_t sizes[] = {2ull * dev::kMaxRanks * wl.countStride * 4, rows * H * 2, rows * H / 128 * 4,
+                            rows * K * 4, rows * K * 4, rows * 8, rows * K * 4, rows * H * 2, rows * H * 2,
+                            rows * K * 4};
+  for (int i = 0; i < 10; ++i) {
+    BOOST_TEST_INFO("region " << i);
+    BOOST_TEST(starts[i + 1] >= starts[i] + sizes[i]);
+    BOOST_TEST(starts[i + 1] - (starts[i] + sizes[i]) < 4096 + (i == 9 ? (2u << 20) : 0));
+    if (i > 0) BOOST_TEST(starts[i] % 4096 == 0);
+  }
   BOOST_TEST(wl.totalBytes % (2u << 20) == 0);
-  BOOST_TEST(wl.countStride == 36u);  // 1 + 32 local experts, rounded to 4
 }
 
 BOOST_AUTO_TEST_CASE(fp8_rows_fit_in_the_bf16_row) {
@@ -87,7 +95,9 @@ BOOST_AUTO_TEST_CASE(fp8_rows_fit_in_the_bf16_row) {
     GroupConfig g;
     BOOST_REQUIRE(normalizeConfig(&in, 2, &g) == "");
     dev::WindowLayout wl = computeWindowLayout(g, 2);
-    BOOST_TEST(uint32_t(h + h / 128 * 4) <= wl.dispatchMetaOffset);
+    // FP8 rows are packed at stride hidden inside the BF16-sized region; scales have their own.
+    BOOST_TEST(wl.recvScales - wl.recvX >= 2ull * 2 * 4096 * h);
+    BOOST_TEST(wl.recvIdx - wl.recvScales >= 2ull * 4096 * (h / 128) * 4);
   }
 }
 

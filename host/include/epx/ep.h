@@ -166,6 +166,28 @@ typedef struct {
   int numTokens;               /* optional shape check: rows of out (== the layout's T); 0 = not checked */
 } ncclEpCombineOutputs_t;
 
+/*
+ * The group's receive buffers, in its registered window (device pointers, valid for the group's
+ * lifetime). Rows are deduplicated dispatch rows (R = nRanks * maxTokensPerRank of them).
+ * Zero-copy: a deduplicated-layout dispatch whose outputs.recvX is `recvX` here lets the senders
+ * store rows straight into it over NVLink (no receive-side copy); its recvScales / recvTopkIdx /
+ * recvTopkWeights / recvSrcInfo are then these buffers' too (NULL or other pointers in the outputs
+ * get a copy). A deduplicated-layout combine whose inputs.x is `combineX` (the expert output written
+ * there in dispatch row order) reads it from the peers directly instead of sending it. The rows
+ * stay valid until the next dispatch (combineX: until the next combine) of the group returns.
+ */
+typedef struct {
+  void* recvX;            /* [rows, hidden] BF16, or FP8 e4m3 [rows, hidden] (row stride = hidden) */
+  float* recvScales;      /* [rows, hidden/128] FP32 (fp8Dispatch groups), else NULL */
+  int32_t* recvTopkIdx;   /* [rows, topk] local expert index or -1 */
+  float* recvTopkWeights; /* [rows, topk] */
+  int32_t* recvSrcInfo;   /* [rows, 2] (source rank, source token) */
+  void* combineX;         /* [rows, hidden] BF16: combine input in place */
+  int rows;               /* nRanks * maxTokensPerRank */
+} ncclEpBuffers_t;
+
+ncclResult_t ncclEpGroupGetBuffers(ncclEpGroup_t group, ncclEpBuffers_t* buffers);
+
 /* Exact-mode receive counts, valid after ncclEpDispatchLayout returns. */
 typedef struct {
   int numRows;        /* rows of the dispatch output (expanded: incl. alignment gaps) */

@@ -110,24 +110,32 @@ std::string normalizeHandleConfig(const ncclEpHandleConfig_t* in, HandleConfig* 
 
 dev::WindowLayout computeWindowLayout(const GroupConfig& cfg, int nRanks) {
   dev::WindowLayout wl{};
-  const int K = cfg.topk, Le = cfg.localExperts(nRanks);
+  const uint64_t K = cfg.topk, H = cfg.hidden, Le = cfg.localExperts(nRanks);
+  const uint64_t rows = uint64_t(nRanks) * cfg.maxTokensPerRank;
+  wl.rows = uint32_t(rows);
   wl.countFlags = 0;
   wl.readyFlags = 256;
-  wl.dataFlags = 512;
-  const uint64_t dataFlagBytes = uint64_t(dev::kNumOpKinds) * dev::kMaxRanks * dev::kMaxCtas * 4;
-  wl.counts = align(wl.dataFlags + dataFlagBytes, 256);
-  wl.countStride = uint32_t(align(1 + Le, 4));
-  const uint64_t countBytes = uint64_t(2) * dev::kMaxRanks * wl.countStride * 4;
-  // BF16 row; an FP8 row (H bytes + H/128 FP32 scales) always fits in it.
-  const uint32_t payload = uint32_t(cfg.hidden) * 2;
-  wl.dispatchMetaOffset = payload;
-  wl.dispatchRowBytes = payload + uint32_t(align(4u * (1 + 3 * K), 16));
-  wl.combineMetaOffset = payload;
-  wl.combineRowBytes = payload + uint32_t(align(4u * K, 16));
-  wl.dispatchRegion = align(wl.counts + countBytes, 4096);
-  const uint64_t rows = uint64_t(nRanks) * cfg.maxTokensPerRank;
-  wl.combineRegion = align(wl.dispatchRegion + rows * wl.dispatchRowBytes, 4096);
-  wl.totalBytes = align(wl.combineRegion + rows * wl.combineRowBytes, uint64_t(2) << 20);
+  wl.arrivals = 512;
+  wl.counts = 1024;
+  wl.countStride = uint32_t(align(dev::kMaxRanks + Le, 4));
+  uint64_t off = wl.counts + uint64_t(2) * dev::kMaxRanks * wl.countStride * 4;
+  auto region = [&](uint64_t bytes) {
+    off = align(off, 4096);
+    const uint64_t at = off;
+    off += bytes;
+    return at;
+  };
+  // BF16 rows; FP8 rows (hidden bytes each) are packed into the same region.
+  wl.recvX = region(rows * H * 2);
+  wl.recvScales = region(cfg.fp8Dispatch ? rows * (H / 128) * 4 : 0);
+  wl.recvIdx = region(rows * K * 4);
+  wl.recvWeights = region(rows * K * 4);
+  wl.recvInfo = region(rows * 2 * 4);
+  wl.recvPos = region(rows * K * 4);
+  wl.combineX = region(rows * H * 2);
+  wl.combineRecv = region(rows * H * 2);
+  wl.combineRecvW = region(rows * K * 4);
+  wl.totalBytes = align(off, uint64_t(2) << 20);
   return wl;
 }
 

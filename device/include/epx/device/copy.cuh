@@ -30,6 +30,25 @@ __device__ __forceinline__ void stNa(int4* p, const int4& v) {
                : "memory");
 }
 
+// acc[0..7] += eight BF16 values packed in v.
+__device__ __forceinline__ void addBf16x8(float (&acc)[8], const int4& v) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    float2 f = __bfloat1622float2(h[j]);
+    acc[2 * j] = __fadd_rn(acc[2 * j], f.x);
+    acc[2 * j + 1] = __fadd_rn(acc[2 * j + 1], f.y);
+  }
+}
+
+__device__ __forceinline__ int4 packBf16x8(const float (&acc)[8]) {
+  int4 v;
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&v);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) h[j] = __floats2bfloat162_rn(acc[2 * j], acc[2 * j + 1]);
+  return v;
+}
+
 // Copies `bytes` (a multiple of 16, both pointers 16-byte aligned) with the lanes of one warp,
 // four vectors in flight per lane. `Src` loads from memory written by a previous kernel / peer.
 template <bool kPeerSrc>
@@ -56,15 +75,50 @@ __device__ __forceinline__ void warpCopy4(char* dst, const char* src, int bytes,
   for (int i = lane; i < (bytes >> 2); i += kWarp) d[i] = s[i];
 }
 
-// One 16-byte load, stored to up to kMaxTopk destinations (expanded layout: a token's row is
-// written once per local expert). dsts[j] are row base pointers, `off` the byte offset.
+// Copies one row to nDst destinations (expanded layout: a token's row is written once per local
+// expert): each lane loads four 16-byte vectors, then stores them to every destination.
 __device__ __forceinline__ void warpCopy16Multi(char* const* dsts, int nDst, const char* src, int bytes,
                                                 int lane) {
   const int4* s = reinterpret_cast<const int4*>(src);
   const int n = bytes >> 4;
-  for (int i = lane; i < n; i += kWarp) {
-    int4 v = ldVolatile(s + i);
-    for (int j = 0; j < nDst; ++j) stNa(reinterpret_cast<int4*>(dsts[j]) + i, v);
+  for (int i = lane; i < n; i += 4 * kWarp) {
+    int4 v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      if (i + u * kWarp < n) v[u] = ldVolatile(s + i + u * kWarp);
+    for (int j = 0; j < nDst; ++j)
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (i + u * kWarp < n) stNa(reinterpret_cast<int4*>(dsts[j]) + i + u * kWarp, v[u]);
+  }
+}
+
+// Sums BF16 rows srcs[0..n) (+ optional extra rows) into dst with FP32 accumulation, in that
+// order. Four 16-byte vectors per lane and source are in flight, so NVLink/HBM latency overlaps.
+template <bool kVolatileSrc>
+__device__ __forceinline__ void warpSumBf16(int4* dst, const int4* const* srcs, int n, const int4* extra0,
+                                            const int4* extra1, int vecs, int lane) {
+  for (int i = lane; i < vecs; i += 4 * kWarp) {
+    float acc[4][8];
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+#pragma unroll
+      for (int q = 0; q < 8; ++q) acc[u][q] = 0.f;
+    auto addRow = [&](const int4* row, bool vol) {
+      int4 v[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (i + u * kWarp < vecs) v[u] = vol ? ldVolatile(row + i + u * kWarp) : ldNc(row + i + u * kWarp);
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (i + u * kWarp < vecs) addBf16x8(acc[u], v[u]);
+    };
+    for (int j = 0; j < n; ++j) addRow(srcs[j], kVolatileSrc);
+    if (extra0) addRow(extra0, false);
+    if (extra1) addRow(extra1, false);
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      if (i + u * kWarp < vecs) stNa(dst + i + u * kWarp, packBf16x8(acc[u]));
   }
 }
 
@@ -72,25 +126,6 @@ __device__ __forceinline__ void warpZero16(char* dst, int bytes, int lane) {
   int4* d = reinterpret_cast<int4*>(dst);
   const int4 z = make_int4(0, 0, 0, 0);
   for (int i = lane; i < (bytes >> 4); i += kWarp) stNa(d + i, z);
-}
-
-// acc[0..7] += eight BF16 values packed in v.
-__device__ __forceinline__ void addBf16x8(float (&acc)[8], const int4& v) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    float2 f = __bfloat1622float2(h[j]);
-    acc[2 * j] = __fadd_rn(acc[2 * j], f.x);
-    acc[2 * j + 1] = __fadd_rn(acc[2 * j + 1], f.y);
-  }
-}
-
-__device__ __forceinline__ int4 packBf16x8(const float (&acc)[8]) {
-  int4 v;
-  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&v);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) h[j] = __floats2bfloat162_rn(acc[2 * j], acc[2 * j + 1]);
-  return v;
 }
 
 }  // namespace epx::dev

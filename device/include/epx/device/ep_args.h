@@ -27,25 +27,30 @@ enum WaitPhase : int {
   kPhaseBadExpertId = 6     // not a wait: invalid top-k id seen on the device
 };
 
-// Byte offsets inside every rank's window; identical on all ranks of a group.
+constexpr int kLayoutChunk = 512;  // tokens per layout CTA
+constexpr int kMaxChunks = kMaxTokens / kLayoutChunk;
+
+// Byte offsets inside every rank's window; identical on all ranks of a group. Receive arrays are
+// indexed by deduplicated row: rows from source s start at recvBase[s] (Σ of earlier sources).
 struct WindowLayout {
   uint64_t countFlags;   // u32 [kMaxRanks]: source s wrote its counts for layout #seq
   uint64_t readyFlags;   // u32 [kNumOpKinds][kMaxRanks]: rank s may receive op #seq of that kind
-  uint64_t dataFlags;    // u32 [kNumOpKinds][kMaxRanks][kMaxCtas]: CTA c of rank s sent op #seq
-  uint64_t counts;       // i32 [2 (parity)][kMaxRanks][countStride]: rows, then per-expert counts
-  uint64_t dispatchRegion;  // [nRanks (source)][maxTokens (slot)] rows of dispatchRowBytes
-  uint64_t combineRegion;   // [nRanks (expert rank)][maxTokens (slot)] rows of combineRowBytes
+  uint64_t arrivals;     // u32 [kNumOpKinds][kMaxRanks]: CTAs of rank s done with op (cumulative)
+  uint64_t counts;       // i32 [2 (parity)][kMaxRanks (source)][countStride]: rows to every rank,
+                         //     then the source's counts for the receiver's local experts
+  uint64_t recvX;        // [rows][hidden * 2 bytes]: BF16 rows, or FP8 rows packed at stride hidden
+  uint64_t recvScales;   // f32 [rows][hidden / 128] (FP8 groups)
+  uint64_t recvIdx;      // i32 [rows][K]: local expert index or -1
+  uint64_t recvWeights;  // f32 [rows][K]
+  uint64_t recvInfo;     // i32 [rows][2]: source rank, source token
+  uint64_t recvPos;      // i32 [rows][K]: position among the source's tokens of that expert
+  uint64_t combineX;     // BF16 [rows][hidden]: combine input in place (pull combine)
+  uint64_t combineRecv;  // BF16 [nRanks (expert rank)][maxTokens (slot)][hidden] (push combine)
+  uint64_t combineRecvW; // f32 [nRanks][maxTokens][K]
   uint64_t totalBytes;
-  uint32_t countStride;      // ints per (parity, source) entry
-  uint32_t dispatchRowBytes; // payload (x bytes, then FP8 scales) + meta
-  uint32_t dispatchMetaOffset;
-  uint32_t combineRowBytes;  // BF16 row + top-k weights
-  uint32_t combineMetaOffset;
+  uint32_t countStride;  // ints per (parity, source) entry: kMaxRanks + Le, rounded up
+  uint32_t rows;         // nRanks * maxTokens
 };
-
-// Dispatch row meta (at dispatchMetaOffset): int32 srcToken, int32 expert[K], float weight[K],
-// int32 expertPos[K] (position of the token among this source's tokens of that expert).
-// Combine row meta (at combineMetaOffset): float weight[K].
 
 // Per-group sequence numbers in device memory: every op reads seq+1 and its last CTA stores it,
 // so CUDA graph replays keep counting without host involvement.
@@ -74,18 +79,22 @@ struct Common {
   long long timeoutNs;
 };
 
-// Route of one handle (device arrays owned by the handle).
+// Route of one handle (device arrays owned by the handle). Token-side values are local to the
+// token's layout chunk (kLayoutChunk tokens); add the chunk's base to get the global value.
 struct Route {
-  int32_t* tokExpert;     // [maxTokens, K] validated global expert id or -1
-  int32_t* tokExpertPos;  // [maxTokens, K] position among this rank's tokens of that expert
-  int32_t* tokSlot;       // [maxTokens, nRanks] slot in rank d's receive region, or -1
-  int32_t* recvBase;      // [nRanks + 1] exclusive prefix of rows received from each source
-  int32_t* expertCount;   // [Le] rows per local expert
-  int32_t* expertStart;   // [Le + 1] segment starts in the output (expanded: aligned)
-  int32_t* srcExpertOff;  // [nRanks, Le] rows of expert e from sources before s
-  int32_t* totals;        // [4]: received tokens, output rows, this rank's T, unused
-  int32_t* recvExpRows;   // [nRanks * maxTokens, K] expanded output row per top-k slot, or -1
-  uint32_t* recvLocalMask;// [nRanks * maxTokens] top-k slots local to this rank
+  int32_t* tokExpert;       // [maxTokens, K] validated global expert id or -1
+  int32_t* tokExpertPos;    // [maxTokens, K] chunk-local position among this rank's tokens of that expert
+  int32_t* tokSlot;         // [maxTokens, nRanks] chunk-local slot among this rank's tokens to rank d, or -1
+  int32_t* chunkExpertBase; // [kMaxChunks(used), E] tokens of expert e in earlier chunks
+  int32_t* chunkRankBase;   // [chunks, nRanks] tokens to rank d in earlier chunks
+  int32_t* sendBase;        // [nRanks] first row of this rank's tokens in rank d's receive arrays
+  int32_t* recvBase;        // [nRanks + 1] exclusive prefix of rows received from each source
+  int32_t* expertCount;     // [Le] rows per local expert
+  int32_t* expertStart;     // [Le + 1] segment starts in the output (expanded: aligned)
+  int32_t* srcExpertOff;    // [nRanks, Le] rows of expert e from sources before s
+  int32_t* totals;          // [8]: received rows, output rows, this rank's T, layout chunks done,
+                            //      first invalid (token * kMaxTopk + slot), must start at INT_MAX
+  int32_t* recvExpRows;     // [rows, K] expanded output row of each received row's top-k slot, or -1
   int expanded;
   int alignment;
 };
@@ -113,6 +122,7 @@ struct LayoutArgs {
 struct DispatchArgs {
   Common c;
   Route r;
+  int zeroCopy;       // deduplicated outputs are the window's receive arrays: no receive copy
   const char* x;
   const float* xScales;
   const float* topkWeights;
@@ -132,6 +142,7 @@ struct DispatchArgs {
 struct CombineArgs {
   Common c;
   Route r;
+  int pull;           // x is the window's combineX: read peers' rows directly (deduplicated)
   const uint16_t* x;  // BF16 bits
   const uint16_t* bias0;
   const uint16_t* bias1;

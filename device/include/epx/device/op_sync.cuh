@@ -1,10 +1,12 @@
 // The synchronization skeleton shared by the dispatch and combine kernels:
 //   begin()       read this op's sequence number, tell every peer we may receive it (ready),
 //                 wait until every peer may receive it from us;
-//   signalSent()  after this CTA's rows are stored in the peers' windows;
-//   waitAllSent() until every CTA of every peer has signalled;
+//   signalSent()  after this CTA's rows are stored in the peers' windows: one release-add on each
+//                 peer's per-source arrival counter;
+//   waitAllSent() until every CTA of every peer has added (counter >= seq * gridDim.x);
 //   end()         the last CTA to finish publishes the sequence number for the next op.
-// All CTAs of the grid must be co-resident (grid <= SMs, one CTA per SM).
+// All CTAs of the grid must be co-resident (grid <= SMs, one CTA per SM), and every rank launches
+// the same grid size (it comes from the group config).
 #pragma once
 #include <nccl_device.h>
 
@@ -39,15 +41,14 @@ struct OpSync {
     __syncthreads();
     if (threadIdx.x < c.nRanks && !abort) {
       __threadfence_system();
-      storeReleaseSys(dataFlag(peerBase[threadIdx.x], c.wl, kind, c.rank, blockIdx.x), seq);
+      addReleaseSys(arrivals(peerBase[threadIdx.x], c.wl, kind, c.rank), 1u);
     }
   }
 
   __device__ void waitAllSent(const Common& c, int kind, int phase) {
-    const int n = c.nRanks * gridDim.x;
-    for (int i = threadIdx.x; i < n && !abort; i += blockDim.x) {
-      const int src = i / gridDim.x, cta = i % gridDim.x;
-      if (!waitFlag(dataFlag(peerBase[c.rank], c.wl, kind, src, cta), seq, c, phase, src)) abort = 1;
+    if (threadIdx.x < c.nRanks && !abort) {
+      if (!waitFlag(arrivals(peerBase[c.rank], c.wl, kind, threadIdx.x), seq * gridDim.x, c, phase, threadIdx.x))
+        abort = 1;
     }
     __syncthreads();
   }

@@ -17,6 +17,10 @@ __device__ __forceinline__ void storeReleaseSys(uint32_t* p, uint32_t v) {
   asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
+__device__ __forceinline__ void addReleaseSys(uint32_t* p, uint32_t v) {
+  asm volatile("red.release.sys.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
 __device__ __forceinline__ uint64_t globalTimerNs() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -61,9 +65,8 @@ __device__ __forceinline__ uint32_t* countFlag(char* base, const WindowLayout& w
 __device__ __forceinline__ uint32_t* readyFlag(char* base, const WindowLayout& wl, int kind, int src) {
   return reinterpret_cast<uint32_t*>(base + wl.readyFlags) + kind * kMaxRanks + src;
 }
-__device__ __forceinline__ uint32_t* dataFlag(char* base, const WindowLayout& wl, int kind, int src,
-                                              int cta) {
-  return reinterpret_cast<uint32_t*>(base + wl.dataFlags) + (kind * kMaxRanks + src) * kMaxCtas + cta;
+__device__ __forceinline__ uint32_t* arrivals(char* base, const WindowLayout& wl, int kind, int src) {
+  return reinterpret_cast<uint32_t*>(base + wl.arrivals) + kind * kMaxRanks + src;
 }
 
 }  // namespace epx::dev
