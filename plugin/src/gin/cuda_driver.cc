@@ -63,6 +63,8 @@ void load() {
   EPX_CU_GET(cuMemMap)
   EPX_CU_GET(cuMemUnmap)
   EPX_CU_GET(cuMemSetAccess)
+  EPX_CU_GET(cuMemAlloc)
+  EPX_CU_GET(cuMemFree)
 #undef EPX_CU_GET
   if (!ok) return;
   CUresult r = gDriver.cuInit(0);

@@ -36,6 +36,8 @@ struct CudaDriver {
   EPX_CU_FN(cuMemMap)
   EPX_CU_FN(cuMemUnmap)
   EPX_CU_FN(cuMemSetAccess)
+  EPX_CU_FN(cuMemAlloc)
+  EPX_CU_FN(cuMemFree)
 #undef EPX_CU_FN
 };
 

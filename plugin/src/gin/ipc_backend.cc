@@ -99,6 +99,7 @@ struct Context {
   std::vector<SignalUpdate> incoming;
   std::vector<CUevent> freeEvents;
   CUstream signalStream = nullptr;
+  CUdeviceptr scratch = 0;  // for warm-up copies
   std::recursive_mutex mutex;
   std::string error;
 };
@@ -282,6 +283,21 @@ ncclResult_t advance(Context* ctx) {
   return ncclSuccess;
 }
 
+// CUDA may run small peer copies as internal kernels that are loaded lazily. Loading a module
+// waits for running kernels, and a GIN kernel spins until the copy lands: so every copy shape is
+// run once here, at registration, before any GIN kernel can be running.
+ncclResult_t warmUpCopies(Context* ctx, CUdeviceptr peer, size_t peerSize) {
+  for (Peer& p : ctx->peers) {
+    for (size_t bytes : {size_t(8), size_t(4096), size_t(65536)}) {
+      if (bytes > peerSize) break;
+      EPX_CU(ctx, cu->cuMemcpyAsync(ctx->scratch, peer, bytes, p.stream));  // reads only
+      EPX_CU(ctx, cu->cuMemcpyAsync(ctx->scratch + 65536, ctx->scratch, bytes, p.stream));
+    }
+    EPX_CU(ctx, cu->cuStreamSynchronize(p.stream));
+  }
+  return ncclSuccess;
+}
+
 }  // namespace
 
 ncclResult_t ipcInit(ncclDebugLogger_t logger) {
@@ -423,6 +439,7 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
   }
   for (Peer& p : ctx->peers) EPX_CU(ctx, cu->cuStreamCreate(&p.stream, CU_STREAM_NON_BLOCKING));
   EPX_CU(ctx, cu->cuStreamCreate(&ctx->signalStream, CU_STREAM_NON_BLOCKING));
+  EPX_CU(ctx, cu->cuMemAlloc(&ctx->scratch, 2 * 65536));
   EPX_INFO(NCCL_INIT | NCCL_NET, "GIN/EPX-ipc: rank %d connected to %d rank(s) on this host (device %d)", rank,
            nRanks, static_cast<int>(ctx->device));
   *collComm = ctx;
@@ -516,6 +533,7 @@ ncclResult_t ipcRegMrSym(void* collComm, void* data, size_t size, int type, uint
     ctx->mappings.push_back(Mapping{reg->index, va, got.info.allocSize});
     reg->peerBase[static_cast<size_t>(j)] = static_cast<uintptr_t>(va + got.info.offset);
     reg->peerSize[static_cast<size_t>(j)] = got.info.size;
+    if (ncclResult_t w = warmUpCopies(ctx, va + got.info.offset, got.info.size); w != ncclSuccess) return w;
   }
   EPX_INFO(NCCL_NET, "GIN/EPX-ipc rank %d: registered region %u (%s, %zu bytes, %s)", ctx->rank, reg->index,
            placement == Placement::Device ? "device" : "host", size,
@@ -565,6 +583,7 @@ ncclResult_t ipcCloseColl(void* collComm) {
       cu->cuStreamDestroy(ctx->signalStream);
     }
     for (CUevent e : ctx->freeEvents) cu->cuEventDestroy(e);
+    if (ctx->scratch != 0) cu->cuMemFree(ctx->scratch);
     for (const Mapping& m : ctx->mappings) {
       cu->cuMemUnmap(m.va, m.size);
       cu->cuMemAddressFree(m.va, m.size);
