@@ -11,6 +11,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <memory>
 #include <vector>
 
@@ -254,6 +257,64 @@ TopoPtr newTopology() {
   return h;
 }
 
+/// Structural checks hwloc 2.9's importer relies on without checking (found by fuzzing): no
+/// duplicate attributes, and every non-I/O object carries its cpusets/nodesets as hex masks.
+std::string checkHwlocShape(const pugi::xml_node& root) {
+  struct Item { pugi::xml_node n; int depth; };
+  std::vector<Item> stack{{root, 0}};
+  while (!stack.empty()) {
+    auto [n, depth] = stack.back();
+    stack.pop_back();
+    if (depth > 128) return "XML nesting deeper than 128";
+    std::vector<std::string> seen;
+    for (pugi::xml_attribute a : n.attributes()) {
+      std::string name = a.name();
+      if (std::find(seen.begin(), seen.end(), name) != seen.end())
+        return "duplicate attribute \"" + name + "\" on <" + n.name() + ">";
+      seen.push_back(name);
+    }
+    if (std::string(n.name()) == "object") {
+      std::string type = n.attribute("type").as_string();
+      if (type.empty()) return "<object> without a type";
+      bool io = type == "Bridge" || type == "PCIDev" || type == "OSDev" || type == "Misc";
+      if (!io) {
+        for (const char* set : {"cpuset", "complete_cpuset", "nodeset", "complete_nodeset"}) {
+          std::string v = n.attribute(set).as_string();
+          if (v.empty()) return type + " object without " + set;
+          if (v.find_first_not_of("0123456789abcdefABCDEFx,") != std::string::npos)
+            return type + " object with a bad " + set + " \"" + v + "\"";
+        }
+      }
+    }
+    for (pugi::xml_node c : n.children())
+      if (c.type() == pugi::node_element) stack.push_back({c, depth + 1});
+  }
+  return "";
+}
+
+/// Imports the XML once in a child process first: hwloc's importer can crash or loop on hostile
+/// input, and a topology reader must fail with a message instead. Returns "" when the import is safe.
+std::string probeHwlocImport(const std::string& xml) {
+  pid_t pid = fork();
+  if (pid < 0) return "";  // cannot probe: fall through to the real import
+  if (pid == 0) {
+    alarm(20);
+    hwloc_topology_t raw = nullptr;
+    if (hwloc_topology_init(&raw) != 0) _exit(3);
+    hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_ALL);
+    if (hwloc_topology_set_xmlbuffer(raw, xml.c_str(), static_cast<int>(xml.size() + 1)) != 0) _exit(3);
+    int rc = hwloc_topology_load(raw);
+    hwloc_topology_destroy(raw);
+    _exit(rc == 0 ? 0 : 3);
+  }
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 3)) return "";
+  if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM) return "hwloc did not finish importing the XML in 20 s";
+  return "hwloc crashed importing the XML (malformed hwloc topology)";
+}
+
 }  // namespace
 
 Result<Topology> loadLive() {
@@ -286,6 +347,8 @@ Result<Topology> loadHwlocXmlBuffer(const std::string& xml, const std::string& n
   if (!version.empty() && version != "2.0" && version.rfind("2.", 0) != 0)
     return R::fail(name + ": unsupported hwloc XML version \"" + version + "\" (hwloc 2.x imports 1.x and 2.x only)");
   if (!root.child("object")) return R::fail(name + ": hwloc XML without a root <object>");
+  if (std::string shape = checkHwlocShape(root); !shape.empty()) return R::fail(name + ": malformed hwloc XML: " + shape);
+  if (std::string probe = probeHwlocImport(xml); !probe.empty()) return R::fail(name + ": " + probe);
 
   TopoPtr h = newTopology();
   if (!h) return R::fail(name + ": hwloc_topology_init failed");

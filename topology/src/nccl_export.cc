@@ -121,8 +121,9 @@ std::string renderNcclTopo(const Topology& t, const RailPlan& rails) {
     w.out << ";";
   }
   w.out << " -->\n<system version=\"1\">\n";
+  int cpus = 0;
   for (const NumaNode& nn : t.numa) {
-    if (!w.useful[nn.node]) continue;
+    ++cpus;  // every NUMA node gets a <cpu>, even without GPUs or NICs
     w.out << "  <cpu numaid=\"" << nn.osIndex << "\"";
     if (t.source == SourceKind::NcclXml && !nn.cpus.empty()) w.out << " affinity=\"" << esc(nn.cpus) << "\"";
     w.out << ">\n";
@@ -133,7 +134,7 @@ std::string renderNcclTopo(const Topology& t, const RailPlan& rails) {
   bool orphan = false;
   for (int c : t.nodes.empty() ? std::vector<int>{} : t.nodes[0].children)
     if (t.nodes[c].kind == NodeKind::HostBridge && w.useful[c]) orphan = true;
-  if (orphan) {
+  if (orphan || cpus == 0) {
     w.out << "  <cpu numaid=\"" << (t.numa.empty() ? 0 : t.numa.front().osIndex) << "\">\n";
     for (int c : t.nodes[0].children)
       if (t.nodes[c].kind == NodeKind::HostBridge) w.node(c, "    ");
