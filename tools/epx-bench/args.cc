@@ -27,6 +27,9 @@ void usage(FILE* f) {
       "                      expert popularity over a seed-shuffled expert order\n"
       "  --layout L          dedup | expanded | both (default dedup)\n"
       "  --mode M            capacity | exact | both (default capacity)\n"
+      "  --buffers B         window | user | both (default window): dedup outputs in the group's\n"
+      "                      window (ncclEpGroupGetBuffers: zero-copy dispatch, pull combine) or in\n"
+      "                      the benchmark's own buffers; the expanded layout always uses its own\n"
       "  --align N           expanded layout: expert segment alignment in rows (default 1)\n"
       "  --idx32             top-k ids as int32 (default int64)\n"
       "  --iters N           timed iterations (default 50)\n"
@@ -113,6 +116,12 @@ Options parseArgs(int argc, char** argv) {
       else if (v == "exact") o.modes = {0};
       else if (v == "both") o.modes = {1, 0};
       else bad("--mode: expected capacity, exact or both, got '" + v + "'");
+    } else if (!std::strcmp(a, "--buffers")) {
+      std::string v = val();
+      if (v == "window") o.buffers = {1};
+      else if (v == "user") o.buffers = {0};
+      else if (v == "both") o.buffers = {1, 0};
+      else bad("--buffers: expected window, user or both, got '" + v + "'");
     } else if (!std::strcmp(a, "--align")) {
       o.align = int(toInt(a, val(), 1, 1024));
     } else if (!std::strcmp(a, "--idx32")) {

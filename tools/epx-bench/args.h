@@ -17,6 +17,7 @@ struct Options {
   std::vector<RoutingKind> routings = {RoutingKind::Uniform, RoutingKind::Grouped};
   std::vector<int> layouts = {1};  // ncclEpLayout_t values (default: deduplicated)
   std::vector<int> modes = {1};    // ncclEpMode_t values (default: capacity)
+  std::vector<int> buffers = {1};  // deduplicated layout: 1 = window (zero-copy), 0 = user buffers
   int align = 1;             // expanded layout: expert segment alignment
   int iters = 50;
   int warmup = 10;

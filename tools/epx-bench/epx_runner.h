@@ -1,7 +1,13 @@
 // epx under test: group and handle creation, the timed loop (layout, BF16 dispatch, combine, FP8
 // dispatch per iteration, each timed with CUDA events) and the correctness run whose outputs are
 // downloaded for the CPU-reference check (check.h).
+//
+// Buffers: "window" (deduplicated layout only) passes the group's window arrays from
+// ncclEpGroupGetBuffers as dispatch outputs (zero-copy: senders store rows straight into them) and
+// the window's combineX as combine input (peers pull it); "user" passes buffers of the benchmark's
+// own (cudaMalloc, sized at ncclEpHandleGetCapacity), so epx copies out of / into its window.
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,7 +22,8 @@ struct EpxRunSpec {
   int layout = ncclEpLayoutDeduplicated;
   int mode = ncclEpModeCapacity;
   int align = 1;
-  bool fp8 = true;  // group created with fp8Dispatch = 1
+  bool window = true;  // zero-copy window buffers (deduplicated layout only)
+  bool fp8 = true;     // group created with fp8Dispatch = 1
 };
 
 // Outputs of the check run on one rank (rows [0, numRows) only).
@@ -35,19 +42,30 @@ struct EpxCapture {
   std::vector<uint16_t> out;       // combine of the expert outputs (randgen kTensorExpertOut rows)
 };
 
-struct EpxRankResult {
+struct EpxTimes {
   double layoutUs = 0, bf16Us = 0, fp8Us = 0, combineUs = 0;  // medians on this rank
-  EpxCapture cap;
 };
 
 ncclEpGroup_t createGroup(const epx::testing::RankContext& ctx, const BenchShape& s, int sms, bool fp8);
 ncclEpHandle_t createHandle(ncclEpGroup_t group, const EpxRunSpec& spec);
 
-// Collective over the ranks. `timed`/`check`: this rank's routing for the timed loop and for the
-// check run; data seeds pick the token values (randgen.h).
-EpxRankResult runEpx(const epx::testing::RankContext& ctx, ncclEpHandle_t handle, const BenchShape& s,
-                     const EpxRunSpec& spec, const epx::ref::RankRouting& timed,
-                     const epx::ref::RankRouting* check, const Options& opt, uint64_t timedSeed,
-                     uint64_t checkSeed);
+// One rank's buffers for one (group, handle, spec). timed() and check() are collective: every rank
+// calls them inside the same MultiGpu::run.
+class EpxRank {
+ public:
+  EpxRank(ncclEpGroup_t group, ncclEpHandle_t handle, const BenchShape& s, const EpxRunSpec& spec,
+          const Options& opt);
+  ~EpxRank();
+  EpxRank(const EpxRank&) = delete;
+  EpxRank& operator=(const EpxRank&) = delete;
+
+  EpxTimes timed(const epx::testing::RankContext& ctx, const epx::ref::RankRouting& routing, uint64_t dataSeed);
+  // Fresh routing and data, outputs poisoned first; downloads what check.h compares.
+  EpxCapture check(const epx::testing::RankContext& ctx, const epx::ref::RankRouting& routing, uint64_t dataSeed);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> p_;
+};
 
 }  // namespace epxbench

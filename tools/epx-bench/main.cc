@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -151,60 +152,71 @@ int run(const Options& opt) {
       BENCH_EP(ncclEpGroupGetSmCount(groups[ctx.rank], &used[ctx.rank]));
     });
     for (int layout : opt.layouts) {
-      for (int mode : opt.modes) {
-        EpxRunSpec spec;
-        spec.layout = layout;
-        spec.mode = mode;
-        spec.align = layout == ncclEpLayoutExpanded ? opt.align : 1;
-        spec.fp8 = fp8;
-        std::vector<ncclEpHandle_t> handles(n, nullptr);
-        mg.run([&](const epx::testing::RankContext& ctx) { handles[ctx.rank] = createHandle(groups[ctx.rank], spec); });
-        for (size_t i = 0; i < infos.size(); ++i) {
-          std::vector<EpxRankResult> rr(n);
-          std::vector<std::string> asyncErr(n);
-          mg.run([&](const epx::testing::RankContext& ctx) {
-            const int r = ctx.rank;
-            rr[r] = runEpx(ctx, handles[r], s, spec, timed[i][r], opt.check ? &check[i][r] : nullptr, opt,
-                           timedData, checkData);
-            ncclResult_t ae = ncclSuccess;
-            char msg[512] = {0};
-            BENCH_EP(ncclEpGroupGetAsyncError(groups[r], &ae, msg, sizeof(msg)));
-            if (ae != ncclSuccess) asyncErr[r] = std::string(ncclGetErrorString(ae)) + ": " + msg;
-          });
-          EpxRow row;
-          row.kind = infos[i].kind;
-          row.layout = layout;
-          row.mode = mode;
-          row.align = spec.align;
-          row.smsReq = sms;
-          row.smsUsed = used[0];
-          row.fp8 = fp8;
-          for (int r = 0; r < n; ++r) {
-            row.layoutUs = std::max(row.layoutUs, rr[r].layoutUs);
-            row.bf16Us = std::max(row.bf16Us, rr[r].bf16Us);
-            row.fp8Us = std::max(row.fp8Us, rr[r].fp8Us);
-            row.combUs = std::max(row.combUs, rr[r].combineUs);
-            if (used[r] != used[0]) row.msg = "ranks report different SM counts";
-          }
-          if (opt.check) {
+      // Window (zero-copy) buffers exist for the deduplicated layout only.
+      const std::vector<int> bufferModes = layout == ncclEpLayoutDeduplicated ? opt.buffers : std::vector<int>{0};
+      for (int window : bufferModes) {
+        for (int mode : opt.modes) {
+          EpxRunSpec spec;
+          spec.layout = layout;
+          spec.mode = mode;
+          spec.align = layout == ncclEpLayoutExpanded ? opt.align : 1;
+          spec.window = window != 0;
+          spec.fp8 = fp8;
+          std::vector<ncclEpHandle_t> handles(n, nullptr);
+          mg.run([&](const epx::testing::RankContext& ctx) { handles[ctx.rank] = createHandle(groups[ctx.rank], spec); });
+          for (size_t i = 0; i < infos.size(); ++i) {
+            std::vector<std::unique_ptr<EpxRank>> ranks(n);
+            std::vector<EpxTimes> times(n);
             std::vector<EpxCapture> caps(n);
-            for (int r = 0; r < n; ++r) caps[r] = std::move(rr[r].cap);
-            const CheckResult cres = checkEpx(s, spec, check[i], caps, checkData);
-            row.checked = true;
-            row.ok = cres.ok && row.msg.empty();
-            if (!cres.ok) row.msg = cres.msg;
-          }
-          for (int r = 0; r < n; ++r)
-            if (!asyncErr[r].empty()) {
-              row.checked = true;
-              row.ok = false;
-              row.msg += (row.msg.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) +
-                         " async error: " + asyncErr[r];
+            std::vector<std::string> asyncErr(n);
+            // Timed loop, then (all ranks idle again) the check run.
+            mg.run([&](const epx::testing::RankContext& ctx) {
+              const int r = ctx.rank;
+              ranks[r] = std::make_unique<EpxRank>(groups[r], handles[r], s, spec, opt);
+              times[r] = ranks[r]->timed(ctx, timed[i][r], timedData);
+            });
+            if (opt.check)
+              mg.run([&](const epx::testing::RankContext& ctx) {
+                caps[ctx.rank] = ranks[ctx.rank]->check(ctx, check[i][ctx.rank], checkData);
+              });
+            mg.run([&](const epx::testing::RankContext& ctx) {
+              const int r = ctx.rank;
+              ranks[r].reset();
+              ncclResult_t ae = ncclSuccess;
+              char msg[512] = {0};
+              BENCH_EP(ncclEpGroupGetAsyncError(groups[r], &ae, msg, sizeof(msg)));
+              if (ae != ncclSuccess) asyncErr[r] = std::string(ncclGetErrorString(ae)) + ": " + msg;
+            });
+            EpxRow row;
+            row.kind = infos[i].kind;
+            row.layout = layout;
+            row.mode = mode;
+            row.align = spec.align;
+            row.window = spec.window;
+            row.smsReq = sms;
+            row.smsUsed = used[0];
+            row.fp8 = fp8;
+            std::string problems;
+            for (int r = 0; r < n; ++r) {
+              row.layoutUs = std::max(row.layoutUs, times[r].layoutUs);
+              row.bf16Us = std::max(row.bf16Us, times[r].bf16Us);
+              row.fp8Us = std::max(row.fp8Us, times[r].fp8Us);
+              row.combUs = std::max(row.combUs, times[r].combineUs);
+              if (used[r] != used[0]) problems = "ranks report different SM counts; ";
+              if (!asyncErr[r].empty()) problems += "rank " + std::to_string(r) + " async error: " + asyncErr[r] + "; ";
             }
-          failed = failed || (row.checked && !row.ok);
-          rep.printEpx(row, infos[i], opt.baseline ? &base[i] : nullptr);
+            if (opt.check) {
+              const CheckResult cres = checkEpx(s, spec, check[i], caps, checkData);
+              if (!cres.ok) problems += cres.msg;
+            }
+            row.checked = opt.check || !problems.empty();
+            row.ok = problems.empty();
+            row.msg = problems;
+            failed = failed || !row.ok;
+            rep.printEpx(row, infos[i], opt.baseline ? &base[i] : nullptr);
+          }
+          mg.run([&](const epx::testing::RankContext& ctx) { BENCH_EP(ncclEpHandleDestroy(handles[ctx.rank])); });
         }
-        mg.run([&](const epx::testing::RankContext& ctx) { BENCH_EP(ncclEpHandleDestroy(handles[ctx.rank])); });
       }
     }
     mg.run([&](const epx::testing::RankContext& ctx) { BENCH_EP(ncclEpGroupDestroy(groups[ctx.rank])); });

@@ -21,6 +21,12 @@ std::string ncclVersionText(int code) {
 
 double ratio(double base, double ours) { return ours > 0 && base > 0 ? base / ours : 0.0; }
 
+// dedup-win (window, zero-copy), dedup-usr (own buffers), exp-a<alignment>.
+std::string layoutLabel(const EpxRow& row) {
+  if (row.layout == 0) return "exp-a" + std::to_string(row.align);
+  return row.window ? "dedup-win" : "dedup-usr";
+}
+
 }  // namespace
 
 double CeilingSummary::ceGBps() const { return gbps(bytesPerRank, ceUs); }
@@ -152,14 +158,15 @@ void Report::printBaseline(const RoutingInfo& r, const BaselineSummary& b) {
 }
 
 void Report::printEpxHeader() {
-  std::printf("#\n# epx (speedup = NCCL all-to-all time / epx time, same routing; LB%% = lower bound / BF16 dispatch time)\n");
-  std::printf("# %-8s %-8s %-8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %6s %6s %6s | %5s | %s\n", "routing",
+  std::printf("#\n# epx (speedup = NCCL all-to-all time / epx time, same routing; LB%% = lower bound / BF16 dispatch time;\n"
+              "#   dedup-win: outputs in the group's window (zero-copy dispatch, pull combine), dedup-usr: own buffers)\n");
+  std::printf("# %-8s %-9s %-8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %6s %6s %6s | %5s | %s\n", "routing",
               "layout", "mode", "SMs", "layout", "BF16", "disp", "", "FP8", "disp", "", "BF16", "comb", "",
               "speedup", "", "", "", "");
-  std::printf("# %-8s %-8s %-8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %6s %6s %6s | %5s | %s\n", "", "", "",
+  std::printf("# %-8s %-9s %-8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %6s %6s %6s | %5s | %s\n", "", "", "",
               "req/use", "(us)", "time(us)", "logic", "nvlink", "time(us)", "logic", "nvlink", "time(us)", "logic",
               "nvlink", "bf16", "fp8", "comb", "LB%", "check");
-  std::printf("# %-8s %-8s %-8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %6s %6s %6s | %5s |\n", "", "", "", "",
+  std::printf("# %-8s %-9s %-8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %6s %6s %6s | %5s |\n", "", "", "", "",
               "", "", "(GB/s)", "(GB/s)", "", "(GB/s)", "(GB/s)", "", "(GB/s)", "(GB/s)", "(x)", "(x)", "(x)", "");
   std::fflush(stdout);
 }
@@ -167,10 +174,8 @@ void Report::printEpxHeader() {
 void Report::printEpx(const EpxRow& row, const RoutingInfo& r, const BaselineSummary* b) {
   char sms[32];
   std::snprintf(sms, sizeof(sms), "%d/%d", row.smsReq, row.smsUsed);
-  char layout[24];
-  if (row.layout == 0) std::snprintf(layout, sizeof(layout), "exp/a%d", row.align);
-  else std::snprintf(layout, sizeof(layout), "%s", layoutName(row.layout));
-  std::printf("  %-8s %-8s %-8s %7s %7.1f |", routingName(row.kind), layout, modeName(row.mode), sms, row.layoutUs);
+  std::printf("  %-8s %-9s %-8s %7s %7.1f |", routingName(row.kind), layoutLabel(row).c_str(), modeName(row.mode), sms,
+              row.layoutUs);
   auto cols = [&](double us, const OpBytes& by, bool have) {
     if (!have || us <= 0) {
       std::printf(" %8s %7s %7s |", "n/a", "n/a", "n/a");
@@ -208,7 +213,7 @@ void Report::csvRow(const std::string& section, const char* routing, const EpxRo
                     double us, const OpBytes& bytes, double baselineUs, const char* check) {
   if (!csv_) return;
   std::fprintf(csv_, "%s,%s,", section.c_str(), routing);
-  if (row) std::fprintf(csv_, "%s,%s,%d,%d,", layoutName(row->layout), modeName(row->mode), row->smsReq, row->smsUsed);
+  if (row) std::fprintf(csv_, "%s,%s,%d,%d,", layoutLabel(*row).c_str(), modeName(row->mode), row->smsReq, row->smsUsed);
   else std::fprintf(csv_, ",,,,");
   std::fprintf(csv_, "%s,%.2f,", op, us);
   if (bytes.logical > 0) std::fprintf(csv_, "%.2f,%.2f,", gbps(bytes.logical, us), gbps(bytes.nvlink, us));

@@ -47,6 +47,7 @@ struct BaselineSummary {
 struct EpxRow {
   RoutingKind kind;
   int layout = 1, mode = 1, align = 1, smsReq = 0, smsUsed = 0;
+  bool window = true;
   bool fp8 = true;
   double layoutUs = 0, bf16Us = 0, fp8Us = 0, combUs = 0;  // max over ranks of per-rank medians
   bool checked = false, ok = true;
