@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <dirent.h>
@@ -299,6 +300,8 @@ std::string probeHwlocImport(const std::string& xml) {
   if (pid < 0) return "";  // cannot probe: fall through to the real import
   if (pid == 0) {
     alarm(20);
+    // hwloc reports import problems on stderr; the parent reports one line instead.
+    if (FILE* devnull = std::freopen("/dev/null", "w", stderr)) (void)devnull;
     hwloc_topology_t raw = nullptr;
     if (hwloc_topology_init(&raw) != 0) _exit(3);
     hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_ALL);
@@ -310,7 +313,8 @@ std::string probeHwlocImport(const std::string& xml) {
   int st = 0;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
-  if (WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 3)) return "";
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return "";
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 3) return "hwloc could not import the XML (inconsistent topology)";
   if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM) return "hwloc did not finish importing the XML in 20 s";
   return "hwloc crashed importing the XML (malformed hwloc topology)";
 }
