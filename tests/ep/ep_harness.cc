@@ -254,7 +254,8 @@ std::string CaseConfig::describe() const {
      << (layout == ncclEpLayoutExpanded ? "expanded" : "dedup") << " "
      << (mode == ncclEpModeExact ? "exact" : "capacity") << " align=" << alignment << " zeroGaps=" << zeroGaps
      << (fp8 ? " fp8" : " bf16") << (int64Ids ? " ids64" : " ids32") << " weights=" << dispatchWeights
-     << " optOut=" << optionalOutputs << " bias=" << numBias << " combW=" << combineWeights;
+     << " optOut=" << optionalOutputs << " bias=" << numBias << " combW=" << combineWeights
+     << (zeroCopy ? " zeroCopy=" + std::to_string(zeroCopy) : std::string()) << (pullCombine ? " pull" : "");
   return os.str();
 }
 
@@ -275,6 +276,12 @@ void RankState::createHandle(ncclEpGroup_t group) {
   EPX_CHECK_EP(ncclEpHandleCreate(group, &hc, &handle));
   EPX_CHECK_EP(ncclEpHandleGetCapacity(handle, &capacity));
   if (capacity < 1) throw std::runtime_error("ncclEpHandleGetCapacity returned " + std::to_string(capacity));
+  if (cfg.zeroCopy || cfg.pullCombine) {
+    EPX_CHECK_EP(ncclEpGroupGetBuffers(group, &win));
+    if (!win.recvX || !win.combineX || !win.recvTopkIdx || !win.recvTopkWeights || !win.recvSrcInfo ||
+        (cfg.fp8 && !win.recvScales) || win.rows < cfg.g.maxTokens * s_.shape().nRanks)
+      throw std::runtime_error("ncclEpGroupGetBuffers returned incomplete buffers (rows " + std::to_string(win.rows) + ")");
+  }
   if (cfg.mode == ncclEpModeCapacity) sizeOutputs(capacity);
   sizeTokens(cfg.g.maxTokens);
 }
@@ -288,6 +295,37 @@ void RankState::destroyHandle() {
   for (DevBuf* b : {&ids, &w, &x, &scales, &recvX, &recvScales, &recvW, &recvIdx, &srcInfo, &eCounts, &eOffsets,
                     &numRecv, &combIn, &combW, &bias0, &bias1, &out, &outW})
     b->release();
+}
+
+RankState::Region RankState::rX() const {
+  if (s_.cfg().zeroCopy) return {win.recvX, size_t(win.rows) * s_.rowBytes()};
+  return {recvX.ptr(), recvX.size()};
+}
+RankState::Region RankState::rScales() const {
+  if (!s_.cfg().fp8) return {};
+  if (s_.cfg().zeroCopy >= 2) return {win.recvScales, size_t(win.rows) * s_.scaleCols() * 4};
+  return {recvScales.ptr(), recvScales.size()};
+}
+RankState::Region RankState::rIdx() const {
+  if (s_.cfg().layout != ncclEpLayoutDeduplicated) return {};
+  if (s_.cfg().zeroCopy >= 2) return {win.recvTopkIdx, size_t(win.rows) * s_.cfg().g.topk * 4};
+  return {recvIdx.ptr(), recvIdx.size()};
+}
+RankState::Region RankState::rW() const {
+  if (s_.cfg().zeroCopy >= 2) return {win.recvTopkWeights, size_t(win.rows) * s_.cfg().g.topk * 4};
+  return {recvW.ptr(), recvW.size()};
+}
+RankState::Region RankState::rInfo() const {
+  if (s_.cfg().zeroCopy >= 2) return {win.recvSrcInfo, size_t(win.rows) * 8};
+  return {srcInfo.ptr(), srcInfo.size()};
+}
+RankState::Region RankState::rCombIn() const {
+  if (s_.cfg().pullCombine) return {win.combineX, size_t(win.rows) * s_.cfg().g.hidden * 2};
+  return {combIn.ptr(), combIn.size()};
+}
+RankState::Region RankState::rCombW() const {
+  if (s_.cfg().pullCombine) return {win.recvTopkWeights, size_t(win.rows) * s_.cfg().g.topk * 4};
+  return {combW.ptr(), combW.size()};
 }
 
 void RankState::sizeOutputs(int r) {
@@ -328,15 +366,20 @@ void upload(DevBuf& d, const std::vector<T>& h, cudaStream_t s) {
   EPX_CHECK_CUDA(cudaMemcpyAsync(d.ptr(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice, s));
 }
 template <class T>
-void download(std::vector<T>& h, const DevBuf& d, size_t count, cudaStream_t s) {
+void download(std::vector<T>& h, const RankState::Region& d, size_t count, cudaStream_t s) {
   h.resize(count);
   if (count == 0) return;
-  if (d.size() < count * sizeof(T)) throw std::runtime_error("download larger than the device buffer");
-  EPX_CHECK_CUDA(cudaMemcpyAsync(h.data(), d.ptr(), count * sizeof(T), cudaMemcpyDeviceToHost, s));
+  if (!d.p || d.bytes < count * sizeof(T)) throw std::runtime_error("download larger than the device buffer");
+  EPX_CHECK_CUDA(cudaMemcpyAsync(h.data(), d.p, count * sizeof(T), cudaMemcpyDeviceToHost, s));
 }
-void poison(DevBuf& d, int byte, size_t bytes, cudaStream_t s) {
-  if (d.ptr() && bytes) EPX_CHECK_CUDA(cudaMemsetAsync(d.ptr(), byte, std::min(bytes, d.size()), s));
+template <class T>
+void download(std::vector<T>& h, const DevBuf& d, size_t count, cudaStream_t s) {
+  download(h, RankState::Region{d.ptr(), d.size()}, count, s);
 }
+void poison(const RankState::Region& d, int byte, size_t bytes, cudaStream_t s) {
+  if (d.p && bytes) EPX_CHECK_CUDA(cudaMemsetAsync(d.p, byte, std::min(bytes, d.bytes), s));
+}
+void poison(DevBuf& d, int byte, size_t bytes, cudaStream_t s) { poison(RankState::Region{d.ptr(), d.size()}, byte, bytes, s); }
 // Host staging must outlive the async copies: kept per thread until the next upload.
 thread_local std::vector<int32_t> t_ids32;
 thread_local std::vector<int64_t> t_ids64;
@@ -376,11 +419,16 @@ void RankState::poisonDispatchOutputs(const RankContext& c) {
   const CaseConfig& cfg = s_.cfg();
   const size_t n = size_t(rows), K = cfg.g.topk, Le = s_.shape().localExperts();
   const bool dedup = cfg.layout == ncclEpLayoutDeduplicated;
-  poison(recvX, 0xff, n * s_.rowBytes(), c.stream);  // BF16 0xffff and e4m3 0xff are NaN
-  if (cfg.fp8) poison(recvScales, 0xff, n * s_.scaleCols() * 4, c.stream);
-  poison(recvW, 0xff, n * (dedup ? K : 1) * 4, c.stream);
-  if (dedup) poison(recvIdx, 0xab, n * K * 4, c.stream);  // 0xabababab: no valid id
-  poison(srcInfo, 0xab, n * 8, c.stream);
+  poison(rX(), 0xff, n * s_.rowBytes(), c.stream);  // BF16 0xffff and e4m3 0xff are NaN
+  if (cfg.fp8) poison(rScales(), 0xff, n * s_.scaleCols() * 4, c.stream);
+  poison(rW(), 0xff, n * (dedup ? K : 1) * 4, c.stream);
+  if (dedup) poison(rIdx(), 0xab, n * K * 4, c.stream);  // 0xabababab: no valid id
+  poison(rInfo(), 0xab, n * 8, c.stream);
+  if (cfg.zeroCopy == 1) {  // the window's row arrays too (the copies come from there)
+    poison(Region{win.recvTopkWeights, size_t(win.rows) * K * 4}, 0xff, n * K * 4, c.stream);
+    poison(Region{win.recvTopkIdx, size_t(win.rows) * K * 4}, 0xab, n * K * 4, c.stream);
+    poison(Region{win.recvSrcInfo, size_t(win.rows) * 8}, 0xab, n * 8, c.stream);
+  }
   poison(eCounts, 0xab, Le * 4, c.stream);
   poison(eOffsets, 0xab, (Le + 1) * 4, c.stream);
   poison(numRecv, 0xab, 4, c.stream);
@@ -395,12 +443,13 @@ void RankState::enqueueDispatch(const RankContext& c, int T) {
   in.xScales = cfg.fp8 ? scales.as<float>() : nullptr;
   in.topkWeights = cfg.dispatchWeights ? w.as<float>() : nullptr;
   in.hidden = cfg.shapeChecks ? cfg.g.hidden : 0;
+  const bool rowOut = cfg.zeroCopy != 3;  // zeroCopy 3: row outputs NULL, read from the window
   ncclEpDispatchOutputs_t o{};
-  o.recvX = recvX.ptr();
-  o.recvScales = cfg.fp8 ? recvScales.as<float>() : nullptr;
-  o.recvTopkWeights = cfg.dispatchWeights ? recvW.as<float>() : nullptr;
-  o.recvTopkIdx = cfg.layout == ncclEpLayoutDeduplicated ? recvIdx.as<int32_t>() : nullptr;
-  o.recvSrcInfo = opt ? srcInfo.as<int32_t>() : nullptr;
+  o.recvX = rX().p;
+  o.recvScales = cfg.fp8 ? static_cast<float*>(rScales().p) : nullptr;
+  o.recvTopkWeights = cfg.dispatchWeights && rowOut ? static_cast<float*>(rW().p) : nullptr;
+  o.recvTopkIdx = cfg.layout == ncclEpLayoutDeduplicated && rowOut ? static_cast<int32_t*>(rIdx().p) : nullptr;
+  o.recvSrcInfo = opt && rowOut ? static_cast<int32_t*>(rInfo().p) : nullptr;
   o.expertCounts = opt ? eCounts.as<int32_t>() : nullptr;
   o.expertOffsets = opt ? eOffsets.as<int32_t>() : nullptr;
   o.numRecvRows = opt ? numRecv.as<int32_t>() : nullptr;
@@ -414,12 +463,15 @@ void RankState::uploadCombineInputs(const RankContext& c, const RankInputs& in) 
   const size_t H = cfg.g.hidden, K = cfg.g.topk;
   const bool dedup = cfg.layout == ncclEpLayoutDeduplicated;
   // Rows the reference does not fill (beyond its row count) stay NaN: combine must not read them.
-  poison(combIn, 0xff, size_t(rows) * H * 2, c.stream);
-  poison(combW, 0xff, size_t(rows) * (dedup ? K : 1) * 4, c.stream);
-  const size_t nIn = std::min(in.expertOut.size(), size_t(rows) * H);
-  if (nIn) EPX_CHECK_CUDA(cudaMemcpyAsync(combIn.ptr(), in.expertOut.data(), nIn * 2, cudaMemcpyHostToDevice, c.stream));
-  const size_t nW = std::min(in.combW.size(), size_t(rows) * (dedup ? K : 1));
-  if (nW) EPX_CHECK_CUDA(cudaMemcpyAsync(combW.ptr(), in.combW.data(), nW * 4, cudaMemcpyHostToDevice, c.stream));
+  const Region ci = rCombIn();
+  poison(ci, 0xff, size_t(rows) * H * 2, c.stream);
+  const size_t nIn = std::min(in.expertOut.size(), ci.bytes / 2);
+  if (nIn) EPX_CHECK_CUDA(cudaMemcpyAsync(ci.p, in.expertOut.data(), nIn * 2, cudaMemcpyHostToDevice, c.stream));
+  if (!cfg.pullCombine) {  // pull: the combine weights are the dispatched ones, in the window
+    poison(combW, 0xff, size_t(rows) * (dedup ? K : 1) * 4, c.stream);
+    const size_t nW = std::min(in.combW.size(), combW.size() / 4);
+    if (nW) EPX_CHECK_CUDA(cudaMemcpyAsync(combW.ptr(), in.combW.data(), nW * 4, cudaMemcpyHostToDevice, c.stream));
+  }
   upload(bias0, in.bias0, c.stream);
   upload(bias1, in.bias1, c.stream);
 }
@@ -433,11 +485,11 @@ void RankState::poisonCombineOutputs(const RankContext& c) {
 void RankState::enqueueCombine(const RankContext& c, int T) {
   const CaseConfig& cfg = s_.cfg();
   ncclEpCombineInputs_t in{};
-  in.x = combIn.ptr();
+  in.x = rCombIn().p;
   in.xType = ncclBfloat16;
   in.bias0 = cfg.numBias >= 1 ? bias0.ptr() : nullptr;
   in.bias1 = cfg.numBias >= 2 ? bias1.ptr() : nullptr;
-  in.topkWeights = cfg.combineWeights ? combW.as<float>() : nullptr;
+  in.topkWeights = cfg.combineWeights ? static_cast<float*>(rCombW().p) : nullptr;
   in.numRows = cfg.shapeChecks ? rows : 0;
   in.hidden = cfg.shapeChecks ? cfg.g.hidden : 0;
   ncclEpCombineOutputs_t o{};
@@ -456,12 +508,15 @@ void RankState::downloadDispatch(const RankContext& c, int checkRows, RankResult
   res.allocRows = rows;
   res.counts = counts;
   res.hostCounts = hostCounts;
-  download(res.recvX, recvX, n * s_.rowBytes(), c.stream);
-  if (cfg.fp8) download(res.recvScales, recvScales, n * s_.scaleCols(), c.stream);
-  if (cfg.dispatchWeights) download(res.recvW, recvW, n * (dedup ? K : 1), c.stream);
-  if (dedup) download(res.recvIdx, recvIdx, n * K, c.stream);
+  const bool fromWindow = cfg.zeroCopy == 3;
+  auto w = [&](void* p, size_t bytes) { return Region{p, bytes}; };
+  download(res.recvX, rX(), n * s_.rowBytes(), c.stream);
+  if (cfg.fp8) download(res.recvScales, rScales(), n * s_.scaleCols(), c.stream);
+  if (cfg.dispatchWeights)
+    download(res.recvW, fromWindow ? w(win.recvTopkWeights, size_t(win.rows) * K * 4) : rW(), n * (dedup ? K : 1), c.stream);
+  if (dedup) download(res.recvIdx, fromWindow ? w(win.recvTopkIdx, size_t(win.rows) * K * 4) : rIdx(), n * K, c.stream);
   if (opt) {
-    download(res.srcInfo, srcInfo, n * 2, c.stream);
+    download(res.srcInfo, fromWindow ? w(win.recvSrcInfo, size_t(win.rows) * 8) : rInfo(), n * 2, c.stream);
     download(res.eCounts, eCounts, Le, c.stream);
     download(res.eOffsets, eOffsets, Le + 1, c.stream);
     EPX_CHECK_CUDA(cudaMemcpyAsync(&res.numRecvRows, numRecv.ptr(), 4, cudaMemcpyDeviceToHost, c.stream));
@@ -480,6 +535,10 @@ void RankState::downloadCombine(const RankContext& c, int T, RankResult& res) {
 
 EpSession::EpSession(const CaseConfig& cfg, const std::vector<ncclEpGroup_t>* groups) : cfg_(cfg) {
   if (cfg.fp8 && !cfg.g.fp8) throw std::logic_error("FP8 dispatch needs GroupSpec::fp8 = 1");
+  if ((cfg.zeroCopy || cfg.pullCombine) && cfg.layout != ncclEpLayoutDeduplicated)
+    throw std::logic_error("zeroCopy / pullCombine need the deduplicated layout");
+  if (cfg.pullCombine && cfg.combineWeights && !cfg.dispatchWeights)
+    throw std::logic_error("pullCombine with combined weights needs dispatched weights");
   groups_ = groups ? *groups : groupFor(cfg.g);
   const int R = nRanks();
   shape_.nRanks = R;
@@ -545,6 +604,7 @@ void EpSession::randomData(Rng& rng) {
       for (size_t i = 0; i < rows * K; ++i)
         in.combW[i] = e.recvTopkIdx[i] < 0 ? NAN : float(rng.uniform(1, 1 << 20)) * 0x1p-20f;  // non-local: ignored
     }
+    if (cfg_.pullCombine) in.combW = e.recvWeights;  // combine weights = the dispatched ones (window)
     in.bias0 = cfg_.numBias >= 1 ? randomBf16(T * H, rng) : std::vector<uint16_t>{};
     in.bias1 = cfg_.numBias >= 2 ? randomBf16(T * H, rng) : std::vector<uint16_t>{};
   }

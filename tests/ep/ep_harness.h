@@ -138,6 +138,14 @@ struct CaseConfig {
   bool shapeChecks = true;       // fill the optional shape fields (hidden, numRows, numTokens)
   int numBias = 0;               // 0, 1 or 2 combine biases
   bool combineWeights = false;   // combine topkWeights -> combinedTopkWeights
+  // Deduplicated layout only: dispatch into the group's window (ncclEpGroupGetBuffers).
+  //  0: own buffers; 1: recvX in the window, the other outputs own buffers (copied there);
+  //  2: recvX and every row output in the window; 3: recvX in the window, the optional row outputs
+  //  NULL (they are read back from the window, where they live anyway).
+  int zeroCopy = 0;
+  // Deduplicated layout only: combine input x = the window's combineX (expert outputs written
+  // there), and combine topkWeights = the window's recvTopkWeights: the "pull" combine.
+  bool pullCombine = false;
   std::string describe() const;
 };
 
@@ -247,7 +255,21 @@ class RankState {
   void downloadDispatch(const RankContext& c, int checkRows, RankResult& out);
   void downloadCombine(const RankContext& c, int numTokens, RankResult& out);
 
+  // Device memory of one output/input: own DevBuf or the group's window.
+  struct Region {
+    void* p = nullptr;
+    size_t bytes = 0;
+  };
+  Region rX() const;        // dispatch recvX
+  Region rScales() const;   // dispatch recvScales
+  Region rIdx() const;      // dispatch recvTopkIdx (dedup)
+  Region rW() const;        // dispatch recvTopkWeights
+  Region rInfo() const;     // dispatch recvSrcInfo
+  Region rCombIn() const;   // combine x
+  Region rCombW() const;    // combine topkWeights
+
   ncclEpHandle_t handle = nullptr;
+  ncclEpBuffers_t win{};  // the group's window buffers (zeroCopy / pullCombine)
   int capacity = 0;
   int rows = 0;  // rows of the output buffers
   ncclEpCounts_t counts{};

@@ -26,12 +26,13 @@ void enqueueSequence(EpSession& s, const RankContext& c, int T) {
   const CaseConfig& cfg = s.cfg();
   st.enqueueLayout(c, T);
   st.enqueueDispatch(c, T);
-  EPX_CHECK_CUDA(launchScaleBf16(st.recvX.ptr(), st.combIn.ptr(), size_t(st.rows) * cfg.g.hidden, 2.0f, c.stream));
+  // Zero-copy / pull variants: recvX and combineX are the group's window buffers.
+  EPX_CHECK_CUDA(launchScaleBf16(st.rX().p, st.rCombIn().p, size_t(st.rows) * cfg.g.hidden, 2.0f, c.stream));
   ncclEpCombineInputs_t in{};
-  in.x = st.combIn.ptr();
+  in.x = st.rCombIn().p;
   in.xType = ncclBfloat16;
   in.bias0 = st.bias0.ptr();
-  in.topkWeights = st.recvW.as<float>();
+  in.topkWeights = static_cast<float*>(cfg.pullCombine ? st.rCombW().p : st.rW().p);
   in.numRows = st.rows;
   in.hidden = cfg.g.hidden;
   ncclEpCombineOutputs_t o{};
@@ -90,7 +91,7 @@ void runGraphCase(const CaseConfig& cfg, int T, int replays) {
       st.uploadCombineInputs(c, s.inputs[c.rank]);  // bias0 (combine x/weights come from the graph)
       st.poisonDispatchOutputs(c);
       st.poisonCombineOutputs(c);
-      EPX_CHECK_CUDA(cudaMemsetAsync(st.combIn.ptr(), 0xff, size_t(st.rows) * H * 2, c.stream));
+      EPX_CHECK_CUDA(cudaMemsetAsync(st.rCombIn().p, 0xff, size_t(st.rows) * H * 2, c.stream));
       EPX_CHECK_CUDA(cudaGraphLaunch(g.exec[c.rank], c.stream));
       st.downloadDispatch(c, s.expect[c.rank].numRows, s.results[c.rank]);
       st.downloadCombine(c, T, s.results[c.rank]);
@@ -161,6 +162,15 @@ BOOST_AUTO_TEST_CASE(capture_expanded_gaps_not_zeroed_int32_ids) {
   c.int64Ids = false;
   c.g = {96, 4096, 6, 16};
   runGraphCase(c, 96, 30);
+}
+
+// The zero-copy path: dispatch straight into the window's receive rows, the user kernel writes the
+// expert output into the window's combineX, and combine pulls it from the peers.
+BOOST_AUTO_TEST_CASE(capture_dedup_zero_copy_pull_100_replays) {
+  CaseConfig c = graphConfig(ncclEpLayoutDeduplicated);
+  c.zeroCopy = 2;
+  c.pullCombine = true;
+  runGraphCase(c, 128, 100);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -85,6 +85,19 @@ BOOST_AUTO_TEST_CASE(iterations_1000_exact_cached_dedup) {
   runIterations(c, 1000, {0, 1, 500, 999});
 }
 
+// The zero-copy dispatch and pull combine, 1000 times on the same window buffers.
+BOOST_AUTO_TEST_CASE(iterations_1000_zero_copy_pull) {
+  CaseConfig c;
+  c.g = {256, 2048, 8, 16};
+  c.layout = ncclEpLayoutDeduplicated;
+  c.mode = ncclEpModeCapacity;
+  c.zeroCopy = 2;
+  c.pullCombine = true;
+  c.numBias = 1;
+  c.combineWeights = true;
+  runIterations(c, 1000, {0, 1, 500, 999});
+}
+
 // Two groups (different shapes) on the same communicators; their layouts, dispatches and combines
 // interleave on one stream per rank, for several rounds with new routing.
 BOOST_AUTO_TEST_CASE(two_groups_alternating) {
