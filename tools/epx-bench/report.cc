@@ -128,8 +128,7 @@ void Report::printBaselineHeader() {
   std::printf("#\n# NCCL all-to-all dispatcher: route + permute kernels, count exchange (grouped ncclSend/ncclRecv of\n"
               "#   ints) + stream sync, grouped ncclSend/ncclRecv of deduplicated rows; combine: grouped\n"
               "#   ncclSend/ncclRecv back + weighted unpermute (FP32 accumulation, BF16 out); identity expert\n");
-  std::printf("# %-8s | %9s %9s %9s | %9s %9s %9s | %9s %9s %9s | %s\n", "", "BF16", "dispatch", "", "FP8",
-              "dispatch", "", "BF16", "combine", "", "");
+  std::printf("# %-8s | %-29s | %-29s | %-29s |\n", "", "BF16 dispatch", "FP8 dispatch", "BF16 combine");
   std::printf("# %-8s | %9s %9s %9s | %9s %9s %9s | %9s %9s %9s | %s\n", "routing", "time(us)", "logic", "nvlink",
               "time(us)", "logic", "nvlink", "time(us)", "logic", "nvlink", "check");
   std::printf("# %-8s | %9s %9s %9s | %9s %9s %9s | %9s %9s %9s |\n", "", "", "(GB/s)", "(GB/s)", "", "(GB/s)",
@@ -160,13 +159,12 @@ void Report::printBaseline(const RoutingInfo& r, const BaselineSummary& b) {
 void Report::printEpxHeader() {
   std::printf("#\n# epx (speedup = NCCL all-to-all time / epx time, same routing; LB%% = lower bound / BF16 dispatch time;\n"
               "#   dedup-win: outputs in the group's window (zero-copy dispatch, pull combine), dedup-usr: own buffers)\n");
-  std::printf("# %-8s %-9s %-8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %6s %6s %6s | %5s | %s\n", "routing",
-              "layout", "mode", "SMs", "layout", "BF16", "disp", "", "FP8", "disp", "", "BF16", "comb", "",
-              "speedup", "", "", "", "");
-  std::printf("# %-8s %-9s %-8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %6s %6s %6s | %5s | %s\n", "", "", "",
-              "req/use", "(us)", "time(us)", "logic", "nvlink", "time(us)", "logic", "nvlink", "time(us)", "logic",
+  std::printf("# %-8s %-9s %-8s %7s %8s | %-24s | %-24s | %-24s | %-20s | %5s |\n", "routing", "layout", "mode", "SMs",
+              "layout", "BF16 dispatch", "FP8 dispatch", "BF16 combine", "speedup vs NCCL a2a", "");
+  std::printf("# %-8s %-9s %-8s %7s %8s | %8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %6s %6s %6s | %5s | %s\n", "", "", "",
+              "req/use", "time(us)", "time(us)", "logic", "nvlink", "time(us)", "logic", "nvlink", "time(us)", "logic",
               "nvlink", "bf16", "fp8", "comb", "LB%", "check");
-  std::printf("# %-8s %-9s %-8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %6s %6s %6s | %5s |\n", "", "", "", "",
+  std::printf("# %-8s %-9s %-8s %7s %8s | %8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %6s %6s %6s | %5s |\n", "", "", "", "",
               "", "", "(GB/s)", "(GB/s)", "", "(GB/s)", "(GB/s)", "", "(GB/s)", "(GB/s)", "(x)", "(x)", "(x)", "");
   std::fflush(stdout);
 }
@@ -174,7 +172,7 @@ void Report::printEpxHeader() {
 void Report::printEpx(const EpxRow& row, const RoutingInfo& r, const BaselineSummary* b) {
   char sms[32];
   std::snprintf(sms, sizeof(sms), "%d/%d", row.smsReq, row.smsUsed);
-  std::printf("  %-8s %-9s %-8s %7s %7.1f |", routingName(row.kind), layoutLabel(row).c_str(), modeName(row.mode), sms,
+  std::printf("  %-8s %-9s %-8s %7s %8.1f |", routingName(row.kind), layoutLabel(row).c_str(), modeName(row.mode), sms,
               row.layoutUs);
   auto cols = [&](double us, const OpBytes& by, bool have) {
     if (!have || us <= 0) {
