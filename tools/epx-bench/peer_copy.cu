@@ -130,7 +130,6 @@ CeilingRankResult runCeiling(const epx::testing::RankContext& ctx, const std::ve
   res.smAll = smCount;
   res.copyEngineUs = timeRounds(copyEngineRound);
   if (res.p2p) {  // the same on every rank
-
     res.smFewUs = timeRounds([&] { smRound(smFew); });
     res.smAllUs = timeRounds([&] { smRound(smCount); });
   }
