@@ -107,6 +107,17 @@ const std::vector<ncclEpGroup_t>& groupFor(const GroupSpec& g) {
   return g_groups.emplace(g, createGroups(g)).first->second;
 }
 
+void evictGroup(const GroupSpec& g) {
+  auto it = g_groups.find(g);
+  if (it == g_groups.end()) return;
+  try {
+    destroyGroups(it->second);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "epx tests: destroying a failed group: %s\n", e.what());
+  }
+  g_groups.erase(it);
+}
+
 std::string asyncErrors(const std::vector<ncclEpGroup_t>& groups) {
   std::string all;
   for (size_t r = 0; r < groups.size(); ++r) {
@@ -808,15 +819,25 @@ void runCase(const CaseConfig& cfg, const std::vector<int>& tokens, const RouteS
   for (size_t i = 0; i < tokens.size(); ++i) name << (i ? "," : "") << tokens[i];
   name << "] mask=" << rs.maskProb << " seed=" << seed;
   BOOST_TEST_MESSAGE("case " << name.str());
-  EpSession s(cfg);
-  s.randomRouting(tokens, rs, rng);
-  s.layout();
-  for (int rep = 0; rep < repeats; ++rep) {
-    s.randomData(rng);
-    s.dispatch();
-    s.combine();
-    s.expectAllCorrect(name.str() + (repeats > 1 ? " (dispatch #" + std::to_string(rep) + ")" : ""));
+  bool broken = false;
+  try {
+    EpSession s(cfg);
+    s.randomRouting(tokens, rs, rng);
+    s.layout();
+    for (int rep = 0; rep < repeats; ++rep) {
+      s.randomData(rng);
+      s.dispatch();
+      s.combine();
+      s.expectAllCorrect(name.str() + (repeats > 1 ? " (dispatch #" + std::to_string(rep) + ")" : ""));
+    }
+    broken = !asyncErrors(s.groups()).empty();
+  } catch (...) {
+    // A failed collective can leave the group with a device-side timeout: later cases get fresh
+    // groups instead of failing in cascade.
+    evictGroup(cfg.g);
+    throw;
   }
+  if (broken) evictGroup(cfg.g);
 }
 
 }  // namespace epx::test

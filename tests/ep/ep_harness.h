@@ -62,6 +62,9 @@ struct GroupSpec {
 ncclEpConfig_t makeConfig(const GroupSpec& g);
 // One group per rank for this spec; created collectively on first request, kept until shutdown.
 const std::vector<ncclEpGroup_t>& groupFor(const GroupSpec& g);
+// Destroys and forgets the cached groups of this spec (after a failure left them unusable, e.g. a
+// device-side timeout); the next groupFor creates fresh ones.
+void evictGroup(const GroupSpec& g);
 // Creates groups collectively that the caller owns (destroyGroups when done).
 std::vector<ncclEpGroup_t> createGroups(const GroupSpec& g);
 void destroyGroups(std::vector<ncclEpGroup_t>& groups);
