@@ -233,8 +233,9 @@ __global__ void __launch_bounds__(kLayoutChunk, 1) layoutKernel(const LayoutArgs
   __syncthreads();
   if (!last) return;
   __threadfence();
-  const int bad = atomicExch(badKeys, 0x7fffffff);  // read and re-arm for the next layout
-  finalize(a, reinterpret_cast<int*>(smem), bad);   // the masks are no longer needed
+  if (threadIdx.x == 0) badKey = atomicExch(badKeys, 0x7fffffff);  // read and re-arm for the next layout
+  __syncthreads();
+  finalize(a, reinterpret_cast<int*>(smem), badKey);  // the masks are no longer needed
 }
 
 }  // namespace

@@ -89,6 +89,11 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
     delete g;
     return fail(r, "ncclEpGroupCreate: cannot query the communicator");
   }
+  if (config && config->magic == NCCL_EP_CONFIG_MAGIC && config->algorithm == ncclEpAlgoLowLatency) {
+    delete g;
+    return fail(ncclInvalidUsage, "ncclEpGroupCreate: algorithm ncclEpAlgoLowLatency is not implemented in this "
+                                  "release (use ncclEpAlgoAuto or ncclEpAlgoHighThroughput)");
+  }
   std::string err = epx::normalizeConfig(config, g->nRanks, &g->cfg);
   if (!err.empty()) {
     delete g;
