@@ -54,8 +54,18 @@ __device__ void sendBack(const CombineArgs& a, const OpSync& sync, const int* re
   }
 }
 
-// Reduce per source token. Row of destination d: push: this window's combineRecv[d][slot];
-// pull: rank d's combineX at row sendBase[d] + slot.
+// Row of token t in destination rank `lane`'s numbering (pull: in rank lane's combineX; push: the
+// slot in this rank's combineRecv[lane]), or -1 when t was not sent there.
+template <bool kPull>
+__device__ __forceinline__ int reduceRow(const Route& r, int R, int t, int lane) {
+  if (lane >= R) return -1;
+  const int slot = r.tokSlot[t * R + lane];  // independent loads
+  int base = r.chunkRankBase[(t / kLayoutChunk) * R + lane];
+  if (kPull) base += r.sendBase[lane];
+  return slot >= 0 ? base + slot : -1;
+}
+
+// Reduce per source token; the next token's rows are looked up while the current one is summed.
 template <bool kPull>
 __device__ void reduceTokens(const CombineArgs& a, const OpSync& sync, int globalWarp, int numWarps, int lane,
                              const int4* (&srcRows)[kWarps][kMaxRanks], const float* (&srcW)[kWarps][kMaxRanks]) {
@@ -63,21 +73,20 @@ __device__ void reduceTokens(const CombineArgs& a, const OpSync& sync, int globa
   const Route& r = a.r;
   const int R = c.nRanks, K = c.topk, H = c.hidden, Le = c.localExperts, warp = threadIdx.x >> 5;
   const int T = r.totals[2];
+  int next = globalWarp < T ? reduceRow<kPull>(r, R, globalWarp, lane) : -1;
   for (int t = globalWarp; t < T; t += numWarps) {
-    const int chunk = t / kLayoutChunk;
-    const int slot = lane < R ? r.tokSlot[t * R + lane] : -1;
-    const uint32_t dests = __ballot_sync(0xffffffffu, slot >= 0);
-    if (slot >= 0) {
+    const int row = next;
+    if (t + numWarps < T) next = reduceRow<kPull>(r, R, t + numWarps, lane);
+    const uint32_t dests = __ballot_sync(0xffffffffu, row >= 0);
+    if (row >= 0) {
       const int j = __popc(dests & ((1u << lane) - 1u));
-      const size_t s = size_t(r.chunkRankBase[chunk * R + lane] + slot);
       if (kPull) {
-        const size_t row = r.sendBase[lane] + s;
-        srcRows[warp][j] = reinterpret_cast<const int4*>(sync.peerBase[lane] + c.wl.combineX + row * H * 2);
-        srcW[warp][lane] = reinterpret_cast<const float*>(sync.peerBase[lane] + c.wl.recvWeights) + row * K;
+        srcRows[warp][j] = reinterpret_cast<const int4*>(sync.peerBase[lane] + c.wl.combineX + size_t(row) * H * 2);
+        srcW[warp][lane] = reinterpret_cast<const float*>(sync.peerBase[lane] + c.wl.recvWeights) + size_t(row) * K;
       } else {
-        const size_t row = size_t(lane) * c.maxTokens + s;
-        srcRows[warp][j] = reinterpret_cast<const int4*>(sync.local(c) + c.wl.combineRecv + row * H * 2);
-        srcW[warp][lane] = reinterpret_cast<const float*>(sync.local(c) + c.wl.combineRecvW) + row * K;
+        const size_t at = size_t(lane) * c.maxTokens + row;
+        srcRows[warp][j] = reinterpret_cast<const int4*>(sync.local(c) + c.wl.combineRecv + at * H * 2);
+        srcW[warp][lane] = reinterpret_cast<const float*>(sync.local(c) + c.wl.combineRecvW) + at * K;
       }
     }
     __syncwarp();

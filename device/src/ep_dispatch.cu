@@ -34,40 +34,61 @@ struct RecvArrays {
         pos(reinterpret_cast<int32_t*>(base + wl.recvPos)) {}
 };
 
-__device__ void sendTokens(const DispatchArgs& a, const OpSync& sync, int globalWarp, int numWarps, int lane) {
+// What one warp needs to send token t: lane d < R holds the token's row in rank d's receive
+// arrays (-1: not sent there); lane k < K holds its slot-k expert, position and weight.
+struct SendPlan {
+  int row, e, pos;
+  float w;
+};
+
+__device__ __forceinline__ SendPlan loadPlan(const DispatchArgs& a, int t, int lane) {
+  const Route& r = a.r;
+  const int R = a.c.nRanks, K = a.c.topk, chunk = t / kLayoutChunk;
+  SendPlan p{-1, -1, -1, 0.f};
+  if (lane < R) {  // three independent loads
+    const int slot = r.tokSlot[t * R + lane];
+    const int base = r.sendBase[lane] + r.chunkRankBase[chunk * R + lane];
+    p.row = slot >= 0 ? base + slot : -1;
+  }
+  if (lane < K) {
+    p.e = r.tokExpert[t * K + lane];
+    const int local = r.tokExpertPos[t * K + lane];
+    if (p.e >= 0) p.pos = r.chunkExpertBase[chunk * a.c.numExperts + p.e] + local;
+    if (a.topkWeights) p.w = a.topkWeights[size_t(t) * K + lane];
+  }
+  return p;
+}
+
+// Send phase: warp-strided over this rank's tokens; the next token's plan is loaded while the
+// current row is copied, so the index loads' latency hides behind the data movement. Each 16-byte
+// vector of the row is loaded once and stored to every destination.
+__device__ void sendTokens(const DispatchArgs& a, const OpSync& sync, int globalWarp, int numWarps, int lane,
+                           char* (&dsts)[kWarps][kMaxTopk]) {
   const Common& c = a.c;
   const Route& r = a.r;
-  const int R = c.nRanks, K = c.topk, E = c.numExperts, Le = c.localExperts, T = r.totals[2];
+  const int R = c.nRanks, K = c.topk, Le = c.localExperts, T = r.totals[2], warp = threadIdx.x >> 5;
   const int scaleWords = a.scaleRowBytes / 4;
+  SendPlan next = globalWarp < T ? loadPlan(a, globalWarp, lane) : SendPlan{-1, -1, -1, 0.f};
   for (int t = globalWarp; t < T; t += numWarps) {
-    const int chunk = t / kLayoutChunk;
-    int row = -1;
-    if (lane < R) {
-      const int slot = r.tokSlot[t * R + lane];
-      if (slot >= 0) row = r.sendBase[lane] + r.chunkRankBase[chunk * R + lane] + slot;
-    }
-    uint32_t dests = __ballot_sync(0xffffffffu, row >= 0);
-    int e = -1, pos = -1;
-    float w = 0.f;
-    if (lane < K) {
-      e = r.tokExpert[t * K + lane];
-      if (e >= 0) pos = r.chunkExpertBase[chunk * E + e] + r.tokExpertPos[t * K + lane];
-      if (a.topkWeights) w = a.topkWeights[size_t(t) * K + lane];
-    }
-    const char* src = a.x + size_t(t) * a.xRowBytes;
-    while (dests) {
-      const int d = __ffs(dests) - 1;
-      dests &= dests - 1;
-      const size_t drow = size_t(__shfl_sync(0xffffffffu, row, d));
+    const SendPlan cur = next;
+    if (t + numWarps < T) next = loadPlan(a, t + numWarps, lane);
+    const uint32_t dests = __ballot_sync(0xffffffffu, cur.row >= 0);
+    if (cur.row >= 0)
+      dsts[warp][__popc(dests & ((1u << lane) - 1u))] = sync.peerBase[lane] + c.wl.recvX + size_t(cur.row) * a.xRowBytes;
+    __syncwarp();
+    warpCopy16Multi<false>(dsts[warp], __popc(dests), a.x + size_t(t) * a.xRowBytes, a.xRowBytes, lane);
+    __syncwarp();
+    for (uint32_t m = dests; m; m &= m - 1) {
+      const int d = __ffs(m) - 1;
+      const size_t drow = size_t(__shfl_sync(0xffffffffu, cur.row, d));
       RecvArrays dst(sync.peerBase[d], c.wl);
-      warpCopy16<false>(dst.x + drow * a.xRowBytes, src, a.xRowBytes, lane);
       if (scaleWords)
         for (int j = lane; j < scaleWords; j += 32) dst.scales[drow * scaleWords + j] = a.xScales[size_t(t) * scaleWords + j];
-      const bool owned = e >= 0 && e / Le == d;
+      const bool owned = cur.e >= 0 && cur.e / Le == d;
       if (lane < K) {
-        dst.idx[drow * K + lane] = owned ? e - d * Le : -1;
-        dst.weights[drow * K + lane] = owned ? w : 0.f;
-        if (r.expanded) dst.pos[drow * K + lane] = owned ? pos : -1;
+        dst.idx[drow * K + lane] = owned ? cur.e - d * Le : -1;
+        dst.weights[drow * K + lane] = owned ? cur.w : 0.f;
+        if (r.expanded) dst.pos[drow * K + lane] = owned ? cur.pos : -1;
       } else if (lane < K + 2) {
         dst.info[drow * 2 + lane - K] = lane == K ? c.rank : t;
       }
@@ -135,7 +156,7 @@ __device__ void copyExpanded(const DispatchArgs& a, const RecvArrays& in, const 
     }
     __syncwarp();
     const int n = __popc(local);
-    warpCopy16Multi(dsts[warp], n, in.x + row * a.xRowBytes, a.xRowBytes, lane);
+    warpCopy16Multi<true>(dsts[warp], n, in.x + row * a.xRowBytes, a.xRowBytes, lane);
     if (scaleWords)
       for (int j = 0; j < n; ++j)
         for (int q = lane; q < scaleWords; q += 32)
@@ -180,7 +201,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const DispatchArgs
 
   if (threadIdx.x <= c.nRanks) recvBase[threadIdx.x] = r.recvBase[threadIdx.x];
   sync.begin(c, kOpDispatch, kPhaseDispatchReady);
-  if (!sync.abort) sendTokens(a, sync, globalWarp, numWarps, lane);
+  if (!sync.abort) sendTokens(a, sync, globalWarp, numWarps, lane, dsts);
   sync.signalSent(c, kOpDispatch);
   sync.waitAllSent(c, kOpDispatch, kPhaseDispatchData);
   if (!sync.abort) {

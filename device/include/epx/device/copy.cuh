@@ -75,8 +75,9 @@ __device__ __forceinline__ void warpCopy4(char* dst, const char* src, int bytes,
   for (int i = lane; i < (bytes >> 2); i += kWarp) d[i] = s[i];
 }
 
-// Copies one row to nDst destinations (expanded layout: a token's row is written once per local
-// expert): each lane loads four 16-byte vectors, then stores them to every destination.
+// Copies one row to nDst destinations (a token's row to every destination rank, or once per local
+// expert in the expanded layout): each lane loads four 16-byte vectors, then stores them to every destination.
+template <bool kPeerSrc>
 __device__ __forceinline__ void warpCopy16Multi(char* const* dsts, int nDst, const char* src, int bytes,
                                                 int lane) {
   const int4* s = reinterpret_cast<const int4*>(src);
@@ -85,7 +86,7 @@ __device__ __forceinline__ void warpCopy16Multi(char* const* dsts, int nDst, con
     int4 v[4];
 #pragma unroll
     for (int u = 0; u < 4; ++u)
-      if (i + u * kWarp < n) v[u] = ldVolatile(s + i + u * kWarp);
+      if (i + u * kWarp < n) v[u] = kPeerSrc ? ldVolatile(s + i + u * kWarp) : ldNc(s + i + u * kWarp);
     for (int j = 0; j < nDst; ++j)
 #pragma unroll
       for (int u = 0; u < 4; ++u)
