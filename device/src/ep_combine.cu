@@ -21,12 +21,6 @@ namespace {
 constexpr int kWarps = 16;
 constexpr int kThreads = kWarps * 32;
 
-__device__ int sourceOf(const int* recvBase, int R, int i) {
-  int s = 0;
-  while (s + 1 < R && i >= recvBase[s + 1]) ++s;
-  return s;
-}
-
 __device__ void sendBack(const CombineArgs& a, const OpSync& sync, const int* recvBase, int globalWarp, int numWarps,
                          int lane, const int4* (&srcs)[kWarps][kMaxTopk]) {
   const Common& c = a.c;

@@ -76,14 +76,18 @@ __device__ void sendTokens(const DispatchArgs& a, const OpSync& sync, int global
     if (cur.row >= 0)
       dsts[warp][__popc(dests & ((1u << lane) - 1u))] = sync.peerBase[lane] + c.wl.recvX + size_t(cur.row) * a.xRowBytes;
     __syncwarp();
-    warpCopy16Multi<false>(dsts[warp], __popc(dests), a.x + size_t(t) * a.xRowBytes, a.xRowBytes, lane);
+    warpCopy16Multi<false, 8>(dsts[warp], __popc(dests), a.x + size_t(t) * a.xRowBytes, a.xRowBytes, lane);
+    // FP8 scales: one load per word, stored to every destination.
+    const float scale = scaleWords && lane < scaleWords ? a.xScales[size_t(t) * scaleWords + lane] : 0.f;
+    const float scale2 = scaleWords > 32 && lane + 32 < scaleWords ? a.xScales[size_t(t) * scaleWords + lane + 32] : 0.f;
     __syncwarp();
     for (uint32_t m = dests; m; m &= m - 1) {
       const int d = __ffs(m) - 1;
       const size_t drow = size_t(__shfl_sync(0xffffffffu, cur.row, d));
       RecvArrays dst(sync.peerBase[d], c.wl);
-      if (scaleWords)
-        for (int j = lane; j < scaleWords; j += 32) dst.scales[drow * scaleWords + j] = a.xScales[size_t(t) * scaleWords + j];
+      if (lane < scaleWords) dst.scales[drow * scaleWords + lane] = scale;
+      if (lane + 32 < scaleWords) dst.scales[drow * scaleWords + lane + 32] = scale2;
+      for (int j = lane + 64; j < scaleWords; j += 32) dst.scales[drow * scaleWords + j] = a.xScales[size_t(t) * scaleWords + j];
       const bool owned = cur.e >= 0 && cur.e / Le == d;
       if (lane < K) {
         dst.idx[drow * K + lane] = owned ? cur.e - d * Le : -1;
@@ -94,12 +98,6 @@ __device__ void sendTokens(const DispatchArgs& a, const OpSync& sync, int global
       }
     }
   }
-}
-
-__device__ int sourceOf(const int* recvBase, int R, int i) {
-  int s = 0;
-  while (s + 1 < R && i >= recvBase[s + 1]) ++s;
-  return s;
 }
 
 // Deduplicated layout into caller buffers: row i of the window arrays -> row i of the outputs.

@@ -76,20 +76,21 @@ __device__ __forceinline__ void warpCopy4(char* dst, const char* src, int bytes,
 }
 
 // Copies one row to nDst destinations (a token's row to every destination rank, or once per local
-// expert in the expanded layout): each lane loads four 16-byte vectors, then stores them to every destination.
-template <bool kPeerSrc>
+// expert in the expanded layout): each lane loads kUnroll 16-byte vectors, then stores them to every
+// destination, so kUnroll * 512 bytes per warp are in flight.
+template <bool kPeerSrc, int kUnroll = 4>
 __device__ __forceinline__ void warpCopy16Multi(char* const* dsts, int nDst, const char* src, int bytes,
                                                 int lane) {
   const int4* s = reinterpret_cast<const int4*>(src);
   const int n = bytes >> 4;
-  for (int i = lane; i < n; i += 4 * kWarp) {
-    int4 v[4];
+  for (int i = lane; i < n; i += kUnroll * kWarp) {
+    int4 v[kUnroll];
 #pragma unroll
-    for (int u = 0; u < 4; ++u)
+    for (int u = 0; u < kUnroll; ++u)
       if (i + u * kWarp < n) v[u] = kPeerSrc ? ldVolatile(s + i + u * kWarp) : ldNc(s + i + u * kWarp);
     for (int j = 0; j < nDst; ++j)
 #pragma unroll
-      for (int u = 0; u < 4; ++u)
+      for (int u = 0; u < kUnroll; ++u)
         if (i + u * kWarp < n) stNa(reinterpret_cast<int4*>(dsts[j]) + i + u * kWarp, v[u]);
   }
 }

@@ -15,6 +15,13 @@
 
 namespace epx::dev {
 
+// Source rank of received (deduplicated) row i, given the exclusive prefix recvBase[0..R].
+__device__ __forceinline__ int sourceOf(const int* recvBase, int R, int i) {
+  int s = 0;
+  while (s + 1 < R && i >= recvBase[s + 1]) ++s;
+  return s;
+}
+
 struct OpSync {
   char* peerBase[kMaxRanks];  // window base of every rank (LSA pointers)
   uint32_t seq;
