@@ -8,8 +8,9 @@ BUILD=${EPX_BUILD_DIR:-build}
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD" -j"$(nproc)"
 rm -rf .devbuild && mkdir -p .devbuild/bin .devbuild/lib
-for f in $(find "$BUILD/tests" "$BUILD/tools" "$BUILD/plugin" -maxdepth 3 -type f -executable \( -name 'test_*' -o -name 'epx-*' \) 2>/dev/null); do
-  cp "$f" .devbuild/bin/
+# GPU test suites (CTest label gpu) and the tools.
+for f in "$BUILD"/tests/ep/epx_ep_tests "$BUILD"/tools/epx-bench/epx-bench "$BUILD"/tools/epx-topo/epx-topo; do
+  [ -x "$f" ] && cp "$f" .devbuild/bin/
 done
 cp -P "$BUILD"/host/libepx.so* .devbuild/lib/
 find "$BUILD/plugin" -name 'libnccl-net-epx.so*' -exec cp -P {} .devbuild/lib/ \; 2>/dev/null || true

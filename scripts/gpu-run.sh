@@ -17,7 +17,7 @@ if [[ $what == all || $what == topo ]]; then
   [ -x $B/epx-topo ] && $B/epx-topo > "$OUT/epx-topo.txt" 2>&1
 fi
 if [[ $what == all || $what == tests ]]; then
-  for t in $B/test_*; do
+  for t in $B/*_tests; do
     name=$(basename "$t")
     start=$(date +%s)
     timeout 300 "$t" --log_level=test_suite > "$OUT/$name.log" 2>&1; r=$?
