@@ -209,3 +209,80 @@ BOOST_AUTO_TEST_CASE(help_and_version) {
   BOOST_TEST(v.code == 0);
   BOOST_TEST(v.out.find("epx-topo") != std::string::npos);
 }
+
+BOOST_AUTO_TEST_CASE(two_h200_nv18_no_nic_gives_28_sms_0_qps) {
+  // The 2×H200 machine as NCCL would dump it: two GPUs on one host bridge, 18 NVLinks each way.
+  std::string xml = tmpPath("2xh200.xml");
+  {
+    std::ofstream f(xml);
+    f << "<system version=\"1\">\n"
+         "  <cpu numaid=\"0\" affinity=\"ffffffff\" arch=\"x86_64\" vendor=\"GenuineIntel\" familyid=\"6\" modelid=\"143\">\n"
+         "    <pci busid=\"0000:00:06.0\" class=\"0x030200\" vendor=\"0x10de\" device=\"0x2335\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\">\n"
+         "      <gpu dev=\"0\" sm=\"90\" rank=\"0\" gdr=\"0\"><nvlink target=\"0000:00:07.0\" count=\"18\" tclass=\"0x030200\"/></gpu>\n"
+         "    </pci>\n"
+         "    <pci busid=\"0000:00:07.0\" class=\"0x030200\" vendor=\"0x10de\" device=\"0x2335\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\">\n"
+         "      <gpu dev=\"1\" sm=\"90\" rank=\"1\" gdr=\"0\"><nvlink target=\"0000:00:06.0\" count=\"18\" tclass=\"0x030200\"/></gpu>\n"
+         "    </pci>\n"
+         "  </cpu>\n"
+         "</system>\n";
+  }
+  auto j = jsonOf(run("--json --nccl-xml " + xml));
+  BOOST_TEST(j["matrix"]["gpu_gpu"][0][1] == "NV18");
+  BOOST_TEST(j["gpus"][0]["nvlinks"] == 18);
+  BOOST_TEST(j["rails"]["policy"] == "none");
+  BOOST_TEST(j["estimate"]["nvlink_links"] == 18);
+  BOOST_TEST(j["estimate"]["scaleup_ranks"] == 2);
+  BOOST_TEST(j["estimate"]["sms"] == 28);
+  BOOST_TEST(j["estimate"]["qps"] == 0);
+  Run t = run("--nccl-xml " + xml);
+  BOOST_TEST(t.out.find("SMs 28, QPs 0 (no RDMA: NVLink-only EP)") != std::string::npos, t.out);
+  std::remove(xml.c_str());
+}
+
+BOOST_AUTO_TEST_CASE(nccl_vm_dump_with_hidden_nvswitch_target_keeps_nvlinks) {
+  // NCCL inside a VM writes the invisible NVSwitch as target "fffffff:ffff:ff"; the export writes
+  // epx's spelling, and both read back as 18 links through a switch.
+  std::string xml = tmpPath("2xh200-vm.xml"), exported = tmpPath("2xh200-vm-export.xml");
+  {
+    std::ofstream f(xml);
+    f << "<system version=\"1\">\n"
+         "  <cpu numaid=\"0\" affinity=\"ffffffff\" arch=\"x86_64\" vendor=\"GenuineIntel\" familyid=\"6\" modelid=\"143\">\n"
+         "    <pci busid=\"0000:00:06.0\" class=\"0x030200\" vendor=\"0x10de\" device=\"0x2335\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\">\n"
+         "      <gpu dev=\"0\" sm=\"90\" rank=\"0\" gdr=\"0\"><nvlink target=\"fffffff:ffff:ff\" count=\"18\" tclass=\"0x068000\"/></gpu>\n"
+         "    </pci>\n"
+         "    <pci busid=\"0000:00:07.0\" class=\"0x030200\" vendor=\"0x10de\" device=\"0x2335\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\">\n"
+         "      <gpu dev=\"1\" sm=\"90\" rank=\"1\" gdr=\"0\"><nvlink target=\"fffffff:ffff:ff\" count=\"18\" tclass=\"0x068000\"/></gpu>\n"
+         "    </pci>\n"
+         "  </cpu>\n"
+         "</system>\n";
+  }
+  auto j = jsonOf(run("--json --nccl-xml " + xml + " --export-nccl-topo " + exported));
+  BOOST_TEST(j["matrix"]["gpu_gpu"][0][1] == "NV18");
+  BOOST_TEST(j["warnings"].empty());
+  BOOST_TEST(j["estimate"]["sms"] == 28);
+  auto k = jsonOf(run("--json --nccl-xml " + exported));
+  BOOST_TEST(k["matrix"]["gpu_gpu"][0][1] == "NV18");
+  BOOST_TEST(k["warnings"].empty());
+  std::remove(xml.c_str());
+  std::remove(exported.c_str());
+}
+
+BOOST_AUTO_TEST_CASE(gpus_without_nvlink_say_the_sm_count_is_the_floor) {
+  // The same machine with NVLink unknown: the estimate is the floor and says why.
+  std::string xml = tmpPath("2xh200-nonv.xml");
+  {
+    std::ofstream f(xml);
+    f << "<system version=\"1\">\n"
+         "  <cpu numaid=\"0\" affinity=\"ffffffff\" arch=\"x86_64\" vendor=\"GenuineIntel\" familyid=\"6\" modelid=\"143\">\n"
+         "    <pci busid=\"0000:00:06.0\" class=\"0x030200\" vendor=\"0x10de\" device=\"0x2335\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\"><gpu dev=\"0\" sm=\"90\" rank=\"0\" gdr=\"0\"/></pci>\n"
+         "    <pci busid=\"0000:00:07.0\" class=\"0x030200\" vendor=\"0x10de\" device=\"0x2335\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\"><gpu dev=\"1\" sm=\"90\" rank=\"1\" gdr=\"0\"/></pci>\n"
+         "  </cpu>\n"
+         "</system>\n";
+  }
+  Run t = run("--nccl-xml " + xml);
+  BOOST_TEST(t.code == 0);
+  BOOST_TEST(t.out.find("PHB") != std::string::npos);
+  BOOST_TEST(t.out.find("SMs 4, QPs 0 (no RDMA)\n") != std::string::npos, t.out);
+  BOOST_TEST(t.out.find("the SM count is the floor") != std::string::npos);
+  std::remove(xml.c_str());
+}

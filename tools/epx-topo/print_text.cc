@@ -145,7 +145,12 @@ void printDetails(const Report& r, std::string& out) {
       r.nicGbpsPerGpu, e.nicGBps);
   put(out, "  shape: %d NVLink ranks x %d node(s), %d experts, top-%d\n", r.shape.numScaleupRanks,
       r.shape.numScaleoutRanks, r.shape.numExperts, r.shape.numTopk);
-  put(out, "  SMs %d, QPs %d%s\n", e.sms, e.qps, e.qps == 0 ? " (no RDMA: NVLink-only EP)" : "");
+  const bool noScaleup = r.nvlinkLinks == 0 && t.gpus.size() > 1;
+  put(out, "  SMs %d, QPs %d%s\n", e.sms, e.qps,
+      e.qps != 0 ? "" : noScaleup ? " (no RDMA)" : " (no RDMA: NVLink-only EP)");
+  if (noScaleup)
+    put(out, "  no NVLink between the GPUs (or NVLink unknown, see warnings): no link bandwidth to size for,\n"
+             "  so the SM count is the floor (%d); with NVLink known it follows the link count\n", kMinSms);
   for (const std::string& w : t.warnings) put(out, "warning: %s\n", w.c_str());
 }
 

@@ -48,6 +48,18 @@ std::optional<PciAddress> parseBusId(const std::string& s) {
   return a;
 }
 
+bool isHiddenNvlinkPeer(const std::string& s) {
+  std::string v = s;
+  if (v.size() > 2 && v.compare(v.size() - 2, 2, ".0") == 0) v.resize(v.size() - 2);
+  int fs = 0, colons = 0;
+  for (char c : v) {
+    if (c == 'f' || c == 'F') ++fs;
+    else if (c == ':') ++colons;
+    else if (c != '.') return false;
+  }
+  return colons > 0 && fs >= 6;
+}
+
 std::string formatBusId(const PciAddress& a) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%04x:%02x:%02x.%x", a.domain, a.bus, a.device, a.function);

@@ -329,8 +329,7 @@ Result<Topology> loadLive() {
   std::string name = root.empty() ? "live" : "live (HWLOC_FSROOT=" + root + ")";
   auto r = loadWith(h, SourceKind::Live, name, root + "/sys");
   if (r.ok() && root.empty()) {
-    std::string note = detail::addNvmlLinks(r.value);
-    if (!note.empty()) r.value.warnings.push_back(note);
+    for (std::string& note : detail::addNvmlLinks(r.value)) r.value.warnings.push_back(std::move(note));
   }
   return r;
 }

@@ -119,16 +119,18 @@ struct Reader {
     if (gpuEl) {
       for (pugi::xml_node l : gpuEl.children("nvlink")) {
         if (!count()) return false;
-        auto target = parseBusId(l.attribute("target").as_string());
+        const std::string targetText = l.attribute("target").as_string();
+        const bool hidden = isHiddenNvlinkPeer(targetText);  // VM: NVSwitch not visible (NCCL: "fffffff:ffff:ff")
+        auto target = hidden ? std::optional<PciAddress>() : parseBusId(targetText);
         long long c = 0;
-        if (!target || !integer(l.attribute("count").as_string(), &c) || c <= 0 || c > 1024) {
+        if ((!target && !hidden) || !integer(l.attribute("count").as_string(), &c) || c <= 0 || c > 1024) {
           t.warnings.push_back("GPU " + self + ": ignored an <nvlink> with a bad target or count");
           continue;
         }
         NvLinkEdge e;
-        e.target = formatBusId(*target);
+        e.target = hidden ? kHiddenNvlinkPeer : formatBusId(*target);
         e.count = static_cast<int>(c);
-        e.toSwitch = class16(l.attribute("tclass").as_string()) == 0x0680;
+        e.toSwitch = hidden || class16(l.attribute("tclass").as_string()) == 0x0680;
         if (e.target == self) {
           t.warnings.push_back("GPU " + self + ": ignored an <nvlink> to itself (VM artifact)");
           continue;

@@ -21,6 +21,13 @@ struct PciAddress {
 /// Parses "0000:19:00.0", "00000000:19:00.0" or "19:00.0" (domain 0); case-insensitive.
 std::optional<PciAddress> parseBusId(const std::string& s);
 
+/// Far end of an NVLink that a VM guest cannot see (an NVSwitch of the host): NVML reports
+/// "FFFFFFFF:FF:FF.0", NCCL writes "fffffff:ffff:ff". epx uses this spelling as that edge's target.
+inline constexpr const char* kHiddenNvlinkPeer = "ffffffff:ff:ff.0";
+
+/// True for the all-F bus ids above (any case and grouping, optional ".0"); parseBusId() rejects them.
+bool isHiddenNvlinkPeer(const std::string& s);
+
 /// Formats as "dddd:bb:dd.f" (lowercase; the domain widens past 4 digits when needed).
 std::string formatBusId(const PciAddress& a);
 
