@@ -65,8 +65,23 @@ void load() {
   EPX_CU_GET(cuMemSetAccess)
   EPX_CU_GET(cuMemAlloc)
   EPX_CU_GET(cuMemFree)
+  EPX_CU_GET(cuMemAllocHost)
+  EPX_CU_GET(cuMemFreeHost)
+  EPX_CU_GET(cuMemcpyHtoDAsync)
+  EPX_CU_GET(cuMemHostGetDevicePointer)
 #undef EPX_CU_GET
   if (!ok) return;
+  {
+    void* p = nullptr;
+    CUdriverProcAddressQueryResult status;
+    if (getProc("cuMemcpyBatchAsync", &p, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS &&
+        status == CU_GET_PROC_ADDRESS_SUCCESS && p != nullptr) {
+      gDriver.memcpyBatchAsync13 = reinterpret_cast<decltype(gDriver.memcpyBatchAsync13)>(p);
+    } else if (getProc("cuMemcpyBatchAsync", &p, 12080, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS &&
+               status == CU_GET_PROC_ADDRESS_SUCCESS && p != nullptr) {
+      gDriver.memcpyBatchAsync128 = reinterpret_cast<decltype(gDriver.memcpyBatchAsync128)>(p);
+    }
+  }
   CUresult r = gDriver.cuInit(0);
   if (r != CUDA_SUCCESS) {
     gWhy = "cuInit failed: " + cuErrorText(r);

@@ -38,7 +38,17 @@ struct CudaDriver {
   EPX_CU_FN(cuMemSetAccess)
   EPX_CU_FN(cuMemAlloc)
   EPX_CU_FN(cuMemFree)
+  EPX_CU_FN(cuMemAllocHost)
+  EPX_CU_FN(cuMemFreeHost)
+  EPX_CU_FN(cuMemcpyHtoDAsync)
+  EPX_CU_FN(cuMemHostGetDevicePointer)
 #undef EPX_CU_FN
+  // Optional (null when the driver lacks them): cuMemcpyBatchAsync of CUDA 13.0 (no failIdx) or,
+  // failing that, of CUDA 12.8 (with failIdx).
+  CUresult (*memcpyBatchAsync13)(CUdeviceptr*, CUdeviceptr*, size_t*, size_t, CUmemcpyAttributes*, size_t*, size_t,
+                                 CUstream) = nullptr;
+  CUresult (*memcpyBatchAsync128)(CUdeviceptr*, CUdeviceptr*, size_t*, size_t, CUmemcpyAttributes*, size_t*, size_t,
+                                  size_t*, CUstream) = nullptr;
 };
 
 // Loads libcuda.so.1 once; null (with *why filled) when there is no usable driver.

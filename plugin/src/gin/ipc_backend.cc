@@ -16,6 +16,7 @@
 
 #include "common/env.h"
 #include "common/log.h"
+#include "gin/copy_plan.h"
 #include "gin/cuda_driver.h"
 #include "gin/registry.h"
 #include "gin/signals.h"
@@ -28,6 +29,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr uint32_t kHandleMagic = 0x45504749;  // "EPGI"
 constexpr int kGinMaxRecvs = 8;
+constexpr size_t kStagingLimit = 65536;         // puts up to this size are staged in "staged" mode
+constexpr size_t kStagingRingBytes = 1 << 20;   // per (context, peer)
+constexpr size_t kSignalSlots = 256;            // pinned slots for reading signals in applySignals
+constexpr auto kSlowCall = std::chrono::milliseconds(200);
+constexpr auto kStuckRequest = std::chrono::seconds(2);
 
 struct IpcHandle {
   uint32_t magic;
@@ -72,8 +78,11 @@ struct Context;
 struct Request {
   int peer = 0;
   uint64_t seq = 0;
-  CUevent event = nullptr;
+  size_t bytes = 0;
+  bool staged = false;  // holds a block of the peer's staging ring until copied
   bool copied = false;
+  bool reportedStuck = false;
+  Clock::time_point posted;
   bool withSignal = false;
   SignalUpdate signal{};
   bool done = false;
@@ -84,6 +93,13 @@ struct Peer {
   int in = -1;   // the peer sends to us on this one
   CUstream stream = nullptr;
   PeerOrder order;
+  StagingRing staging;
+  unsigned char* stagingHost = nullptr;  // pinned, kStagingRingBytes (staged mode only)
+  // Completion word (pinned host memory): after each op the stream writes the op's sequence
+  // number here with cuStreamWriteValue64. No CUDA events: cuEventRecord stalled the progress
+  // thread for as long as a GIN kernel ran, on an event's first records (see docs/plugins.md).
+  uint64_t* done = nullptr;
+  CUdeviceptr doneDev = 0;
   std::deque<Request*> pending;  // posted, not yet done, in order
   std::deque<Received> registrations;
 };
@@ -97,9 +113,11 @@ struct Context {
   std::vector<Peer> peers;
   std::vector<Mapping> mappings;
   std::vector<SignalUpdate> incoming;
-  std::vector<CUevent> freeEvents;
+  uint64_t* doneWords = nullptr;  // pinned, one per peer (Peer::done points here)
   CUstream signalStream = nullptr;
   CUdeviceptr scratch = 0;  // for warm-up copies
+  uint64_t* signalHost = nullptr;  // pinned, kSignalSlots: current values read in applySignals
+  CopyMode copyMode = CopyMode::Ce;
   std::recursive_mutex mutex;
   std::string error;
 };
@@ -231,6 +249,7 @@ ncclResult_t applySignals(Context* ctx) {
     std::string bad = validateSignal(u, r->size);
     if (!bad.empty()) return fail(ctx, bad);
   }
+  std::vector<std::pair<CUdeviceptr, uint64_t>> device;  // (address, delta)
   for (const auto& [key, delta] : coalesce(updates)) {
     Registration* r = ctx->registry.byIndex(key.first);
     CUdeviceptr address = static_cast<CUdeviceptr>(r->base + key.second);
@@ -238,12 +257,26 @@ ncclResult_t applySignals(Context* ctx) {
       __atomic_fetch_add(reinterpret_cast<uint64_t*>(address), delta, __ATOMIC_SEQ_CST);
       continue;
     }
-    // The owner's progress thread is the only remote writer of its signals, and NCCL forbids a
-    // device reset racing with updates, so a read-modify-write through the copy engine is safe.
-    uint64_t current = 0;
-    EPX_CU(ctx, cu->cuMemcpyDtoHAsync(&current, address, sizeof(current), ctx->signalStream));
+    device.emplace_back(address, delta);
+  }
+  // The owner's progress thread is the only remote writer of its signals, and NCCL forbids a
+  // device reset racing with updates, so a read-modify-write through the copy engine is safe.
+  // The reads land in pinned memory (a pageable destination would make CUDA stage the copy and
+  // block); one synchronisation per batch of kSignalSlots signals.
+  for (size_t first = 0; first < device.size(); first += kSignalSlots) {
+    size_t n = std::min(kSignalSlots, device.size() - first);
+    auto start = Clock::now();
+    for (size_t i = 0; i < n; ++i)
+      EPX_CU(ctx, cu->cuMemcpyDtoHAsync(&ctx->signalHost[i], device[first + i].first, sizeof(uint64_t),
+                                        ctx->signalStream));
     EPX_CU(ctx, cu->cuStreamSynchronize(ctx->signalStream));
-    EPX_CU(ctx, cu->cuStreamWriteValue64(ctx->signalStream, address, current + delta, 0));
+    for (size_t i = 0; i < n; ++i)
+      EPX_CU(ctx, cu->cuStreamWriteValue64(ctx->signalStream, device[first + i].first,
+                                           ctx->signalHost[i] + device[first + i].second, 0));
+    auto took = Clock::now() - start;
+    if (took > kSlowCall)
+      EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: applying %zu signal(s) took %lld ms", ctx->rank, n,
+               static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
   }
   return ncclSuccess;
 }
@@ -251,15 +284,30 @@ ncclResult_t applySignals(Context* ctx) {
 ncclResult_t advance(Context* ctx) {
   for (int peer = 0; peer < ctx->nRanks; ++peer) {
     Peer& p = ctx->peers[static_cast<size_t>(peer)];
+    uint64_t doneSeq = __atomic_load_n(p.done, __ATOMIC_ACQUIRE);
     for (Request* r : p.pending) {
       if (r->copied) continue;
-      CUresult q = cu->cuEventQuery(r->event);
-      if (q == CUDA_ERROR_NOT_READY) break;  // copies on one stream finish in order
-      if (q != CUDA_SUCCESS) return fail(ctx, "put to rank " + std::to_string(peer) + " failed: " + cuErrorText(q));
+      if (r->seq > doneSeq) break;  // the stream runs ops in order
       r->copied = true;
+      if (r->staged) p.staging.releaseOldest();  // staged copies complete in posting order too
       p.order.complete(r->seq);
     }
     p.order.release();
+    if (!p.pending.empty()) {  // diagnostics: the oldest op of this peer should not take seconds
+      Request* oldest = p.pending.front();
+      auto age = Clock::now() - oldest->posted;
+      if (!oldest->reportedStuck && age > kStuckRequest) {
+        oldest->reportedStuck = true;
+        EPX_WARN(NCCL_NET,
+                 "GIN/EPX-ipc rank %d: op %llu to rank %d (%zu bytes, %s, copy mode %s) pending for %lld ms: "
+                 "copy %s (stream completed op %llu), %s",
+                 ctx->rank, static_cast<unsigned long long>(oldest->seq), peer, oldest->bytes,
+                 oldest->withSignal ? "with signal" : "no signal", copyModeName(ctx->copyMode),
+                 static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(age).count()),
+                 oldest->copied ? "done" : "not done", static_cast<unsigned long long>(__atomic_load_n(p.done, __ATOMIC_ACQUIRE)),
+                 p.order.isReleased(oldest->seq) ? "released, signal not yet sent" : "not released");
+      }
+    }
     while (!p.pending.empty() && p.order.isReleased(p.pending.front()->seq)) {
       Request* r = p.pending.front();
       if (r->withSignal) {
@@ -280,6 +328,35 @@ ncclResult_t advance(Context* ctx) {
       p.pending.pop_front();
     }
   }
+  return ncclSuccess;
+}
+
+// Issues a put's copy on the peer's stream, on a copy engine (see copy_plan.h).
+ncclResult_t issueCopy(Context* ctx, Peer& p, CUdeviceptr dst, CUdeviceptr src, size_t size, bool* staged) {
+  *staged = false;
+  if (usesStaging(ctx->copyMode, size, kStagingLimit) && p.stagingHost != nullptr) {
+    size_t at = p.staging.acquire(size);
+    if (at != StagingRing::kNone) {
+      unsigned char* slot = p.stagingHost + at;
+      EPX_CU(ctx, cu->cuMemcpyDtoHAsync(slot, src, size, p.stream));
+      EPX_CU(ctx, cu->cuMemcpyHtoDAsync(dst, slot, size, p.stream));
+      *staged = true;
+      return ncclSuccess;
+    }
+    // Ring full: fall through to a direct copy-engine copy.
+  }
+  if (ctx->copyMode != CopyMode::Memcpy && (cu->memcpyBatchAsync13 != nullptr || cu->memcpyBatchAsync128 != nullptr)) {
+    CUmemcpyAttributes attr{};
+    attr.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+    attr.flags = CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE;
+    size_t attrIndex = 0, bytes = size, failIdx = 0;
+    if (cu->memcpyBatchAsync13 != nullptr)
+      EPX_CU(ctx, cu->memcpyBatchAsync13(&dst, &src, &bytes, 1, &attr, &attrIndex, 1, p.stream));
+    else
+      EPX_CU(ctx, cu->memcpyBatchAsync128(&dst, &src, &bytes, 1, &attr, &attrIndex, 1, &failIdx, p.stream));
+    return ncclSuccess;
+  }
+  EPX_CU(ctx, cu->cuMemcpyAsync(dst, src, size, p.stream));
   return ncclSuccess;
 }
 
@@ -440,8 +517,53 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
   for (Peer& p : ctx->peers) EPX_CU(ctx, cu->cuStreamCreate(&p.stream, CU_STREAM_NON_BLOCKING));
   EPX_CU(ctx, cu->cuStreamCreate(&ctx->signalStream, CU_STREAM_NON_BLOCKING));
   EPX_CU(ctx, cu->cuMemAlloc(&ctx->scratch, 2 * 65536));
-  EPX_INFO(NCCL_INIT | NCCL_NET, "GIN/EPX-ipc: rank %d connected to %d rank(s) on this host (device %d)", rank,
-           nRanks, static_cast<int>(ctx->device));
+  {
+    void* host = nullptr;
+    EPX_CU(ctx, cu->cuMemAllocHost(&host, kSignalSlots * sizeof(uint64_t)));
+    ctx->signalHost = static_cast<uint64_t*>(host);
+  }
+  {
+    void* host = nullptr;
+    EPX_CU(ctx, cu->cuMemAllocHost(&host, static_cast<size_t>(nRanks) * sizeof(uint64_t)));
+    ctx->doneWords = static_cast<uint64_t*>(host);
+    memset(host, 0, static_cast<size_t>(nRanks) * sizeof(uint64_t));
+    CUdeviceptr dev = 0;
+    EPX_CU(ctx, cu->cuMemHostGetDevicePointer(&dev, host, 0));
+    for (int j = 0; j < nRanks; ++j) {
+      Peer& p = ctx->peers[static_cast<size_t>(j)];
+      p.done = ctx->doneWords + j;
+      p.doneDev = dev + static_cast<CUdeviceptr>(j) * sizeof(uint64_t);
+    }
+  }
+  // Every kind of stream operation the progress thread issues runs here once, while no GIN kernel
+  // can be running, so that any first-use work of the driver happens now.
+  for (Peer& p : ctx->peers) {
+    for (int i = 0; i < 2; ++i) EPX_CU(ctx, cu->cuStreamWriteValue64(p.stream, p.doneDev, 0, CU_STREAM_WRITE_VALUE_DEFAULT));
+    EPX_CU(ctx, cu->cuStreamSynchronize(p.stream));
+  }
+  for (int i = 0; i < 2; ++i) {
+    EPX_CU(ctx, cu->cuMemcpyDtoHAsync(ctx->signalHost, ctx->scratch, sizeof(uint64_t), ctx->signalStream));
+    EPX_CU(ctx, cu->cuStreamSynchronize(ctx->signalStream));
+    EPX_CU(ctx, cu->cuStreamWriteValue64(ctx->signalStream, ctx->scratch, ctx->signalHost[0], 0));
+  }
+  EPX_CU(ctx, cu->cuStreamSynchronize(ctx->signalStream));
+  std::string modeError;
+  ctx->copyMode = parseCopyMode(envString("EPX_GIN_COPY", ""), &modeError);
+  if (!modeError.empty()) EPX_WARN(NCCL_NET, "GIN/EPX-ipc: %s", modeError.c_str());
+  if (ctx->copyMode == CopyMode::Staged) {
+    for (Peer& p : ctx->peers) {
+      void* host = nullptr;
+      EPX_CU(ctx, cu->cuMemAllocHost(&host, kStagingRingBytes));
+      p.stagingHost = static_cast<unsigned char*>(host);
+      p.staging = StagingRing(kStagingRingBytes);
+    }
+  }
+  EPX_INFO(NCCL_INIT | NCCL_NET,
+           "GIN/EPX-ipc: rank %d connected to %d rank(s) on this host (device %d), copy mode %s%s", rank, nRanks,
+           static_cast<int>(ctx->device), copyModeName(ctx->copyMode),
+           ctx->copyMode != CopyMode::Memcpy && cu->memcpyBatchAsync13 == nullptr && cu->memcpyBatchAsync128 == nullptr
+               ? " (driver has no cuMemcpyBatchAsync: plain cuMemcpyAsync)"
+               : "");
   *collComm = ctx;
   return ncclSuccess;
 }
@@ -573,17 +695,17 @@ ncclResult_t ipcCloseColl(void* collComm) {
         cu->cuStreamSynchronize(p.stream);
         cu->cuStreamDestroy(p.stream);
       }
-      for (Request* r : p.pending) {
-        if (r->event) cu->cuEventDestroy(r->event);
-        delete r;
-      }
+      for (Request* r : p.pending) delete r;
     }
     if (ctx->signalStream != nullptr) {
       cu->cuStreamSynchronize(ctx->signalStream);
       cu->cuStreamDestroy(ctx->signalStream);
     }
-    for (CUevent e : ctx->freeEvents) cu->cuEventDestroy(e);
+    if (ctx->doneWords != nullptr) cu->cuMemFreeHost(ctx->doneWords);
     if (ctx->scratch != 0) cu->cuMemFree(ctx->scratch);
+    if (ctx->signalHost != nullptr) cu->cuMemFreeHost(ctx->signalHost);
+    for (Peer& p : ctx->peers)
+      if (p.stagingHost != nullptr) cu->cuMemFreeHost(p.stagingHost);
     for (const Mapping& m : ctx->mappings) {
       cu->cuMemUnmap(m.va, m.size);
       cu->cuMemAddressFree(m.va, m.size);
@@ -630,8 +752,19 @@ ncclResult_t ipcPut(void* collComm, uint64_t srcOff, void* srcMhandle, size_t si
     }
     if (bad.empty()) bad = translateDestination(ctx->registry, dstMhandle, dstOff, size, static_cast<int>(rank), &dst);
     if (!bad.empty()) return fail(ctx, "GIN put of " + std::to_string(size) + " bytes to rank " + std::to_string(rank) + ": " + bad);
-    EPX_CU(ctx, cu->cuMemcpyAsync(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), size, p.stream));
+    auto start = Clock::now();
+    if (ncclResult_t c = issueCopy(ctx, p, static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), size,
+                                   &req->staged);
+        c != ncclSuccess)
+      return c;
+    auto took = Clock::now() - start;
+    if (took > kSlowCall)
+      EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: issuing a %zu-byte put to rank %u (copy mode %s) took %lld ms",
+               ctx->rank, size, rank, copyModeName(ctx->copyMode),
+               static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
   }
+  req->bytes = size;
+  req->posted = Clock::now();
   if (withSignal) {
     const Registration* s = ctx->registry.find(signalMhandle);
     if (s == nullptr) return fail(ctx, "GIN signal on an unregistered region");
@@ -640,15 +773,14 @@ ncclResult_t ipcPut(void* collComm, uint64_t srcOff, void* srcMhandle, size_t si
     std::string bad = validateSignal(req->signal, s->size);
     if (!bad.empty()) return fail(ctx, "GIN signal to rank " + std::to_string(rank) + ": " + bad);
   }
-  if (!ctx->freeEvents.empty()) {
-    req->event = ctx->freeEvents.back();
-    ctx->freeEvents.pop_back();
-  } else {
-    EPX_CU(ctx, cu->cuEventCreate(&req->event, CU_EVENT_DISABLE_TIMING));
-  }
-  // Recorded even for signal-only ops: the event then covers every earlier put to this peer.
-  EPX_CU(ctx, cu->cuEventRecord(req->event, p.stream));
   req->seq = p.order.post();
+  // Written even for signal-only ops: the write then covers every earlier put to this peer.
+  auto start = Clock::now();
+  EPX_CU(ctx, cu->cuStreamWriteValue64(p.stream, p.doneDev, req->seq, CU_STREAM_WRITE_VALUE_DEFAULT));
+  auto took = Clock::now() - start;
+  if (took > kSlowCall)
+    EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: the completion write for an op to rank %u took %lld ms", ctx->rank, rank,
+             static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
   p.pending.push_back(req.get());
   *request = req.release();
   return ncclSuccess;
@@ -664,7 +796,6 @@ ncclResult_t ipcTest(void* collComm, void* request, int* done) {
   if (ncclResult_t r = advance(ctx); r != ncclSuccess) return r;
   if (!req->done) return ncclSuccess;
   *done = 1;
-  ctx->freeEvents.push_back(req->event);
   delete req;
   return ncclSuccess;
 }

@@ -1,7 +1,8 @@
 // GPU check of libnccl-net-epx.so on one host: two processes, one GPU each, distinct NCCL_HOSTID,
 // NCCL_NET_PLUGIN=<abs path>. Host collectives go through the EPX socket transport; GIN kernels go
 // through the EPX-ipc GIN backend. Each result is compared with a host reference.
-//   plugin_gpu_check <rank> <nranks> <id-file> [--no-gin]
+//   plugin_gpu_check <rank> <nranks> <id-file> [--no-gin | --gin-only]
+// EPX_GIN_CHECK_TIMEOUT_S (default 10): how long a GIN kernel waits for a counter or signal.
 // Exit status 0 only if every check passed; 77 when there is no usable GPU (skipped).
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -49,10 +50,12 @@ __global__ void countByteMismatches(const unsigned char* p, size_t n, int rank, 
 // ---------------------------------------------------------------------------------------------
 // GIN kernels. Waits are bounded so that a broken plugin fails the check instead of hanging.
 
+__device__ long long gTimeoutCycles = 20000000000ll;  // ~10 s; set from EPX_GIN_CHECK_TIMEOUT_S
+
 __device__ bool waitSignalAtLeast(ncclGin& gin, int sig, uint64_t target, int* error) {
   long long start = clock64();
   while (gin.readSignal(sig) < target) {
-    if (clock64() - start > 20000000000ll) { atomicExch(error, 1); return false; }
+    if (clock64() - start > gTimeoutCycles) { atomicExch(error, 1); return false; }
   }
   return true;
 }
@@ -60,7 +63,7 @@ __device__ bool waitSignalAtLeast(ncclGin& gin, int sig, uint64_t target, int* e
 __device__ bool waitCounterAtLeast(ncclGin& gin, int ctr, uint64_t target, int* error) {
   long long start = clock64();
   while (gin.readCounter(ctr) < target) {
-    if (clock64() - start > 20000000000ll) { atomicExch(error, 2); return false; }
+    if (clock64() - start > gTimeoutCycles) { atomicExch(error, 2); return false; }
   }
   return true;
 }
@@ -239,7 +242,8 @@ static void ginChecks(ncclComm_t comm, int rank, int nRanks, cudaStream_t s) {
   CUDA_OK(cudaMalloc(&scratch, sizeof(float)));
   const int peer = (rank + 1) % nRanks;
   const int from = (rank + nRanks - 1) % nRanks;
-  std::vector<size_t> sizes = {8, 4096, 65536 + 8, 1 << 20, maxBytes};
+  // Small sizes again at the end: a first-use effect would pass there, a size effect would not.
+  std::vector<size_t> sizes = {8, 4096, 65536 + 8, 1 << 20, maxBytes, 8, 4096};
   int salt = 0;
   for (int ctx = 0; ctx < devComm.ginContextCount; ++ctx) {
     uint64_t round = 0;
@@ -254,6 +258,7 @@ static void ginChecks(ncclComm_t comm, int rank, int nRanks, cudaStream_t s) {
         CUDA_OK(cudaMemsetAsync(dError, 0, sizeof(int), s));
         CUDA_OK(cudaStreamSynchronize(s));
         barrier(comm, s, scratch);
+        double t0 = now();
         ginRound<<<1, 1, 0, s>>>(devComm, recvWin, sendWin, bytes, ctx, target, 2 * ctx, ctx, round, dError);
         CUDA_OK(cudaMemsetAsync(dBad, 0, sizeof(unsigned long long), s));
         countByteMismatches<<<512, 256, 0, s>>>(static_cast<unsigned char*>(recvBuf), bytes, source, salt, dBad);
@@ -262,10 +267,12 @@ static void ginChecks(ncclComm_t comm, int rank, int nRanks, cudaStream_t s) {
         CUDA_OK(cudaMemcpyAsync(&err, dError, sizeof(int), cudaMemcpyDeviceToHost, s));
         CUDA_OK(cudaMemcpyAsync(&bad, dBad, sizeof(bad), cudaMemcpyDeviceToHost, s));
         CUDA_OK(cudaStreamSynchronize(s));
+        char took[64];
+        snprintf(took, sizeof(took), ", %.3f ms", (now() - t0) * 1e3);
         check(err == 0 && bad == 0, "GIN ctx " + std::to_string(ctx) + (self ? " self" : " to peer") +
                                         " put+SignalInc+CounterInc+signal(Add 5)+flush " + std::to_string(bytes) +
                                         " B (timeout " + std::to_string(err) + ", " + std::to_string(bad) +
-                                        " bytes wrong)");
+                                        " bytes wrong" + took + ")");
         barrier(comm, s, scratch);
       }
     }
@@ -318,6 +325,7 @@ int main(int argc, char** argv) {
   int rank = atoi(argv[1]), nRanks = atoi(argv[2]);
   gRank = rank;
   bool gin = !(argc > 4 && std::string(argv[4]) == "--no-gin");
+  bool collectives = !(argc > 4 && std::string(argv[4]) == "--gin-only");
   int nDev = 0;
   if (cudaGetDeviceCount(&nDev) != cudaSuccess || nDev == 0) {
     printf("SKIPPED: no CUDA device\n");
@@ -333,7 +341,11 @@ int main(int argc, char** argv) {
   NCCL_OK(ncclCommInitRank(&comm, nRanks, id, rank));
   cudaStream_t s;
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  hostCollectives(comm, rank, nRanks, s);
+  if (const char* t = getenv("EPX_GIN_CHECK_TIMEOUT_S")) {
+    long long cycles = static_cast<long long>(atof(t) * 2e9);
+    if (cycles > 0) CUDA_OK(cudaMemcpyToSymbol(gTimeoutCycles, &cycles, sizeof(cycles)));
+  }
+  if (collectives) hostCollectives(comm, rank, nRanks, s);
   if (gin) ginChecks(comm, rank, nRanks, s);
   NCCL_OK(ncclCommFinalize(comm));
   NCCL_OK(ncclCommDestroy(comm));

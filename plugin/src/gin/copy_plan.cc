@@ -1,0 +1,74 @@
+#include "gin/copy_plan.h"
+
+namespace epx::plugin::gin {
+
+CopyMode parseCopyMode(const std::string& text, std::string* error) {
+  if (text.empty() || text == "ce") return CopyMode::Ce;
+  if (text == "staged") return CopyMode::Staged;
+  if (text == "memcpy") return CopyMode::Memcpy;
+  if (error != nullptr) *error = "unknown EPX_GIN_COPY value '" + text + "' (ce, staged, memcpy); using ce";
+  return CopyMode::Ce;
+}
+
+const char* copyModeName(CopyMode mode) {
+  switch (mode) {
+    case CopyMode::Ce: return "ce";
+    case CopyMode::Staged: return "staged";
+    case CopyMode::Memcpy: return "memcpy";
+  }
+  return "?";
+}
+
+bool usesStaging(CopyMode mode, size_t bytes, size_t stagingLimit) {
+  return mode == CopyMode::Staged && bytes > 0 && bytes <= stagingLimit;
+}
+
+size_t StagingRing::acquire(size_t bytes) {
+  if (bytes == 0 || bytes > capacity_) return kNone;
+  size_t rounded = (bytes + 7) & ~size_t(7);
+  if (rounded > capacity_) rounded = bytes;
+  if (blocks_.empty()) {
+    head_ = 0;
+    blocks_.push_back(Block{0, rounded});
+    head_ = rounded;
+    return 0;
+  }
+  size_t tail = blocks_.front().start;  // oldest held byte (of its span)
+  if (head_ > tail) {
+    // Free: [head_, capacity_) and [0, tail).
+    if (capacity_ - head_ >= rounded) {
+      blocks_.push_back(Block{head_, head_ + rounded});
+      size_t at = head_;
+      head_ += rounded;
+      return at;
+    }
+    if (tail >= rounded) {  // wrap: the span covers the skipped end of the ring
+      blocks_.push_back(Block{head_, rounded});
+      head_ = rounded;
+      return 0;
+    }
+    return kNone;
+  }
+  // Wrapped (head_ <= tail): free is [head_, tail).
+  if (tail - head_ >= rounded) {
+    blocks_.push_back(Block{head_, head_ + rounded});
+    size_t at = head_;
+    head_ += rounded;
+    return at;
+  }
+  return kNone;
+}
+
+void StagingRing::releaseOldest() {
+  if (blocks_.empty()) return;
+  blocks_.pop_front();
+  if (blocks_.empty()) head_ = 0;
+}
+
+size_t StagingRing::bytesHeld() const {
+  if (blocks_.empty()) return 0;
+  size_t tail = blocks_.front().start;
+  return head_ > tail ? head_ - tail : capacity_ - tail + head_;
+}
+
+}  // namespace epx::plugin::gin

@@ -1,0 +1,53 @@
+// How the ipc backend moves a put's bytes, and the pinned staging ring used for small puts.
+//
+// Default: cuMemcpyBatchAsync with CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE (as NCCL's own CE
+// collectives do), so that a put does not compete with kernels for SMs. "staged" sends small puts
+// device -> pinned host -> peer; "memcpy" is plain cuMemcpyAsync. On the 2xH200 run all three
+// behaved the same (the first-rounds stall was in CUDA events, not in the copy).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <string>
+
+namespace epx::plugin::gin {
+
+enum class CopyMode {
+  Ce,      // cuMemcpyBatchAsync + PREFER_OVERLAP_WITH_COMPUTE (default); cuMemcpyAsync if absent
+  Staged,  // puts below the staging limit through a pinned host ring (two CE copies); others as Ce
+  Memcpy,  // plain cuMemcpyAsync (the driver picks the engine): for comparison only
+};
+
+// Parses EPX_GIN_COPY ("ce", "staged", "memcpy"; empty = ce). Unknown text: Ce and *error set.
+CopyMode parseCopyMode(const std::string& text, std::string* error);
+const char* copyModeName(CopyMode mode);
+// Whether a put of `bytes` goes through the staging ring in `mode`.
+bool usesStaging(CopyMode mode, size_t bytes, size_t stagingLimit);
+
+// FIFO allocator of contiguous blocks in a ring of `capacity` bytes. Blocks are released in the
+// order they were acquired (copies on one stream complete in order).
+class StagingRing {
+ public:
+  static constexpr size_t kNone = ~size_t(0);
+  explicit StagingRing(size_t capacity = 0) : capacity_(capacity) {}
+  size_t capacity() const { return capacity_; }
+  // Offset of `bytes` (> 0) contiguous free bytes, 8-byte aligned, or kNone when they do not fit now.
+  size_t acquire(size_t bytes);
+  // Frees the oldest block still held. No-op when none is held.
+  void releaseOldest();
+  size_t blocksHeld() const { return blocks_.size(); }
+  // Bytes not available to acquire (held blocks plus padding skipped at a wrap).
+  size_t bytesHeld() const;
+
+ private:
+  struct Block {
+    size_t start;  // where the block's span starts (the skipped tail of the ring, if it wrapped)
+    size_t end;    // one past its last byte
+  };
+  size_t capacity_;
+  size_t head_ = 0;  // next free byte
+  std::deque<Block> blocks_;
+};
+
+}  // namespace epx::plugin::gin
