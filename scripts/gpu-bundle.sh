@@ -9,7 +9,7 @@ cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD" -j"$(nproc)"
 rm -rf .devbuild && mkdir -p .devbuild/bin .devbuild/lib
 # GPU test suites (CTest label gpu) and the tools.
-for f in "$BUILD"/tests/ep/epx_ep_tests "$BUILD"/tools/epx-bench/epx-bench "$BUILD"/tools/epx-topo/epx-topo; do
+for f in "$BUILD"/tests/ep/epx_ep_tests "$BUILD"/tests/plugin/plugin_gpu_check "$BUILD"/tools/epx-bench/epx-bench "$BUILD"/tools/epx-topo/epx-topo; do
   [ -x "$f" ] && cp "$f" .devbuild/bin/
 done
 cp -P "$BUILD"/host/libepx.so* .devbuild/lib/
