@@ -28,7 +28,7 @@ fi
 if [[ $what == all || $what == plugin ]] && [ -x $B/plugin_gpu_check ]; then
   # NCCL net/GIN/tuner plugin between two processes with distinct NCCL_HOSTID (docs/plugins.md).
   pdir=$(mktemp -d); cp $B/plugin_gpu_check .devbuild/lib/libnccl-net-epx.so "$pdir"/
-  timeout 240 scripts/plugin-gpu-check.sh "$pdir" "$OUT/plugin" > "$OUT/plugin-check.txt" 2>&1; r=$?
+  timeout 240 scripts/plugin-gpu-check.sh "$pdir" "$pdir/logs" > "$OUT/plugin-check.txt" 2>&1; r=$?
   echo "plugin-gpu-check: exit $r" | tee -a "$OUT/summary.txt"; tail -40 "$OUT/plugin-check.txt"
 fi
 if [[ $what == all || $what == bench ]]; then
