@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 #include <string>
 
 #include "core/config.h"
@@ -15,12 +14,6 @@ using epx::fail;
 namespace {
 
 std::string cudaMsg(const char* what, cudaError_t e) { return std::string(what) + ": " + cudaGetErrorString(e); }
-
-std::string versionString(int code) {
-  std::ostringstream os;
-  os << code / 10000 << "." << (code / 100) % 100 << "." << code % 100;
-  return os.str();
-}
 
 double nvlinkGBps() {
   // Per-direction NVLink bandwidth used by the analytic SM count: EPX_NVLINK_GBPS, else an
@@ -75,12 +68,8 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
   if (!comm) return fail(ncclInvalidArgument, "ncclEpGroupCreate: comm is NULL");
   int runtime = 0;
   if (ncclGetVersion(&runtime) != ncclSuccess) return fail(ncclSystemError, "ncclEpGroupCreate: ncclGetVersion failed");
-  if (runtime != NCCL_VERSION_CODE)
-    return fail(ncclInvalidUsage, "ncclEpGroupCreate: NCCL runtime " + versionString(runtime) +
-                                      " does not match the headers epx was built with (" +
-                                      versionString(NCCL_VERSION_CODE) +
-                                      "); the device-API structs differ between versions. Load the "
-                                      "matching libnccl.so.2 (LD_LIBRARY_PATH) or rebuild epx.");
+  if (std::string v = epx::checkNcclVersion(runtime, NCCL_VERSION_CODE); !v.empty())
+    return fail(ncclInvalidUsage, "ncclEpGroupCreate: " + v);
   auto* g = new ncclEpGroup;
   g->comm = comm;
   ncclResult_t r;

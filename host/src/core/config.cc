@@ -159,6 +159,19 @@ int analyticSmCount(int numSMs, int nRanks, double nvlinkGBps) {
   return std::max(8, std::min(numSMs, int(std::ceil(ctas))));
 }
 
+std::string checkNcclVersion(int runtime, int headers) {
+  if (runtime == headers) return {};
+  auto str = [](int code) {
+    std::ostringstream os;
+    os << code / 10000 << "." << (code / 100) % 100 << "." << code % 100;
+    return os.str();
+  };
+  return "NCCL runtime " + str(runtime) + (runtime < headers ? " is older than" : " differs from") +
+         " the headers epx was built with (" + str(headers) +
+         "); the device-API structs differ between versions. Load the matching libnccl.so.2 "
+         "(LD_LIBRARY_PATH) or rebuild epx against the runtime's headers.";
+}
+
 int resolveCtaCount(const GroupConfig& cfg, int numSMs, int nRanks, double nvlinkGBps) {
   int n = cfg.smBudget > 0 ? cfg.smBudget : analyticSmCount(numSMs, nRanks, nvlinkGBps);
   return std::max(1, std::min({n, numSMs, dev::kMaxCtas}));

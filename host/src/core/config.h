@@ -47,6 +47,11 @@ long long capacityRows(const GroupConfig& cfg, int nRanks, const HandleConfig& h
 // enough CTAs that the NVLink sends saturate the links and the receive copy keeps up.
 int analyticSmCount(int numSMs, int nRanks, double nvlinkGBps);
 
+// "" when an NCCL runtime (ncclGetVersion code) can run epx built against `headers`; else the
+// reason naming both versions. The device-API structs (ncclDevComm, windows) carry no size or
+// version field and changed between 2.28.3 and 2.28.9, so the codes must match exactly.
+std::string checkNcclVersion(int runtime, int headers);
+
 // CTAs actually launched: the budget (or the analytic count), at most numSMs and dev::kMaxCtas.
 int resolveCtaCount(const GroupConfig& cfg, int numSMs, int nRanks, double nvlinkGBps);
 
