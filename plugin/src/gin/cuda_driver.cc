@@ -64,6 +64,7 @@ void load() {
   EPX_CU_GET(cuMemUnmap)
   EPX_CU_GET(cuMemSetAccess)
   EPX_CU_GET(cuMemAlloc)
+  EPX_CU_GET(cuMemCreate)
   EPX_CU_GET(cuMemFree)
   EPX_CU_GET(cuMemAllocHost)
   EPX_CU_GET(cuMemFreeHost)

@@ -37,6 +37,7 @@ struct CudaDriver {
   EPX_CU_FN(cuMemUnmap)
   EPX_CU_FN(cuMemSetAccess)
   EPX_CU_FN(cuMemAlloc)
+  EPX_CU_FN(cuMemCreate)
   EPX_CU_FN(cuMemFree)
   EPX_CU_FN(cuMemAllocHost)
   EPX_CU_FN(cuMemFreeHost)

@@ -5,6 +5,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -43,7 +44,10 @@ struct IpcHandle {
 };
 static_assert(sizeof(IpcHandle) <= NCCL_NET_HANDLE_MAXSIZE);
 
-enum MsgType : uint32_t { kHello = 1, kRegister = 2, kSignal = 3 };
+// kLanding carries (as an fd) a small exportable device buffer that peers may write into: the
+// warm-up copies at connect and registration write there, never into a user's window.
+enum MsgType : uint32_t { kHello = 1, kRegister = 2, kSignal = 3, kLanding = 4 };
+constexpr uint32_t kNoRegistration = 0xffffffffu;  // Mapping of a landing buffer
 
 struct RegisterInfo {
   uint32_t index;
@@ -102,6 +106,9 @@ struct Peer {
   CUdeviceptr doneDev = 0;
   std::deque<Request*> pending;  // posted, not yet done, in order
   std::deque<Received> registrations;
+  int landingFd = -1;        // the peer's landing buffer, as received (-1: none yet / none offered)
+  bool landingOffered = false;
+  CUdeviceptr landing = 0;   // the peer's landing buffer mapped here (0: not mapped)
 };
 
 struct Context {
@@ -117,6 +124,11 @@ struct Context {
   CUstream signalStream = nullptr;
   CUdeviceptr scratch = 0;  // for warm-up copies
   uint64_t* signalHost = nullptr;  // pinned, kSignalSlots: current values read in applySignals
+  CUdeviceptr warmWord = 0;        // device address of a pinned word for warm-up stream writes
+  size_t landingSize = 0;
+  // Set once the GIN progress thread has run every CUDA call of the put path (see warmUp).
+  std::atomic<bool> progressWarm{false};
+  std::atomic<bool> warmWaitGaveUp{false};
   CopyMode copyMode = CopyMode::Ce;
   std::recursive_mutex mutex;
   std::string error;
@@ -232,6 +244,10 @@ ncclResult_t pump(Context* ctx, int peer) {
     } else if (m.type == kSignal) {
       ctx->incoming.push_back(m.signal);
       if (fd >= 0) close(fd);
+    } else if (m.type == kLanding) {
+      if (p.landingFd >= 0) close(p.landingFd);
+      p.landingFd = fd;
+      p.landingOffered = true;
     } else {
       if (fd >= 0) close(fd);
       return fail(ctx, "unexpected message type " + std::to_string(m.type) + " from rank " + std::to_string(peer));
@@ -360,18 +376,123 @@ ncclResult_t issueCopy(Context* ctx, Peer& p, CUdeviceptr dst, CUdeviceptr src, 
   return ncclSuccess;
 }
 
-// CUDA may run small peer copies as internal kernels that are loaded lazily. Loading a module
-// waits for running kernels, and a GIN kernel spins until the copy lands: so every copy shape is
-// run once here, at registration, before any GIN kernel can be running.
-ncclResult_t warmUpCopies(Context* ctx, CUdeviceptr peer, size_t peerSize) {
+// One warm-up copy through the put path (issueCopy), waited for; a staged copy's ring block is
+// given back at once.
+ncclResult_t warmCopy(Context* ctx, Peer& p, CUdeviceptr dst, CUdeviceptr src, size_t size) {
+  bool staged = false;
+  if (ncclResult_t r = issueCopy(ctx, p, dst, src, size, &staged); r != ncclSuccess) return r;
+  EPX_CU(ctx, cu->cuStreamSynchronize(p.stream));
+  if (staged) p.staging.releaseOldest();
+  return ncclSuccess;
+}
+
+constexpr size_t kWarmSizes[] = {8, 4096, 65536};
+
+// Anything the driver does lazily on a first call (per process, per thread, per stream or per
+// memory mapping: loading internal copy kernels, thread-local state, first use of
+// cuMemcpyBatchAsync, peer mappings) may wait for running kernels, and a GIN kernel spins until
+// the plugin's copy lands. So every call of the put and signal paths runs here once, with the
+// same API, stream and copy mode as a real op, on the calling thread, while no GIN kernel can run.
+// Copies read from `src` (when given) and write only into scratch and the peers' landing buffers.
+ncclResult_t warmUp(Context* ctx, CUdeviceptr src, size_t srcSize) {
   for (Peer& p : ctx->peers) {
-    for (size_t bytes : {size_t(8), size_t(4096), size_t(65536)}) {
-      if (bytes > peerSize) break;
-      EPX_CU(ctx, cu->cuMemcpyAsync(ctx->scratch, peer, bytes, p.stream));  // reads only
-      EPX_CU(ctx, cu->cuMemcpyAsync(ctx->scratch + 65536, ctx->scratch, bytes, p.stream));
+    for (size_t bytes : kWarmSizes) {
+      if (ncclResult_t r = warmCopy(ctx, p, ctx->scratch + 65536, ctx->scratch, bytes); r != ncclSuccess) return r;
+      if (p.landing != 0 && bytes <= ctx->landingSize)
+        if (ncclResult_t r = warmCopy(ctx, p, p.landing, ctx->scratch, bytes); r != ncclSuccess) return r;
+      if (src != 0 && bytes <= srcSize)
+        if (ncclResult_t r = warmCopy(ctx, p, ctx->scratch, src, bytes); r != ncclSuccess) return r;
     }
+    EPX_CU(ctx, cu->cuStreamWriteValue64(p.stream, ctx->warmWord, 0, CU_STREAM_WRITE_VALUE_DEFAULT));
     EPX_CU(ctx, cu->cuStreamSynchronize(p.stream));
   }
+  EPX_CU(ctx, cu->cuMemcpyDtoHAsync(ctx->signalHost, ctx->scratch, sizeof(uint64_t), ctx->signalStream));
+  EPX_CU(ctx, cu->cuStreamSynchronize(ctx->signalStream));
+  EPX_CU(ctx, cu->cuStreamWriteValue64(ctx->signalStream, ctx->scratch, ctx->signalHost[0], 0));
+  EPX_CU(ctx, cu->cuStreamSynchronize(ctx->signalStream));
+  return ncclSuccess;
+}
+
+// Maps a peer's exported allocation of `size` bytes (fd consumed) for this device.
+CUresult mapPeer(Context* ctx, int fd, size_t size, CUdeviceptr* va) {
+  *va = 0;
+  CUmemGenericAllocationHandle h;
+  CUresult r = cu->cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                                  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  close(fd);
+  if (r != CUDA_SUCCESS) return r;
+  CUdeviceptr at = 0;
+  r = cu->cuMemAddressReserve(&at, size, 0, 0, 0);
+  if (r == CUDA_SUCCESS) {
+    r = cu->cuMemMap(at, size, 0, h, 0);
+    if (r != CUDA_SUCCESS) cu->cuMemAddressFree(at, size);
+  }
+  cu->cuMemRelease(h);  // the mapping keeps the allocation alive
+  if (r != CUDA_SUCCESS) return r;
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = static_cast<int>(ctx->device);
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  r = cu->cuMemSetAccess(at, size, &access, 1);
+  if (r != CUDA_SUCCESS) {
+    cu->cuMemUnmap(at, size);
+    cu->cuMemAddressFree(at, size);
+    return r;
+  }
+  *va = at;
+  return CUDA_SUCCESS;
+}
+
+// Creates this rank's landing buffer (exportable device memory), returning its fd or -1 when the
+// device cannot export (then peers' warm-ups skip the peer-write copies).
+int createLanding(Context* ctx) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = static_cast<int>(ctx->device);
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  size_t granularity = 0;
+  if (cu->cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS ||
+      granularity == 0)
+    return -1;
+  size_t size = (65536 + granularity - 1) / granularity * granularity;
+  CUmemGenericAllocationHandle h;
+  if (cu->cuMemCreate(&h, size, &prop, 0) != CUDA_SUCCESS) return -1;
+  int fd = -1;
+  CUdeviceptr va = 0;
+  bool ok = cu->cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) == CUDA_SUCCESS &&
+            cu->cuMemAddressReserve(&va, size, 0, 0, 0) == CUDA_SUCCESS;
+  if (ok && cu->cuMemMap(va, size, 0, h, 0) != CUDA_SUCCESS) {
+    cu->cuMemAddressFree(va, size);
+    ok = false;
+  }
+  cu->cuMemRelease(h);
+  if (!ok) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  ctx->mappings.push_back(Mapping{kNoRegistration, va, size});  // unmapped at closeColl
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = static_cast<int>(ctx->device);
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  if (cu->cuMemSetAccess(va, size, &access, 1) != CUDA_SUCCESS) {
+    close(fd);
+    return -1;
+  }
+  ctx->landingSize = size;
+  return fd;
+}
+
+// Called on the GIN progress thread: the first time, runs warmUp there (per-thread first-use
+// work of the driver). regMrSym of a window waits for this (see ipcRegMrSym).
+ncclResult_t warmProgressThread(Context* ctx) {
+  if (ctx->progressWarm.load(std::memory_order_acquire)) return ncclSuccess;
+  auto start = Clock::now();
+  if (ncclResult_t r = warmUp(ctx, 0, 0); r != ncclSuccess) return r;
+  ctx->progressWarm.store(true, std::memory_order_release);
+  EPX_INFO(NCCL_NET, "GIN/EPX-ipc rank %d: progress thread warmed up in %lld us", ctx->rank,
+           static_cast<long long>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count()));
   return ncclSuccess;
 }
 
@@ -524,29 +645,18 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
   }
   {
     void* host = nullptr;
-    EPX_CU(ctx, cu->cuMemAllocHost(&host, static_cast<size_t>(nRanks) * sizeof(uint64_t)));
+    EPX_CU(ctx, cu->cuMemAllocHost(&host, static_cast<size_t>(nRanks + 1) * sizeof(uint64_t)));
     ctx->doneWords = static_cast<uint64_t*>(host);
-    memset(host, 0, static_cast<size_t>(nRanks) * sizeof(uint64_t));
+    memset(host, 0, static_cast<size_t>(nRanks + 1) * sizeof(uint64_t));
     CUdeviceptr dev = 0;
     EPX_CU(ctx, cu->cuMemHostGetDevicePointer(&dev, host, 0));
+    ctx->warmWord = dev + static_cast<CUdeviceptr>(nRanks) * sizeof(uint64_t);  // the extra word
     for (int j = 0; j < nRanks; ++j) {
       Peer& p = ctx->peers[static_cast<size_t>(j)];
       p.done = ctx->doneWords + j;
       p.doneDev = dev + static_cast<CUdeviceptr>(j) * sizeof(uint64_t);
     }
   }
-  // Every kind of stream operation the progress thread issues runs here once, while no GIN kernel
-  // can be running, so that any first-use work of the driver happens now.
-  for (Peer& p : ctx->peers) {
-    for (int i = 0; i < 2; ++i) EPX_CU(ctx, cu->cuStreamWriteValue64(p.stream, p.doneDev, 0, CU_STREAM_WRITE_VALUE_DEFAULT));
-    EPX_CU(ctx, cu->cuStreamSynchronize(p.stream));
-  }
-  for (int i = 0; i < 2; ++i) {
-    EPX_CU(ctx, cu->cuMemcpyDtoHAsync(ctx->signalHost, ctx->scratch, sizeof(uint64_t), ctx->signalStream));
-    EPX_CU(ctx, cu->cuStreamSynchronize(ctx->signalStream));
-    EPX_CU(ctx, cu->cuStreamWriteValue64(ctx->signalStream, ctx->scratch, ctx->signalHost[0], 0));
-  }
-  EPX_CU(ctx, cu->cuStreamSynchronize(ctx->signalStream));
   std::string modeError;
   ctx->copyMode = parseCopyMode(envString("EPX_GIN_COPY", ""), &modeError);
   if (!modeError.empty()) EPX_WARN(NCCL_NET, "GIN/EPX-ipc: %s", modeError.c_str());
@@ -558,6 +668,52 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
       p.staging = StagingRing(kStagingRingBytes);
     }
   }
+  // Landing buffers: each rank offers one (or none) to every peer and maps the peers' ones, so
+  // that warm-up copies can write to a peer exactly as a put does.
+  {
+    int landingFd = createLanding(ctx);
+    for (int j = 0; j < nRanks; ++j) {
+      if (j == rank) continue;
+      Msg m{};
+      m.type = kLanding;
+      m.from = static_cast<uint32_t>(rank);
+      if (!sendMsg(ctx->peers[static_cast<size_t>(j)].out, m, landingFd, true)) {
+        if (landingFd >= 0) close(landingFd);
+        EPX_WARN(NCCL_NET, "GIN/EPX-ipc: landing offer to rank %d: %s", j, strerror(errno));
+        return cleanup(ncclSystemError);
+      }
+    }
+    if (landingFd >= 0) close(landingFd);
+    for (int j = 0; j < nRanks; ++j) {
+      if (j == rank) continue;
+      Peer& p = ctx->peers[static_cast<size_t>(j)];
+      while (!p.landingOffered) {
+        if (pump(ctx, j) != ncclSuccess) return cleanup(ncclSystemError);
+        if (p.landingOffered) break;
+        if (Clock::now() > deadline) {
+          EPX_WARN(NCCL_NET, "GIN/EPX-ipc: rank %d sent no landing offer in %d ms", j, timeoutMs);
+          return cleanup(ncclSystemError);
+        }
+        pollfd pf{p.in, POLLIN, 0};
+        poll(&pf, 1, 5);
+      }
+      if (p.landingFd < 0) continue;
+      int fd = p.landingFd;
+      p.landingFd = -1;
+      CUdeviceptr va = 0;
+      // Every peer's landing buffer has the same size as ours (same granularity, one host).
+      CUresult r = ctx->landingSize > 0 ? mapPeer(ctx, fd, ctx->landingSize, &va) : (close(fd), CUDA_ERROR_NOT_SUPPORTED);
+      if (r != CUDA_SUCCESS) {
+        EPX_INFO(NCCL_NET, "GIN/EPX-ipc rank %d: cannot map rank %d's landing buffer (%s): no peer-write warm-up",
+                 rank, j, cuErrorText(r).c_str());
+        continue;
+      }
+      ctx->mappings.push_back(Mapping{kNoRegistration, va, ctx->landingSize});
+      p.landing = va;
+    }
+  }
+  // Every call of the put and signal paths runs here once, while no GIN kernel can be running.
+  if (ncclResult_t w = warmUp(ctx, 0, 0); w != ncclSuccess) return cleanup(w);
   EPX_INFO(NCCL_INIT | NCCL_NET,
            "GIN/EPX-ipc: rank %d connected to %d rank(s) on this host (device %d), copy mode %s%s", rank, nRanks,
            static_cast<int>(ctx->device), copyModeName(ctx->copyMode),
@@ -570,9 +726,23 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
 
 ncclResult_t ipcRegMrSym(void* collComm, void* data, size_t size, int type, uint64_t mrFlags,
                          void** mhandle, void** ginHandle) {
-  (void)mrFlags;
   *mhandle = *ginHandle = nullptr;
   auto* ctx = static_cast<Context*>(collComm);
+  // NCCL starts its GIN progress thread after connect and the registrations of its own signal
+  // (FORCE_SO) and inline (host) buffers, and before it registers any window. So at a window's
+  // registration, before any GIN kernel can run, wait (bounded) until that thread has run the put
+  // path once (ipcProgress -> warmProgressThread), without holding the lock it needs.
+  if (type == NCCL_PTR_CUDA && (mrFlags & NCCL_NET_MR_FLAG_FORCE_SO) == 0 &&
+      !ctx->progressWarm.load(std::memory_order_acquire) && !ctx->warmWaitGaveUp.load()) {
+    auto start = Clock::now();
+    auto limit = std::chrono::milliseconds(envInt("EPX_GIN_WARM_WAIT_MS", 5000));
+    while (!ctx->progressWarm.load(std::memory_order_acquire) && Clock::now() - start < limit) usleep(200);
+    if (!ctx->progressWarm.load(std::memory_order_acquire)) {
+      ctx->warmWaitGaveUp.store(true);
+      EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: the GIN progress thread did not warm up within %lld ms; the first "
+               "GIN op may stall until its kernel ends", ctx->rank, static_cast<long long>(limit.count()));
+    }
+  }
   std::lock_guard<std::recursive_mutex> lock(ctx->mutex);
   if (!makeCurrent(ctx)) return fail(ctx, "cannot make the CUDA context current in regMrSym");
   Placement placement = type == NCCL_PTR_CUDA ? Placement::Device : Placement::Host;
@@ -636,27 +806,17 @@ ncclResult_t ipcRegMrSym(void* collComm, void* data, size_t size, int type, uint
       if (got.fd >= 0) close(got.fd);
       continue;
     }
-    CUmemGenericAllocationHandle h;
-    CUresult r = cu->cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(static_cast<intptr_t>(got.fd)),
-                                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-    close(got.fd);
-    if (r != CUDA_SUCCESS) return fail(ctx, "importing rank " + std::to_string(j) + "'s region: " + cuErrorText(r));
     CUdeviceptr va = 0;
-    r = cu->cuMemAddressReserve(&va, got.info.allocSize, 0, 0, 0);
-    if (r == CUDA_SUCCESS) r = cu->cuMemMap(va, got.info.allocSize, 0, h, 0);
-    cu->cuMemRelease(h);  // the mapping keeps the allocation alive
+    CUresult r = mapPeer(ctx, got.fd, got.info.allocSize, &va);
     if (r != CUDA_SUCCESS) return fail(ctx, "mapping rank " + std::to_string(j) + "'s region: " + cuErrorText(r));
-    CUmemAccessDesc access{};
-    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    access.location.id = static_cast<int>(ctx->device);
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    r = cu->cuMemSetAccess(va, got.info.allocSize, &access, 1);
-    if (r != CUDA_SUCCESS) return fail(ctx, "granting access to rank " + std::to_string(j) + "'s region: " + cuErrorText(r));
     ctx->mappings.push_back(Mapping{reg->index, va, got.info.allocSize});
     reg->peerBase[static_cast<size_t>(j)] = static_cast<uintptr_t>(va + got.info.offset);
     reg->peerSize[static_cast<size_t>(j)] = got.info.size;
-    if (ncclResult_t w = warmUpCopies(ctx, va + got.info.offset, got.info.size); w != ncclSuccess) return w;
+    // Reads only: the peer's window is never written by a warm-up.
+    if (ncclResult_t w = warmUp(ctx, va + got.info.offset, got.info.size); w != ncclSuccess) return w;
   }
+  if (placement == Placement::Device && size > 0)  // reads only, from this rank's region
+    if (ncclResult_t w = warmUp(ctx, reinterpret_cast<CUdeviceptr>(data), size); w != ncclSuccess) return w;
   EPX_INFO(NCCL_NET, "GIN/EPX-ipc rank %d: registered region %u (%s, %zu bytes, %s)", ctx->rank, reg->index,
            placement == Placement::Device ? "device" : "host", size,
            mine.mappable ? "shared with peers" : "owner-applied/local only");
@@ -716,6 +876,7 @@ ncclResult_t ipcCloseColl(void* collComm) {
     if (p.in >= 0) close(p.in);
     for (Received& r : p.registrations)
       if (r.fd >= 0) close(r.fd);
+    if (p.landingFd >= 0) close(p.landingFd);
   }
   delete ctx;
   return ncclSuccess;
@@ -738,6 +899,7 @@ ncclResult_t ipcPut(void* collComm, uint64_t srcOff, void* srcMhandle, size_t si
   if (!ctx->error.empty()) return ncclInternalError;
   if (rank >= static_cast<uint32_t>(ctx->nRanks)) return fail(ctx, "put to rank " + std::to_string(rank) + " out of range");
   if (!makeCurrent(ctx)) return fail(ctx, "cannot make the CUDA context current on the GIN progress thread");
+  if (ncclResult_t w = warmProgressThread(ctx); w != ncclSuccess) return w;  // normally done already
   auto req = std::make_unique<Request>();
   req->peer = static_cast<int>(rank);
   Peer& p = ctx->peers[rank];
@@ -806,6 +968,7 @@ ncclResult_t ipcProgress(void* collComm) {
   if (!lock.owns_lock()) return ncclSuccess;  // regMrSym is running; come back next time
   if (!ctx->error.empty()) return ncclInternalError;
   if (!makeCurrent(ctx)) return fail(ctx, "cannot make the CUDA context current on the GIN progress thread");
+  if (ncclResult_t w = warmProgressThread(ctx); w != ncclSuccess) return w;
   if (ncclResult_t r = advance(ctx); r != ncclSuccess) return r;
   for (int j = 0; j < ctx->nRanks; ++j)
     if (ncclResult_t r = pump(ctx, j); r != ncclSuccess) return r;

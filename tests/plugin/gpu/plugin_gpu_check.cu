@@ -217,6 +217,17 @@ static void hostCollectives(ncclComm_t comm, int rank, int nRanks, cudaStream_t 
 
 static void ginChecks(ncclComm_t comm, int rank, int nRanks, cudaStream_t s) {
   const size_t maxBytes = 16 << 20;
+  // Load every kernel now. With CUDA lazy loading (the default), the first launch of a kernel
+  // loads it, and loading waits for the device: launched while a GIN kernel spins (as
+  // countByteMismatches is, right after the first ginRound), it held back the plugin's copies
+  // until the GIN kernel timed out (docs/plugins.md, "First-op stall").
+  {
+    cudaFuncAttributes attr;
+    CUDA_OK(cudaFuncGetAttributes(&attr, fillBytes));
+    CUDA_OK(cudaFuncGetAttributes(&attr, countByteMismatches));
+    CUDA_OK(cudaFuncGetAttributes(&attr, ginRound));
+    CUDA_OK(cudaFuncGetAttributes(&attr, ginPingPong));
+  }
   void *sendBuf, *recvBuf;
   NCCL_OK(ncclMemAlloc(&sendBuf, maxBytes));
   NCCL_OK(ncclMemAlloc(&recvBuf, maxBytes));
