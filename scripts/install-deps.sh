@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages every area lists in .ci/apt.d/*.txt (one file per area).
-# Needs root (or sudo). CUDA 13.0 + NCCL >= 2.28.9 are expected at /usr/local/cuda (not installed here).
+# Needs root (or sudo). CUDA 13.0 + NCCL 2.28.9 (with nccl_device.h) are expected at /usr/local/cuda
+# (not installed here); at run time libepx needs exactly the NCCL version of those headers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs=$(cat .ci/apt.d/*.txt | tr -s ' \n' ' ')

@@ -66,7 +66,7 @@ __device__ void sendTokens(const DispatchArgs& a, const OpSync& sync, int global
                            char* (&dsts)[kWarps][kMaxTopk]) {
   const Common& c = a.c;
   const Route& r = a.r;
-  const int R = c.nRanks, K = c.topk, Le = c.localExperts, T = r.totals[2], warp = threadIdx.x >> 5;
+  const int K = c.topk, Le = c.localExperts, T = r.totals[2], warp = threadIdx.x >> 5;
   const int scaleWords = a.scaleRowBytes / 4;
   SendPlan next = globalWarp < T ? loadPlan(a, globalWarp, lane) : SendPlan{-1, -1, -1, 0.f};
   for (int t = globalWarp; t < T; t += numWarps) {

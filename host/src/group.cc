@@ -19,8 +19,10 @@ double nvlinkGBps() {
   // Per-direction NVLink bandwidth used by the analytic SM count: EPX_NVLINK_GBPS, else an
   // NVLink4 SXM part (18 links x 26.5625 GB/s x 0.9 achievable, as in DeepEP V2's sizing).
   if (const char* v = std::getenv("EPX_NVLINK_GBPS")) {
-    double g = std::atof(v);
-    if (g > 0) return g;
+    char* end = nullptr;
+    const double g = std::strtod(v, &end);
+    if (end != v && *end == '\0' && g > 0) return g;
+    std::fprintf(stderr, "epx: ignoring EPX_NVLINK_GBPS=\"%s\" (not a positive number of GB/s)\n", v);
   }
   return 18 * 26.5625 * 0.9;
 }

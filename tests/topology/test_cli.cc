@@ -190,7 +190,8 @@ BOOST_AUTO_TEST_CASE(bad_files_exit_1_with_one_line) {
 
 BOOST_AUTO_TEST_CASE(usage_errors_exit_2) {
   for (const std::string& args : {"--bogus", "--nccl-xml a.xml --hwloc-xml b.xml", "--json --tree",
-                                  "--num-sms 0", "--topk 300 --experts 8", "--nccl-xml"}) {
+                                  "--num-sms 0", "--topk 300 --experts 8", "--nccl-xml", "--nccl-xml \"\"",
+                                  "--hwloc-xml \"\""}) {
     Run r = run(args);
     BOOST_TEST_CONTEXT(args) {
       BOOST_TEST(r.code == 2);

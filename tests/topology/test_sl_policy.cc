@@ -90,6 +90,16 @@ BOOST_AUTO_TEST_CASE(out_of_range_and_garbage_are_rejected_with_a_message) {
   BOOST_TEST(!resolveSlPolicy(hidden.inputs()).ok());
 }
 
+BOOST_AUTO_TEST_CASE(leading_zeros_are_decimal) {
+  Env e;
+  e.vars["EPX_OVERRIDE_SL"] = "010";
+  auto r = resolveSlPolicy(e.inputs());
+  BOOST_TEST_REQUIRE(r.ok(), r.error);
+  BOOST_TEST(r.value.sl.value == 10);
+  e.vars["EPX_OVERRIDE_SL"] = "0x";
+  BOOST_TEST(!resolveSlPolicy(e.inputs()).ok());
+}
+
 BOOST_AUTO_TEST_CASE(hex_and_bounds_are_accepted) {
   Env e;
   e.vars["EPX_DEFAULT_SL"] = "0xf";

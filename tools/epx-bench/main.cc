@@ -4,6 +4,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <unistd.h>
+
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -48,8 +50,13 @@ int run(const Options& opt) {
   int nDev = 0;
   const cudaError_t e = cudaGetDeviceCount(&nDev);
   if (e != cudaSuccess || nDev <= 0) {
-    std::printf("epx-bench: no CUDA GPU found; nothing to run (%s)\n",
-                e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    // No GPU is a normal outcome here (exit 0); a GPU the runtime cannot use is an error.
+    const bool gpuPresent = access("/dev/nvidiactl", F_OK) == 0;
+    if (e != cudaSuccess && gpuPresent) {
+      std::fprintf(stderr, "epx-bench: NVIDIA GPUs are present but CUDA cannot use them: %s\n", cudaGetErrorString(e));
+      return 2;
+    }
+    std::printf("epx-bench: no CUDA GPU on this machine; nothing to run\n");
     return 0;
   }
   if (nDev == 1) {

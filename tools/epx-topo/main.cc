@@ -58,9 +58,10 @@ int main(int argc, char** argv) {
   if (est.topk > est.experts) return fail("--topk must not exceed --experts", kExitUsage);
   if (json && (treeOnly || matrixOnly)) return fail("--json cannot be combined with --tree or --matrix", kExitUsage);
 
-  Result<Topology> loaded = !hwlocXml.empty() ? loadHwlocXml(hwlocXml)
-                            : !ncclXml.empty() ? loadNcclXml(ncclXml)
-                                               : loadLive();
+  // An empty file name is a mistake (e.g. an unset shell variable), not a request for live discovery.
+  if ((hx->count() && hwlocXml.empty()) || (nx->count() && ncclXml.empty()))
+    return fail("--hwloc-xml / --nccl-xml need a file name", kExitUsage);
+  Result<Topology> loaded = hx->count() ? loadHwlocXml(hwlocXml) : nx->count() ? loadNcclXml(ncclXml) : loadLive();
   if (!loaded.ok()) return fail(loaded.error, kExitBadInput);
 
   SlInputs slIn;

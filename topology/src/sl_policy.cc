@@ -23,8 +23,9 @@ bool parseInt(const char* s, long* out) {
   if (!s || !*s || *s == '-' || *s == '+' || *s == ' ') return false;
   errno = 0;
   char* end = nullptr;
-  long v = std::strtol(s, &end, 0);
-  if (errno || end == s || *end) return false;
+  const bool hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+  long v = std::strtol(hex ? s + 2 : s, &end, hex ? 16 : 10);  // "010" is ten, not octal eight
+  if (errno || end == s || end == s + 2 * hex || *end) return false;
   *out = v;
   return true;
 }
@@ -46,7 +47,7 @@ Result<SlValue> resolve(const SlInputs& in, const Level (&levels)[4], int max, c
       const char* s = getenv(l.origin);
       if (!s) continue;
       if (!parseInt(s, &v))
-        return Result<SlValue>::fail(std::string(l.origin) + "=\"" + s + "\" is not an integer (" + what + " is 0.." +
+        return Result<SlValue>::fail(std::string(l.origin) + "=\"" + s + "\" is not a non-negative integer (" + what + " is 0.." +
                                      std::to_string(max) + ")");
       if (v < 0 || v > max)
         return Result<SlValue>::fail(std::string(l.origin) + "=" + s + " is out of range (" + what + " is 0.." +

@@ -78,15 +78,18 @@ typedef struct {
   unsigned int magic;   /* NCCL_EP_CONFIG_MAGIC */
   unsigned int version; /* EPX_VERSION_CODE */
   int maxTokensPerRank; /* required: largest T any rank passes (1 .. 65536) */
-  int hidden;           /* required: channels per token H (multiple of 8; of 128 when fp8Dispatch) */
+  int hidden;           /* required: channels per token H, 8 .. 65536, a multiple of 8 (of 128 when
+                           fp8Dispatch: one FP32 scale per 128 channels) */
   int topk;             /* required: K, 1 .. 32 */
   int numExperts;       /* required: E, a multiple of nRanks, at most 1024 */
   int fp8Dispatch;      /* 0 (default): dispatch BF16 only; 1: also allow FP8 e4m3 + FP32 scales */
   int algorithm;        /* ncclEpAlgo_t, default ncclEpAlgoAuto */
-  int smBudget;         /* CTAs (one per SM) per kernel; 0 or undefined: analytic estimate */
+  int smBudget;         /* CTAs (one per SM) per kernel, 0 .. 160; 0 or undefined: analytic estimate
+                           (host/src/core/config.cc); never more than the GPU's SMs. Every CTA of a
+                           kernel must be resident at once: leave SMs free of long-running kernels */
   int qpBudget;         /* GIN QPs per rank; reserved for scale-out, ignored intranode */
   int slIndex;          /* InfiniBand SL for scale-out; -1 or undefined: policy; ignored intranode */
-  int timeoutMs;        /* device wait bound in ms before an async error; default 10000 */
+  int timeoutMs;        /* device wait bound in ms (>= 1) before an async error; default 10000 */
 } ncclEpConfig_t;
 
 #define NCCL_EP_CONFIG_INITIALIZER                                                              \
@@ -104,7 +107,8 @@ typedef struct {
   unsigned int version;
   int layout;          /* ncclEpLayout_t, default ncclEpLayoutExpanded */
   int mode;            /* ncclEpMode_t, default ncclEpModeExact */
-  int expertAlignment; /* expanded layout: segment alignment in rows, >= 1, default 1 */
+  int expertAlignment; /* expanded layout: segment alignment in rows, 1 .. 1024, default 1; must be
+                          1 for the deduplicated layout (ncclInvalidArgument otherwise) */
   int zeroGaps;        /* expanded layout: 1 = write zeros into alignment gap rows, default 0 */
 } ncclEpHandleConfig_t;
 
@@ -121,7 +125,7 @@ typedef struct {
   int numTokens;              /* T on this rank, 0 .. maxTokensPerRank */
 } ncclEpRouting_t;
 
-/* Dispatch inputs. Device pointers, 16-byte aligned, rows contiguous. */
+/* Dispatch inputs. Device pointers; x 16-byte aligned, others 4-byte aligned; rows contiguous. */
 typedef struct {
   const void* x;             /* [T, hidden]: ncclBfloat16, or ncclFloat8e4m3 (fp8Dispatch groups) */
   ncclDataType_t xType;      /* ncclBfloat16 or ncclFloat8e4m3 */
@@ -131,8 +135,9 @@ typedef struct {
 } ncclEpDispatchInputs_t;
 
 /*
- * Dispatch outputs (device pointers). R = rows of the handle: exact mode ncclEpHandleGetCounts's
- * numRows, capacity mode ncclEpHandleGetCapacity's rows. Le = numExperts / nRanks.
+ * Dispatch outputs (device pointers; recvX 16-byte aligned, others 4-byte aligned). R = rows of the
+ * handle: exact mode ncclEpHandleGetCounts's numRows, capacity mode ncclEpHandleGetCapacity's rows.
+ * Le = numExperts / nRanks. Rows past the valid count (capacity mode) are left untouched.
  */
 typedef struct {
   void* recvX;              /* [R, hidden], same dtype as x */
@@ -148,19 +153,24 @@ typedef struct {
                                rows the handle needs); 0 = not checked */
 } ncclEpDispatchOutputs_t;
 
-/* Combine inputs: expert outputs in the dispatch output layout of the same handle. */
+/* Combine inputs: expert outputs in the dispatch output layout of the same handle. x, bias0 and
+ * bias1 16-byte aligned; topkWeights 4-byte aligned. */
 typedef struct {
   const void* x;               /* [R, hidden] ncclBfloat16 (gate weights already applied) */
   ncclDataType_t xType;        /* ncclBfloat16 */
   const void* bias0;           /* optional [T, hidden] BF16 added in the epilogue, or NULL */
   const void* bias1;           /* optional second [T, hidden] BF16 bias, or NULL */
-  const float* topkWeights;    /* optional, to return combined weights: expanded [R]; dedup [R, topk] */
+  const float* topkWeights;    /* optional, only to produce combinedTopkWeights (the backward of the
+                                  dispatched weights); combine never multiplies by them. Expanded
+                                  [R] (one per row); dedup [R, topk] where only the columns of this
+                                  rank's experts are used */
   int numRows;                 /* optional shape check: rows of x (>= the handle's rows); 0 = not checked */
   int hidden;                  /* optional shape check: channels of x; 0 = not checked */
 } ncclEpCombineInputs_t;
 
 typedef struct {
-  void* out;                   /* [T, hidden] BF16: sum over destination ranks, FP32 accumulation */
+  void* out;                   /* [T, hidden] BF16, 16-byte aligned: sum over destination ranks, FP32
+                                  accumulation; a token sent nowhere gets bias0 + bias1 (or 0) */
   float* combinedTopkWeights;  /* optional [T, topk]: weight of slot k from its expert's rank (0 for
                                   masked slots); requires topkWeights in the inputs */
   int numTokens;               /* optional shape check: rows of out (== the layout's T); 0 = not checked */
@@ -193,18 +203,23 @@ typedef struct {
   int numRows;        /* rows of the dispatch output (expanded: incl. alignment gaps) */
   int numTokens;      /* received (token, rank) pairs = deduplicated rows */
   int numLocalExperts;
-  const int* expertCounts; /* host array [numLocalExperts], owned by the handle */
+  const int* expertCounts; /* host array [numLocalExperts], owned by the handle; valid until the
+                              handle's next ncclEpDispatchLayout or ncclEpHandleDestroy */
 } ncclEpCounts_t;
 
 /* --- errors --------------------------------------------------------------------------------- */
 
-/* Reason for the last failing ncclEp* call of the calling thread ("" if none). */
+/* Reason for the last failing ncclEp* call of the calling thread ("" if none); the string stays
+ * valid until that thread's next failing ncclEp* call. */
 const char* ncclEpGetLastError(void);
 
 /*
- * Device-side error of the group (timeout waiting for a peer, invalid expert ids seen on the
- * device). Does not synchronize. *asyncError = ncclSuccess when none; msg (may be NULL) receives
- * a description naming the stalled peer / bad token, truncated to msgLen.
+ * Device-side error of the group. Does not synchronize. *asyncError = ncclSuccess when none;
+ * ncclRemoteError after a device wait timed out (a peer never arrived within timeoutMs; the group
+ * then refuses new work and must be destroyed and recreated on every rank); ncclInvalidArgument
+ * when a capacity-mode layout found invalid expert ids (those slots were dropped; the group stays
+ * usable). msg (may be NULL) receives a description naming the stalled peer or the bad token,
+ * truncated to msgLen. Errors: ncclInvalidArgument for NULL group/asyncError.
  */
 ncclResult_t ncclEpGroupGetAsyncError(ncclEpGroup_t group, ncclResult_t* asyncError, char* msg,
                                       size_t msgLen);
@@ -220,10 +235,13 @@ ncclResult_t ncclEpGetBufferSizeHint(const ncclEpConfig_t* config, int nRanks, s
 
 /*
  * Create an EP group over all ranks of comm (collective). All ranks must share one NVLink (LSA)
- * domain in this release (2..8 GPUs). Allocates the window with ncclMemAlloc, registers it, and
- * creates an NCCL device communicator. Several groups may share one comm.
+ * domain in this release (1..8 GPUs; 1 rank runs without communication). Allocates the window
+ * (ncclEpGetBufferSizeHint bytes) with ncclMemAlloc, registers it, and creates an NCCL device
+ * communicator. Several groups may share one comm. All ncclEp* operations of a group (on all its
+ * handles) must be issued in the same order on every rank and be stream-ordered with each other.
  * Errors: ncclInvalidArgument (config), ncclInvalidUsage (ranks not all LSA peers, NCCL runtime
- * older than the headers, no symmetric memory support), ncclSystemError / ncclUnhandledCudaError.
+ * version different from the headers', low-latency algorithm, no symmetric memory support),
+ * ncclSystemError / ncclUnhandledCudaError / the NCCL call's own result.
  */
 ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t* config, ncclEpGroup_t* group);
 
@@ -235,11 +253,18 @@ ncclResult_t ncclEpGroupGetSmCount(ncclEpGroup_t group, int* sms);
 
 /* --- handles -------------------------------------------------------------------------------- */
 
+/*
+ * A route slot of the group (not collective; allocates device memory sized by the group's maxima,
+ * so create handles before CUDA graph capture). Errors: ncclInvalidArgument (config, capacity over
+ * 2^31 rows), ncclUnhandledCudaError.
+ */
 ncclResult_t ncclEpHandleCreate(ncclEpGroup_t group, const ncclEpHandleConfig_t* config,
                                 ncclEpHandle_t* handle);
 ncclResult_t ncclEpHandleDestroy(ncclEpHandle_t handle);
 
-/* Capacity-mode output rows (exact mode: the same bound; outputs may be sized by it too). */
+/* Capacity-mode output rows: deduplicated nRanks * maxTokensPerRank; expanded
+ * nRanks * maxTokensPerRank * min(topk, Le) + Le * (expertAlignment - 1). Exact mode: the same
+ * bound (outputs may be sized by it too). */
 ncclResult_t ncclEpHandleGetCapacity(ncclEpHandle_t handle, int* rows);
 
 /* Exact mode only, after ncclEpDispatchLayout: the receive counts (host). */
@@ -255,11 +280,17 @@ ncclResult_t ncclEpHandleGetCounts(ncclEpHandle_t handle, ncclEpCounts_t* counts
 ncclResult_t ncclEpDispatchLayout(ncclEpHandle_t handle, const ncclEpRouting_t* routing,
                                   cudaStream_t stream);
 
-/* Send tokens to the ranks of their experts by the handle's route (collective, stream-ordered). */
+/* Send tokens to the ranks of their experts by the handle's route (collective, stream-ordered).
+ * Errors (before launching): ncclInvalidArgument for a handle without a layout, NULL or misaligned
+ * pointers, dtype not BF16/FP8 (FP8 needs an fp8Dispatch group and scales), hidden or numRows not
+ * matching, recvTopkIdx with the expanded layout; ncclRemoteError after an async timeout. */
 ncclResult_t ncclEpDispatch(ncclEpHandle_t handle, const ncclEpDispatchInputs_t* in,
                             const ncclEpDispatchOutputs_t* out, cudaStream_t stream);
 
-/* Return expert outputs to their source tokens and sum them (collective, stream-ordered). */
+/* Return expert outputs to their source tokens and sum them (collective, stream-ordered).
+ * Errors (before launching): ncclInvalidArgument for a handle without a layout, x not BF16, NULL or
+ * misaligned pointers, numRows/hidden/numTokens not matching the handle, combinedTopkWeights
+ * without topkWeights; ncclRemoteError after an async timeout. */
 ncclResult_t ncclEpCombine(ncclEpHandle_t handle, const ncclEpCombineInputs_t* in,
                            const ncclEpCombineOutputs_t* out, cudaStream_t stream);
 
