@@ -84,7 +84,7 @@ __device__ void reduceTokens(const CombineArgs& a, const OpSync& sync, int globa
       }
     }
     __syncwarp();
-    warpSumBf16<true>(reinterpret_cast<int4*>(a.out + size_t(t) * H), srcRows[warp], __popc(dests),
+    warpSumBf16<true, kPull ? 8 : 4>(reinterpret_cast<int4*>(a.out + size_t(t) * H), srcRows[warp], __popc(dests),
                       a.bias0 ? reinterpret_cast<const int4*>(a.bias0 + size_t(t) * H) : nullptr,
                       a.bias1 ? reinterpret_cast<const int4*>(a.bias1 + size_t(t) * H) : nullptr, H / 8, lane);
     if (a.combinedTopkWeights && lane < K) {

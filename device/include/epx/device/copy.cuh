@@ -96,30 +96,30 @@ __device__ __forceinline__ void warpCopy16Multi(char* const* dsts, int nDst, con
 }
 
 // Sums BF16 rows srcs[0..n) (+ optional extra rows) into dst with FP32 accumulation, in that
-// order. Four 16-byte vectors per lane and source are in flight, so NVLink/HBM latency overlaps.
-template <bool kVolatileSrc>
+// order. kUnroll 16-byte vectors per lane and source are in flight, so NVLink/HBM latency overlaps.
+template <bool kVolatileSrc, int kUnroll = 4>
 __device__ __forceinline__ void warpSumBf16(int4* dst, const int4* const* srcs, int n, const int4* extra0,
                                             const int4* extra1, int vecs, int lane) {
-  for (int i = lane; i < vecs; i += 4 * kWarp) {
-    float acc[4][8];
+  for (int i = lane; i < vecs; i += kUnroll * kWarp) {
+    float acc[kUnroll][8];
 #pragma unroll
-    for (int u = 0; u < 4; ++u)
+    for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
       for (int q = 0; q < 8; ++q) acc[u][q] = 0.f;
     auto addRow = [&](const int4* row, bool vol) {
-      int4 v[4];
+      int4 v[kUnroll];
 #pragma unroll
-      for (int u = 0; u < 4; ++u)
+      for (int u = 0; u < kUnroll; ++u)
         if (i + u * kWarp < vecs) v[u] = vol ? ldVolatile(row + i + u * kWarp) : ldNc(row + i + u * kWarp);
 #pragma unroll
-      for (int u = 0; u < 4; ++u)
+      for (int u = 0; u < kUnroll; ++u)
         if (i + u * kWarp < vecs) addBf16x8(acc[u], v[u]);
     };
     for (int j = 0; j < n; ++j) addRow(srcs[j], kVolatileSrc);
     if (extra0) addRow(extra0, false);
     if (extra1) addRow(extra1, false);
 #pragma unroll
-    for (int u = 0; u < 4; ++u)
+    for (int u = 0; u < kUnroll; ++u)
       if (i + u * kWarp < vecs) stNa(dst + i + u * kWarp, packBf16x8(acc[u]));
   }
 }
