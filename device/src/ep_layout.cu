@@ -42,28 +42,20 @@ __device__ void chunkPass(const LayoutArgs& a, uint32_t* expertMask, uint32_t* e
   const int t = blockIdx.x * kLayoutChunk + tid;
   const bool valid = t < a.numTokens;
   uint32_t destMask = 0;
-  for (int k = 0; k < K; ++k) {  // every lane iterates (warp collectives below); invalid lanes carry -1
-    long long e = valid ? loadId(a, t * K + k) : -1;
-    bool bad = e < -1 || e >= E;
-    // Lanes of a warp that picked the same expert set their bits with one shared-memory atomic
-    // (popular experts would otherwise serialize up to 32 atomics on one word). A repeated id
-    // finds its own lane bit already set by the token's earlier slot.
-    const int key = (!bad && e >= 0) ? int(e) : -2 - lane;
-    const uint32_t same = __match_any_sync(0xffffffffu, key);
-    const int leader = __ffs(same) - 1;
-    uint32_t old = 0;
-    if (lane == leader && key >= 0) old = atomicOr(&expertMask[warp * E + key], same);
-    old = __shfl_sync(0xffffffffu, old, leader);
-    if (key >= 0) bad = (old >> lane) & 1u;
-    if (bad) {
-      atomicMin(badKey, t * kMaxTopk + k);
-      e = -1;
-    }
-    if (valid) {
+  if (valid) {
+    for (int k = 0; k < K; ++k) {
+      long long e = loadId(a, t * K + k);
+      bool bad = e < -1 || e >= E;
+      // A repeated id finds its own lane bit already set by the earlier slot.
+      if (!bad && e >= 0) bad = (atomicOr(&expertMask[warp * E + e], 1u << lane) >> lane) & 1u;
+      if (bad) {
+        atomicMin(badKey, t * kMaxTopk + k);
+        e = -1;
+      }
       r.tokExpert[t * K + k] = int(e);
       ids[k * kLayoutChunk + tid] = int(e);
+      if (e >= 0) destMask |= 1u << (e / Le);
     }
-    if (e >= 0) destMask |= 1u << (e / Le);
   }
   for (int d = 0; d < R; ++d) {
     const uint32_t b = __ballot_sync(0xffffffffu, (destMask >> d) & 1u);
