@@ -28,7 +28,6 @@ enum WaitPhase : int {
 };
 
 constexpr int kLayoutChunk = 512;  // tokens per layout CTA
-constexpr int kMaxChunks = kMaxTokens / kLayoutChunk;
 
 // Byte offsets inside every rank's window; identical on all ranks of a group. Receive arrays are
 // indexed by deduplicated row: rows from source s start at recvBase[s] (Σ of earlier sources).
@@ -85,7 +84,7 @@ struct Route {
   int32_t* tokExpert;       // [maxTokens, K] validated global expert id or -1
   int32_t* tokExpertPos;    // [maxTokens, K] chunk-local position among this rank's tokens of that expert
   int32_t* tokSlot;         // [maxTokens, nRanks] chunk-local slot among this rank's tokens to rank d, or -1
-  int32_t* chunkExpertBase; // [kMaxChunks(used), E] tokens of expert e in earlier chunks
+  int32_t* chunkExpertBase; // [chunks, E] tokens of expert e in earlier chunks
   int32_t* chunkRankBase;   // [chunks, nRanks] tokens to rank d in earlier chunks
   int32_t* sendBase;        // [nRanks] first row of this rank's tokens in rank d's receive arrays
   int32_t* recvBase;        // [nRanks + 1] exclusive prefix of rows received from each source
