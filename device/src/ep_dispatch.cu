@@ -16,7 +16,6 @@ namespace {
 
 constexpr int kWarps = 16;
 constexpr int kThreads = kWarps * 32;
-constexpr int kSendWarps = 8;  // copy layouts: warps per CTA that send; the rest receive meanwhile
 
 // Typed views of the receive arrays in a window whose local base is `base`.
 struct RecvArrays {
@@ -26,15 +25,13 @@ struct RecvArrays {
   float* weights;
   int32_t* info;
   int32_t* pos;
-  uint32_t* seq;
   __device__ RecvArrays(char* base, const WindowLayout& wl)
       : x(base + wl.recvX),
         scales(reinterpret_cast<float*>(base + wl.recvScales)),
         idx(reinterpret_cast<int32_t*>(base + wl.recvIdx)),
         weights(reinterpret_cast<float*>(base + wl.recvWeights)),
         info(reinterpret_cast<int32_t*>(base + wl.recvInfo)),
-        pos(reinterpret_cast<int32_t*>(base + wl.recvPos)),
-        seq(reinterpret_cast<uint32_t*>(base + wl.recvSeq)) {}
+        pos(reinterpret_cast<int32_t*>(base + wl.recvPos)) {}
 };
 
 // What one warp needs to send token t: lane d < R holds the token's row in rank d's receive
@@ -99,32 +96,16 @@ __device__ void sendTokens(const DispatchArgs& a, const OpSync& sync, int global
       } else if (lane < K + 2) {
         dst.info[drow * 2 + lane - K] = lane == K ? c.rank : t;
       }
-      // The row is complete: publish it (release after the warp's stores) for receivers that copy
-      // rows while the sends go on.
-      __syncwarp();
-      if (lane == 0) storeReleaseSys(dst.seq + drow, sync.seq);
     }
   }
 }
 
-// Receivers that run beside the senders wait for each row's flag before reading it. Lane 0 waits
-// (acquire), the warp syncs, then every lane may read the row. Returns false on timeout.
-__device__ __forceinline__ bool waitRow(const RecvArrays& in, const OpSync& sync, const Common& c, int row, int src,
-                                        int lane) {
-  int ok = 1;
-  if (lane == 0) ok = waitFlag(in.seq + row, sync.seq, c, kPhaseDispatchData, src);
-  ok = __shfl_sync(0xffffffffu, ok, 0);
-  __syncwarp();
-  return ok != 0;
-}
-
 // Deduplicated layout into caller buffers: row i of the window arrays -> row i of the outputs.
-__device__ void copyDedup(const DispatchArgs& a, const RecvArrays& in, const OpSync& sync, const int* recvBase,
-                          bool waitRows, int total, int globalWarp, int numWarps, int lane) {
+__device__ void copyDedup(const DispatchArgs& a, const RecvArrays& in, int total, int globalWarp, int numWarps,
+                          int lane) {
   const int K = a.c.topk, scaleWords = a.scaleRowBytes / 4;
   const bool copyX = !a.zeroCopy;
   for (int i = globalWarp; i < total; i += numWarps) {
-    if (waitRows && !waitRow(in, sync, a.c, i, sourceOf(recvBase, a.c.nRanks, i), lane)) return;
     const size_t row = size_t(i);
     if (copyX) warpCopy16<true>(a.recvX + row * a.xRowBytes, in.x + row * a.xRowBytes, a.xRowBytes, lane);
     if (scaleWords && a.recvScales && a.recvScales != in.scales)
@@ -140,16 +121,15 @@ __device__ void copyDedup(const DispatchArgs& a, const RecvArrays& in, const OpS
 }
 
 // Expanded layout: received row i goes to one output row per local expert of its token.
-__device__ void copyExpanded(const DispatchArgs& a, const RecvArrays& in, const OpSync& sync, const int* recvBase,
-                             bool waitRows, int total, int globalWarp, int numWarps, int lane,
-                             char* (&dsts)[kWarps][kMaxTopk], int (&rows)[kWarps][kMaxTopk]) {
+__device__ void copyExpanded(const DispatchArgs& a, const RecvArrays& in, const int* recvBase, int total,
+                             int globalWarp, int numWarps, int lane, char* (&dsts)[kWarps][kMaxTopk],
+                             int (&rows)[kWarps][kMaxTopk]) {
   const Common& c = a.c;
   const Route& r = a.r;
   const int K = c.topk, Le = c.localExperts, warp = threadIdx.x >> 5, scaleWords = a.scaleRowBytes / 4;
   const uint32_t lanesBelow = (1u << lane) - 1u;
   for (int i = globalWarp; i < total; i += numWarps) {
     const int s = sourceOf(recvBase, c.nRanks, i);
-    if (waitRows && !waitRow(in, sync, c, i, s, lane)) return;
     const size_t row = size_t(i);
     int outRow = -1;
     float w = 0.f;
@@ -219,40 +199,25 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const DispatchArgs
 
   if (threadIdx.x <= c.nRanks) recvBase[threadIdx.x] = r.recvBase[threadIdx.x];
   sync.begin(c, kOpDispatch, kPhaseDispatchReady);
-  const RecvArrays in(sync.local(c), c.wl);
-  const int total = recvBase[c.nRanks];
-  if (a.zeroCopy) {
-    // Rows land in place: all warps send, then wait for every peer (the rows must be complete when
-    // the kernel ends), then copy only the meta the caller wants elsewhere.
-    if (!sync.abort) sendTokens(a, sync, globalWarp, numWarps, lane, dsts);
-    sync.signalSent(c, kOpDispatch);
-    sync.waitAllSent(c, kOpDispatch, kPhaseDispatchData);
-    if (!sync.abort) copyDedup(a, in, sync, recvBase, false, total, globalWarp, numWarps, lane);
-  } else {
-    // The receive copy runs beside the sends: warps [0, kSendWarps) send, the others copy each
-    // received row as soon as its flag says it is complete.
-    const int warp = threadIdx.x >> 5;
-    if (!sync.abort) {
-      if (warp < kSendWarps) {
-        const int w = blockIdx.x * kSendWarps + warp, n = gridDim.x * kSendWarps;
-        sendTokens(a, sync, w, n, lane, dsts);
-        fillGaps(a, w, n, lane);
-      } else {
-        const int w = blockIdx.x * (kWarps - kSendWarps) + warp - kSendWarps, n = gridDim.x * (kWarps - kSendWarps);
-        if (r.expanded)
-          copyExpanded(a, in, sync, recvBase, true, total, w, n, lane, dsts, rows);
-        else
-          copyDedup(a, in, sync, recvBase, true, total, w, n, lane);
+  if (!sync.abort) sendTokens(a, sync, globalWarp, numWarps, lane, dsts);
+  sync.signalSent(c, kOpDispatch);
+  sync.waitAllSent(c, kOpDispatch, kPhaseDispatchData);
+  if (!sync.abort) {
+    const RecvArrays in(sync.local(c), c.wl);
+    const int total = recvBase[c.nRanks];
+    if (r.expanded) {
+      copyExpanded(a, in, recvBase, total, globalWarp, numWarps, lane, dsts, rows);
+      fillGaps(a, globalWarp, numWarps, lane);
+    } else {
+      copyDedup(a, in, total, globalWarp, numWarps, lane);
+    }
+    if (blockIdx.x == 0) {
+      for (int le = threadIdx.x; le <= c.localExperts; le += kThreads) {
+        if (a.expertCounts && le < c.localExperts) a.expertCounts[le] = r.expertCount[le];
+        if (a.expertOffsets) a.expertOffsets[le] = r.expertStart[le];
       }
+      if (threadIdx.x == 0 && a.numRecvRows) *a.numRecvRows = r.totals[1];
     }
-    sync.signalSent(c, kOpDispatch);  // keeps this kind's cumulative arrival count in step
-  }
-  if (!sync.abort && blockIdx.x == 0) {
-    for (int le = threadIdx.x; le <= c.localExperts; le += kThreads) {
-      if (a.expertCounts && le < c.localExperts) a.expertCounts[le] = r.expertCount[le];
-      if (a.expertOffsets) a.expertOffsets[le] = r.expertStart[le];
-    }
-    if (threadIdx.x == 0 && a.numRecvRows) *a.numRecvRows = r.totals[1];
   }
   sync.end(c, kOpDispatch);
 }

@@ -132,7 +132,6 @@ dev::WindowLayout computeWindowLayout(const GroupConfig& cfg, int nRanks) {
   wl.recvWeights = region(rows * K * 4);
   wl.recvInfo = region(rows * 2 * 4);
   wl.recvPos = region(rows * K * 4);
-  wl.recvSeq = region(rows * 4);
   wl.combineX = region(rows * H * 2);
   wl.combineRecv = region(rows * H * 2);
   wl.combineRecvW = region(rows * K * 4);

@@ -43,7 +43,6 @@ struct WindowLayout {
   uint64_t recvWeights;  // f32 [rows][K]
   uint64_t recvInfo;     // i32 [rows][2]: source rank, source token
   uint64_t recvPos;      // i32 [rows][K]: position among the source's tokens of that expert
-  uint64_t recvSeq;      // u32 [rows]: dispatch sequence number of the op that last wrote the row
   uint64_t combineX;     // BF16 [rows][hidden]: combine input in place (pull combine)
   uint64_t combineRecv;  // BF16 [nRanks (expert rank)][maxTokens (slot)][hidden] (push combine)
   uint64_t combineRecvW; // f32 [nRanks][maxTokens][K]
