@@ -1,18 +1,23 @@
-// Combine kernel, two flows (both sum per source token in FP32: destination ranks in ascending
-// order, then bias0, bias1; BF16 out — the order of the CPU reference in host/ref).
-//  push: every CTA sends back its share of received rows (expanded layout: the token's local expert
-//        rows summed in FP32, rounded to BF16 for the wire) into the source rank's window, signals,
-//        waits for all peers, then reduces locally.
-//  pull: (deduplicated layout, expert output already in the window's combineX) after every rank
-//        has started combine, each rank reads its tokens' rows straight from the peers' windows
-//        and reduces; a closing all-to-all arrival keeps combineX stable until every reader is done.
+// Combine kernel. Sums, per source token, the rows its destination ranks return, in FP32: in
+// ascending destination rank, then bias0, bias1; BF16 out (the order of the CPU reference in
+// host/ref).
+//  send: CTA b takes a contiguous share of the received rows; each row goes back to its source
+//        rank's combineRecv[this rank][slot] (expanded layout: the token's local expert rows summed
+//        in FP32, rounded to BF16 for the wire): stored directly into NVLink peers' windows, or
+//        staged in this rank's combineX and moved with one GIN put per (CTA, network source) and
+//        array, the last carrying the arrival signal.
+//  pull: (deduplicated layout, expert output already in the window's combineX) NVLink peers'
+//        rows are not sent: after every rank started combine, each rank reads its tokens' rows
+//        straight from those peers' windows; a closing arrival ("done reading") keeps combineX
+//        stable until every reader is done. Network peers' rows are still put (GIN has no remote
+//        reads here).
 // Combined top-k weights come from the rank that owns each slot's expert.
 #include <nccl_device.h>
 
 #include "epx/device/copy.cuh"
 #include "epx/device/ep_args.h"
 #include "epx/device/launch.h"
-#include "epx/device/op_sync.cuh"
+#include "epx/device/session.cuh"
 
 namespace epx::dev {
 
@@ -21,26 +26,56 @@ namespace {
 constexpr int kWarps = 16;
 constexpr int kThreads = kWarps * 32;
 
-__device__ void sendBack(const CombineArgs& a, const OpSync& sync, const int* recvBase, int globalWarp, int numWarps,
-                         int lane, const int4* (&srcs)[kWarps][kMaxTopk]) {
+// Where received row i goes back to (its source's combineRecv slot) and where it is staged.
+struct ReturnRow {
+  int src;
+  size_t slotRow;  // this rank's slot row in the source's combineRecv: rank * maxTokens + slot
+};
+
+__device__ __forceinline__ ReturnRow returnRowOf(const Common& c, const Route& r, int i) {
+  const int s = sourceOfRow(r.recvBase, c.nRanks, i);
+  return ReturnRow{s, size_t(c.rank) * c.maxTokens + (i - r.recvBase[s])};
+}
+
+// Deduplicated layout: an input that already is the window's region (expert output written into
+// combineX, weights = the dispatch's recvTopkWeights) is put from there without staging. (The host
+// refuses combineX as the expanded layout's input: there it is the staging area.)
+__device__ __forceinline__ bool inWindow(const CombineArgs& a, const Transport& tr, const void* p, uint64_t off) {
+  return !a.r.expanded && p == tr.localBase() + off;
+}
+
+// Send phase over this CTA's received rows [share.begin, share.end).
+__device__ void sendBack(const CombineArgs& a, const Transport& tr, Share share, int lane,
+                         const int4* (&srcs)[kWarps][kMaxTopk]) {
   const Common& c = a.c;
   const Route& r = a.r;
   const int K = c.topk, H = c.hidden, warp = threadIdx.x >> 5;
-  const int total = recvBase[c.nRanks];
   const uint32_t lanesBelow = (1u << lane) - 1u;
-  for (int i = globalWarp; i < total; i += numWarps) {
-    const int s = sourceOf(recvBase, c.nRanks, i);
-    const size_t slotRow = size_t(c.rank) * c.maxTokens + (i - recvBase[s]);
-    uint16_t* dst = reinterpret_cast<uint16_t*>(sync.peerBase[s] + c.wl.combineRecv) + slotRow * H;
-    float* dstW = reinterpret_cast<float*>(sync.peerBase[s] + c.wl.combineRecvW) + slotRow * K;
+  char* local = tr.localBase();
+  const bool xInWindow = inWindow(a, tr, a.x, c.wl.combineX);
+  const bool wInWindow = inWindow(a, tr, a.topkWeights, c.wl.recvWeights);
+  for (int i = share.begin + warp; i < share.end; i += kWarps) {
+    const ReturnRow rr = returnRowOf(c, r, i);
+    const bool lsa = tr.lsa(rr.src);
+    if (lsa && a.pull) continue;  // the source reads this row in place
+    uint16_t* dst;
+    float* dstW;
+    if (lsa) {
+      char* peer = tr.lsaBase(rr.src);
+      dst = reinterpret_cast<uint16_t*>(peer + c.wl.combineRecv) + rr.slotRow * H;
+      dstW = reinterpret_cast<float*>(peer + c.wl.combineRecvW) + rr.slotRow * K;
+    } else {  // staged at row i for the GIN put (nothing to do when already in the window)
+      dst = xInWindow ? nullptr : reinterpret_cast<uint16_t*>(local + c.wl.combineX) + size_t(i) * H;
+      dstW = wInWindow ? nullptr : reinterpret_cast<float*>(local + c.wl.combineStageW) + size_t(i) * K;
+    }
     if (!r.expanded) {
-      warpCopy16<false>(reinterpret_cast<char*>(dst), reinterpret_cast<const char*>(a.x + size_t(i) * H), H * 2, lane);
-      if (a.topkWeights && lane < K) dstW[lane] = a.topkWeights[size_t(i) * K + lane];
+      if (dst) warpCopy16<false>(reinterpret_cast<char*>(dst), reinterpret_cast<const char*>(a.x + size_t(i) * H), H * 2, lane);
+      if (a.topkWeights && dstW && lane < K) dstW[lane] = a.topkWeights[size_t(i) * K + lane];
       continue;
     }
     const int row = lane < K ? r.recvExpRows[size_t(i) * K + lane] : -1;
     const uint32_t valid = __ballot_sync(0xffffffffu, row >= 0);
-    if (a.topkWeights && lane < K) dstW[lane] = row >= 0 ? a.topkWeights[row] : 0.f;
+    if (a.topkWeights && dstW && lane < K) dstW[lane] = row >= 0 ? a.topkWeights[row] : 0.f;
     if (row >= 0) srcs[warp][__popc(valid & lanesBelow)] = reinterpret_cast<const int4*>(a.x + size_t(row) * H);
     __syncwarp();
     warpSumBf16<false>(reinterpret_cast<int4*>(dst), srcs[warp], __popc(valid), nullptr, nullptr, H / 8, lane);
@@ -48,77 +83,119 @@ __device__ void sendBack(const CombineArgs& a, const OpSync& sync, const int* re
   }
 }
 
-// Row of token t in destination rank `lane`'s numbering (pull: in rank lane's combineX; push: the
-// slot in this rank's combineRecv[lane]), or -1 when t was not sent there.
-template <bool kPull>
-__device__ __forceinline__ int reduceRow(const Route& r, int R, int t, int lane) {
-  if (lane >= R) return -1;
-  const int slot = r.tokSlot[t * R + lane];  // independent loads
-  int base = r.chunkRankBase[(t / kLayoutChunk) * R + lane];
-  if (kPull) base += r.sendBase[lane];
-  return slot >= 0 ? base + slot : -1;
+// After the CTA staged its rows: per network source overlapping the share, one put of the rows
+// and one of the weights (the rows of one source are contiguous on both sides), the last one
+// carrying the arrival signal (+rows) on this CTA's context.
+__device__ void putStaged(const CombineArgs& a, const Transport& tr, Share share) {
+  const Common& c = a.c;
+  const Route& r = a.r;
+  if (share.begin >= share.end) return;
+  const int K = c.topk, H = c.hidden, ctx = dataContextOf(blockIdx.x, c.ginContexts);
+  const uint64_t wOff = inWindow(a, tr, a.topkWeights, c.wl.recvWeights) ? c.wl.recvWeights : c.wl.combineStageW;
+  const int s0 = sourceOfRow(r.recvBase, c.nRanks, share.begin);
+  const int s1 = sourceOfRow(r.recvBase, c.nRanks, share.end - 1);
+  for (int s = s0 + int(threadIdx.x); s <= s1; s += kThreads) {
+    if (tr.lsa(s)) continue;
+    const int lo = max(share.begin, r.recvBase[s]), hi = min(share.end, r.recvBase[s + 1]);
+    if (hi <= lo) continue;
+    const uint64_t n = uint64_t(hi - lo);
+    const uint64_t slotRow = uint64_t(c.rank) * c.maxTokens + (lo - r.recvBase[s]);
+    if (a.topkWeights)
+      tr.put(s, c.wl.combineRecvW + slotRow * K * 4, wOff + uint64_t(lo) * K * 4, n * K * 4, ctx);
+    tr.putSignal(s, c.wl.combineRecv + slotRow * H * 2, c.wl.combineX + uint64_t(lo) * H * 2, n * H * 2,
+                 kFlagArriveCombine, uint32_t(n), ctx);
+  }
 }
 
-// Reduce per source token; the next token's rows are looked up while the current one is summed.
+// Reduce per source token. Lane k whose slot is the first with its destination rank d holds the
+// row d returned: in d's combineX (pull from an NVLink peer) or in this rank's combineRecv[d].
 template <bool kPull>
-__device__ void reduceTokens(const CombineArgs& a, const OpSync& sync, int globalWarp, int numWarps, int lane,
-                             const int4* (&srcRows)[kWarps][kMaxRanks], const float* (&srcW)[kWarps][kMaxRanks]) {
+__device__ void reduceTokens(const CombineArgs& a, const Transport& tr, int globalWarp, int numWarps, int lane,
+                             const int4* (&srcRows)[kWarps][kMaxTopk]) {
   const Common& c = a.c;
   const Route& r = a.r;
   const int R = c.nRanks, K = c.topk, H = c.hidden, Le = c.localExperts, warp = threadIdx.x >> 5;
-  const int T = r.totals[2];
-  int next = globalWarp < T ? reduceRow<kPull>(r, R, globalWarp, lane) : -1;
+  const int T = r.totals->numTokens;
+  char* local = tr.localBase();
   for (int t = globalWarp; t < T; t += numWarps) {
-    const int row = next;
-    if (t + numWarps < T) next = reduceRow<kPull>(r, R, t + numWarps, lane);
-    const uint32_t dests = __ballot_sync(0xffffffffu, row >= 0);
-    if (row >= 0) {
-      const int j = __popc(dests & ((1u << lane) - 1u));
-      if (kPull) {
-        srcRows[warp][j] = reinterpret_cast<const int4*>(sync.peerBase[lane] + c.wl.combineX + size_t(row) * H * 2);
-        srcW[warp][lane] = reinterpret_cast<const float*>(sync.peerBase[lane] + c.wl.recvWeights) + size_t(row) * K;
-      } else {
-        const size_t at = size_t(lane) * c.maxTokens + row;
-        srcRows[warp][j] = reinterpret_cast<const int4*>(sync.local(c) + c.wl.combineRecv + at * H * 2);
-        srcW[warp][lane] = reinterpret_cast<const float*>(sync.local(c) + c.wl.combineRecvW) + at * K;
+    int e = -1, dest = -1;
+    const int4* row = nullptr;
+    const float* w = nullptr;
+    if (lane < K) {
+      e = r.tokExpert[t * K + lane];
+      const int slot = r.tokSlot[t * K + lane];
+      if (slot >= 0) {
+        dest = destOf(e, Le);
+        const int gslot = r.chunkRankBase[chunkOf(t) * R + dest] + slot;
+        if (kPull && tr.lsa(dest)) {
+          char* peer = tr.lsaBase(dest);
+          const size_t at = size_t(r.sendBase[dest]) + gslot;
+          row = reinterpret_cast<const int4*>(peer + c.wl.combineX + at * H * 2);
+          w = reinterpret_cast<const float*>(peer + c.wl.recvWeights) + at * K;
+        } else {
+          const size_t at = size_t(dest) * c.maxTokens + gslot;
+          row = reinterpret_cast<const int4*>(local + c.wl.combineRecv + at * H * 2);
+          w = reinterpret_cast<const float*>(local + c.wl.combineRecvW) + at * K;
+        }
       }
     }
+    const uint32_t dests = __ballot_sync(0xffffffffu, dest >= 0);
+    // Rank of this destination among the token's destinations, so the sum runs in rank order.
+    int order = 0;
+    const float* myW = nullptr;
+    const int myDest = destOf(e, Le);
+    for (uint32_t m = dests; m; m &= m - 1) {
+      const int j = __ffs(m) - 1;
+      const int dj = __shfl_sync(0xffffffffu, dest, j);
+      const float* wj = reinterpret_cast<const float*>(__shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(w), j));
+      if (dj < dest) ++order;
+      if (dj == myDest) myW = wj;
+    }
+    if (dest >= 0) srcRows[warp][order] = row;
     __syncwarp();
     warpSumBf16<true, kPull ? 8 : 4>(reinterpret_cast<int4*>(a.out + size_t(t) * H), srcRows[warp], __popc(dests),
-                      a.bias0 ? reinterpret_cast<const int4*>(a.bias0 + size_t(t) * H) : nullptr,
-                      a.bias1 ? reinterpret_cast<const int4*>(a.bias1 + size_t(t) * H) : nullptr, H / 8, lane);
-    if (a.combinedTopkWeights && lane < K) {
-      const int e = r.tokExpert[t * K + lane];
-      a.combinedTopkWeights[size_t(t) * K + lane] = e >= 0 ? ((const volatile float*)srcW[warp][e / Le])[lane] : 0.f;
-    }
+                                     a.bias0 ? reinterpret_cast<const int4*>(a.bias0 + size_t(t) * H) : nullptr,
+                                     a.bias1 ? reinterpret_cast<const int4*>(a.bias1 + size_t(t) * H) : nullptr, H / 8,
+                                     lane);
+    if (a.combinedTopkWeights && lane < K)
+      a.combinedTopkWeights[size_t(t) * K + lane] = e >= 0 ? ((const volatile float*)myW)[lane] : 0.f;
     __syncwarp();
   }
 }
 
 __global__ void __launch_bounds__(kThreads, 1) combineKernel(const CombineArgs a) {
-  __shared__ OpSync sync;
+  __shared__ OpSession ses;
   __shared__ const int4* rows[kWarps][kMaxTopk];
-  __shared__ const int4* srcRows[kWarps][kMaxRanks];
-  __shared__ const float* srcW[kWarps][kMaxRanks];
-  __shared__ int recvBase[kMaxRanks + 1];
   const Common& c = a.c;
+  const Route& r = a.r;
+  const Transport tr(c);
   const int lane = threadIdx.x & 31;
   const int globalWarp = blockIdx.x * kWarps + (threadIdx.x >> 5);
   const int numWarps = gridDim.x * kWarps;
+  const bool gin = tr.hasGin();
+  const Share share = shareOf(r.totals->recvRows, gridDim.x, blockIdx.x);
+  const GinRows ginRows{nullptr, r.sendCount};
 
-  if (threadIdx.x <= c.nRanks) recvBase[threadIdx.x] = a.r.recvBase[threadIdx.x];
-  sync.begin(c, kOpCombine, kPhaseCombineReady);
-  if (a.pull) {
-    if (!sync.abort) reduceTokens<true>(a, sync, globalWarp, numWarps, lane, srcRows, srcW);
-    sync.signalSent(c, kOpCombine);  // "done reading your combineX"
-    sync.waitAllSent(c, kOpCombine, kPhaseCombineData);
-  } else {
-    if (!sync.abort) sendBack(a, sync, recvBase, globalWarp, numWarps, lane, rows);
-    sync.signalSent(c, kOpCombine);
-    sync.waitAllSent(c, kOpCombine, kPhaseCombineData);
-    if (!sync.abort) reduceTokens<false>(a, sync, globalWarp, numWarps, lane, srcRows, srcW);
+  ses.begin(tr, kOpCombine, kPhaseCombineReady);
+  if (!ses.abort) {
+    sendBack(a, tr, share, lane, rows);
+    if (gin) {
+      __syncthreads();
+      putStaged(a, tr, share);
+    }
   }
-  sync.end(c, kOpCombine);
+  if (a.pull) {
+    ses.waitArrivals(tr, kOpCombine, kPhaseCombineData, false, true, ginRows);
+    if (!ses.abort) reduceTokens<true>(a, tr, globalWarp, numWarps, lane, rows);
+    ses.arriveLsa(tr, kOpCombine);  // "done reading your combineX"
+    ses.waitArrivals(tr, kOpCombine, kPhaseCombineData, true, false, ginRows);
+  } else {
+    ses.arriveLsa(tr, kOpCombine);
+    ses.waitArrivals(tr, kOpCombine, kPhaseCombineData, true, true, ginRows);
+    if (!ses.abort) reduceTokens<false>(a, tr, globalWarp, numWarps, lane, rows);
+  }
+  if (gin && threadIdx.x == 0) tr.flushGin();  // combineX / weights are the caller's again
+  ses.end(tr, kOpCombine, ginRows);
 }
 
 }  // namespace
@@ -126,6 +203,10 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const CombineArgs a
 cudaError_t launchCombine(const CombineArgs& args, int nCtas, cudaStream_t stream) {
   combineKernel<<<nCtas, kThreads, 0, stream>>>(args);
   return cudaGetLastError();
+}
+
+cudaError_t combineMaxCtasPerSm(int* ctas) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas, combineKernel, kThreads, 0);
 }
 
 }  // namespace epx::dev

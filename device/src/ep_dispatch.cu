@@ -1,14 +1,19 @@
-// Dispatch kernel. Send: every CTA stores its share of (token, destination rank) rows straight
-// into the destination's receive arrays (NVLink stores through LSA pointers) at the row agreed in
-// the layout's count exchange, with the token's top-k meta; then one release-add per peer.
-// Receive: after all peers arrived, copy the rows into the caller's layout (deduplicated copy, or
-// expanded by local expert) — skipped entirely when the caller's outputs are the window arrays.
+// Dispatch kernel. Send: CTA b takes a contiguous share of this rank's tokens; each warp sends a
+// token's row once to every destination rank of its top-k: NVLink peers get the row and its top-k
+// meta stored straight into their receive arrays (LSA) at the row agreed in the layout's count
+// exchange; rows for network peers are staged in this rank's window, grouped by destination in
+// receive order, and the CTA then moves each destination's rows with one GIN put per array, the
+// last carrying the arrival signal (rows put). Receive: after every source arrived, copy the rows
+// into the caller's layout (deduplicated copy, or expanded by local expert) — skipped entirely when
+// the caller's outputs are the window arrays.
 #include <nccl_device.h>
+
+#include <climits>
 
 #include "epx/device/copy.cuh"
 #include "epx/device/ep_args.h"
 #include "epx/device/launch.h"
-#include "epx/device/op_sync.cuh"
+#include "epx/device/session.cuh"
 
 namespace epx::dev {
 
@@ -17,64 +22,86 @@ namespace {
 constexpr int kWarps = 16;
 constexpr int kThreads = kWarps * 32;
 
-// Typed views of the receive arrays in a window whose local base is `base`.
-struct RecvArrays {
+// Offsets of the six row arrays of one side (the receive arrays, or the GIN staging arrays).
+struct RowOffsets {
+  uint64_t x, scales, idx, weights, info, pos;
+  __device__ static RowOffsets recv(const WindowLayout& wl) {
+    return {wl.recvX, wl.recvScales, wl.recvIdx, wl.recvWeights, wl.recvInfo, wl.recvPos};
+  }
+  __device__ static RowOffsets stage(const WindowLayout& wl) {
+    return {wl.stageX, wl.stageScales, wl.stageIdx, wl.stageWeights, wl.stageInfo, wl.stagePos};
+  }
+};
+
+// Typed views of one side's row arrays in a window whose base is `base`.
+struct RowArrays {
   char* x;
   float* scales;
   int32_t* idx;
   float* weights;
   int32_t* info;
   int32_t* pos;
-  __device__ RecvArrays(char* base, const WindowLayout& wl)
-      : x(base + wl.recvX),
-        scales(reinterpret_cast<float*>(base + wl.recvScales)),
-        idx(reinterpret_cast<int32_t*>(base + wl.recvIdx)),
-        weights(reinterpret_cast<float*>(base + wl.recvWeights)),
-        info(reinterpret_cast<int32_t*>(base + wl.recvInfo)),
-        pos(reinterpret_cast<int32_t*>(base + wl.recvPos)) {}
+  __device__ RowArrays(char* base, const RowOffsets& o)
+      : x(base + o.x),
+        scales(reinterpret_cast<float*>(base + o.scales)),
+        idx(reinterpret_cast<int32_t*>(base + o.idx)),
+        weights(reinterpret_cast<float*>(base + o.weights)),
+        info(reinterpret_cast<int32_t*>(base + o.info)),
+        pos(reinterpret_cast<int32_t*>(base + o.pos)) {}
 };
 
-// What one warp needs to send token t: lane d < R holds the token's row in rank d's receive
-// arrays (-1: not sent there); lane k < K holds its slot-k expert, position and weight.
+// What lane k (< K) needs to send token t: its slot's expert, position and weight, and, when slot
+// k is the first with its destination rank d, the row in d's receive arrays (NVLink) or in the
+// staging arrays (network), and the global slot among this rank's rows to d.
 struct SendPlan {
-  int row, e, pos;
+  int e, pos, dest, row, gslot;
   float w;
 };
 
-__device__ __forceinline__ SendPlan loadPlan(const DispatchArgs& a, int t, int lane) {
+__device__ __forceinline__ SendPlan loadPlan(const DispatchArgs& a, const Transport& tr, int t, int lane) {
   const Route& r = a.r;
-  const int R = a.c.nRanks, K = a.c.topk, chunk = t / kLayoutChunk;
-  SendPlan p{-1, -1, -1, 0.f};
-  if (lane < R) {  // three independent loads
-    const int slot = r.tokSlot[t * R + lane];
-    const int base = r.sendBase[lane] + r.chunkRankBase[chunk * R + lane];
-    p.row = slot >= 0 ? base + slot : -1;
-  }
+  const int R = a.c.nRanks, K = a.c.topk, chunk = chunkOf(t);
+  SendPlan p{-1, -1, -1, -1, -1, 0.f};
   if (lane < K) {
     p.e = r.tokExpert[t * K + lane];
+    const int slot = r.tokSlot[t * K + lane];
     const int local = r.tokExpertPos[t * K + lane];
-    if (p.e >= 0) p.pos = r.chunkExpertBase[chunk * a.c.numExperts + p.e] + local;
     if (a.topkWeights) p.w = a.topkWeights[size_t(t) * K + lane];
+    if (p.e >= 0) p.pos = r.chunkExpertBase[chunk * a.c.numExperts + p.e] + local;
+    if (slot >= 0) {
+      p.dest = destOf(p.e, a.c.localExperts);
+      p.gslot = r.chunkRankBase[chunk * R + p.dest] + slot;
+      p.row = (tr.lsa(p.dest) ? r.sendBase[p.dest] : r.stageBase[p.dest]) + p.gslot;
+    }
   }
   return p;
 }
 
-// Send phase: warp-strided over this rank's tokens; the next token's plan is loaded while the
-// current row is copied, so the index loads' latency hides behind the data movement. Each 16-byte
-// vector of the row is loaded once and stored to every destination.
-__device__ void sendTokens(const DispatchArgs& a, const OpSync& sync, int globalWarp, int numWarps, int lane,
-                           char* (&dsts)[kWarps][kMaxTopk]) {
+// Send phase over this CTA's tokens (warp-strided); the next token's plan is loaded while the
+// current row is copied. Each 16-byte vector of the row is loaded once and stored to every
+// destination. Network rows go to the staging arrays; stFirst/stCount collect, per network
+// destination, the CTA's (contiguous) global slots.
+__device__ void sendTokens(const DispatchArgs& a, const Transport& tr, Share share, int lane, char* (&dsts)[kWarps][kMaxTopk],
+                           int* stFirst, int* stCount) {
   const Common& c = a.c;
   const Route& r = a.r;
-  const int K = c.topk, Le = c.localExperts, T = r.totals[2], warp = threadIdx.x >> 5;
+  const int K = c.topk, Le = c.localExperts, warp = threadIdx.x >> 5;
   const int scaleWords = a.scaleRowBytes / 4;
-  SendPlan next = globalWarp < T ? loadPlan(a, globalWarp, lane) : SendPlan{-1, -1, -1, 0.f};
-  for (int t = globalWarp; t < T; t += numWarps) {
+  const int t0 = share.begin + warp;
+  SendPlan next = t0 < share.end ? loadPlan(a, tr, t0, lane) : SendPlan{-1, -1, -1, -1, -1, 0.f};
+  for (int t = t0; t < share.end; t += kWarps) {
     const SendPlan cur = next;
-    if (t + numWarps < T) next = loadPlan(a, t + numWarps, lane);
-    const uint32_t dests = __ballot_sync(0xffffffffu, cur.row >= 0);
-    if (cur.row >= 0)
-      dsts[warp][__popc(dests & ((1u << lane) - 1u))] = sync.peerBase[lane] + c.wl.recvX + size_t(cur.row) * a.xRowBytes;
+    if (t + kWarps < share.end) next = loadPlan(a, tr, t + kWarps, lane);
+    const uint32_t dests = __ballot_sync(0xffffffffu, cur.dest >= 0);
+    const bool toLsa = cur.dest >= 0 && tr.lsa(cur.dest);
+    if (cur.dest >= 0) {
+      char* base = toLsa ? tr.lsaBase(cur.dest) + c.wl.recvX : tr.localBase() + c.wl.stageX;
+      dsts[warp][__popc(dests & ((1u << lane) - 1u))] = base + size_t(cur.row) * a.xRowBytes;
+      if (!toLsa) {
+        atomicMin(&stFirst[cur.dest], cur.gslot);
+        atomicAdd(&stCount[cur.dest], 1);
+      }
+    }
     __syncwarp();
     warpCopy16Multi<false, 8>(dsts[warp], __popc(dests), a.x + size_t(t) * a.xRowBytes, a.xRowBytes, lane);
     // FP8 scales: one load per word, stored to every destination.
@@ -82,26 +109,52 @@ __device__ void sendTokens(const DispatchArgs& a, const OpSync& sync, int global
     const float scale2 = scaleWords > 32 && lane + 32 < scaleWords ? a.xScales[size_t(t) * scaleWords + lane + 32] : 0.f;
     __syncwarp();
     for (uint32_t m = dests; m; m &= m - 1) {
-      const int d = __ffs(m) - 1;
-      const size_t drow = size_t(__shfl_sync(0xffffffffu, cur.row, d));
-      RecvArrays dst(sync.peerBase[d], c.wl);
+      const int j = __ffs(m) - 1;
+      const int d = __shfl_sync(0xffffffffu, cur.dest, j);
+      const size_t drow = size_t(__shfl_sync(0xffffffffu, cur.row, j));
+      const bool lsa = tr.lsa(d);
+      const RowArrays dst(lsa ? tr.lsaBase(d) : tr.localBase(), lsa ? RowOffsets::recv(c.wl) : RowOffsets::stage(c.wl));
       if (lane < scaleWords) dst.scales[drow * scaleWords + lane] = scale;
       if (lane + 32 < scaleWords) dst.scales[drow * scaleWords + lane + 32] = scale2;
-      for (int j = lane + 64; j < scaleWords; j += 32) dst.scales[drow * scaleWords + j] = a.xScales[size_t(t) * scaleWords + j];
-      const bool owned = cur.e >= 0 && cur.e / Le == d;
+      for (int q = lane + 64; q < scaleWords; q += 32) dst.scales[drow * scaleWords + q] = a.xScales[size_t(t) * scaleWords + q];
+      const bool owned = cur.e >= 0 && destOf(cur.e, Le) == d;
       if (lane < K) {
         dst.idx[drow * K + lane] = owned ? cur.e - d * Le : -1;
         dst.weights[drow * K + lane] = owned ? cur.w : 0.f;
         if (r.expanded) dst.pos[drow * K + lane] = owned ? cur.pos : -1;
-      } else if (lane < K + 2) {
-        dst.info[drow * 2 + lane - K] = lane == K ? c.rank : t;
       }
+      if (lane < 2) dst.info[drow * 2 + lane] = lane == 0 ? c.rank : t;
     }
   }
 }
 
+// After the CTA staged its rows: one GIN put per array and network destination (the CTA's rows to
+// d are contiguous on both sides), the last one carrying the arrival signal (+rows) on this CTA's
+// context.
+__device__ void putStaged(const DispatchArgs& a, const Transport& tr, const int* stFirst, const int* stCount) {
+  const Common& c = a.c;
+  const Route& r = a.r;
+  const int K = c.topk, ctx = dataContextOf(blockIdx.x, c.ginContexts);
+  const RowOffsets recv = RowOffsets::recv(c.wl), stage = RowOffsets::stage(c.wl);
+  for (int d = threadIdx.x; d < c.nRanks; d += kThreads) {
+    const int n = stCount[d];
+    if (n == 0 || tr.lsa(d)) continue;
+    const uint64_t dstRow = uint64_t(r.sendBase[d]) + stFirst[d];
+    const uint64_t srcRow = uint64_t(r.stageBase[d]) + stFirst[d];
+    auto putArray = [&](uint64_t dstOff, uint64_t srcOff, uint64_t rowBytes) {
+      tr.put(d, dstOff + dstRow * rowBytes, srcOff + srcRow * rowBytes, uint64_t(n) * rowBytes, ctx);
+    };
+    putArray(recv.x, stage.x, a.xRowBytes);
+    putArray(recv.scales, stage.scales, a.scaleRowBytes);
+    putArray(recv.idx, stage.idx, K * 4);
+    putArray(recv.weights, stage.weights, K * 4);
+    if (r.expanded) putArray(recv.pos, stage.pos, K * 4);
+    tr.putSignal(d, recv.info + dstRow * 8, stage.info + srcRow * 8, uint64_t(n) * 8, kFlagArriveDispatch, uint32_t(n), ctx);
+  }
+}
+
 // Deduplicated layout into caller buffers: row i of the window arrays -> row i of the outputs.
-__device__ void copyDedup(const DispatchArgs& a, const RecvArrays& in, int total, int globalWarp, int numWarps,
+__device__ void copyDedup(const DispatchArgs& a, const RowArrays& in, int total, int globalWarp, int numWarps,
                           int lane) {
   const int K = a.c.topk, scaleWords = a.scaleRowBytes / 4;
   const bool copyX = !a.zeroCopy;
@@ -114,22 +167,21 @@ __device__ void copyDedup(const DispatchArgs& a, const RecvArrays& in, int total
       if (a.recvTopkIdx && a.recvTopkIdx != in.idx) a.recvTopkIdx[row * K + lane] = ((volatile int32_t*)in.idx)[row * K + lane];
       if (a.recvTopkWeights && a.recvTopkWeights != in.weights)
         a.recvTopkWeights[row * K + lane] = ((volatile float*)in.weights)[row * K + lane];
-    } else if (lane < K + 2 && a.recvSrcInfo && a.recvSrcInfo != in.info) {
-      a.recvSrcInfo[row * 2 + lane - K] = ((volatile int32_t*)in.info)[row * 2 + lane - K];
     }
+    if (lane < 2 && a.recvSrcInfo && a.recvSrcInfo != in.info)
+      a.recvSrcInfo[row * 2 + lane] = ((volatile int32_t*)in.info)[row * 2 + lane];
   }
 }
 
 // Expanded layout: received row i goes to one output row per local expert of its token.
-__device__ void copyExpanded(const DispatchArgs& a, const RecvArrays& in, const int* recvBase, int total,
-                             int globalWarp, int numWarps, int lane, char* (&dsts)[kWarps][kMaxTopk],
-                             int (&rows)[kWarps][kMaxTopk]) {
+__device__ void copyExpanded(const DispatchArgs& a, const RowArrays& in, int total, int globalWarp, int numWarps,
+                             int lane, char* (&dsts)[kWarps][kMaxTopk], int (&rows)[kWarps][kMaxTopk]) {
   const Common& c = a.c;
   const Route& r = a.r;
   const int K = c.topk, Le = c.localExperts, warp = threadIdx.x >> 5, scaleWords = a.scaleRowBytes / 4;
   const uint32_t lanesBelow = (1u << lane) - 1u;
   for (int i = globalWarp; i < total; i += numWarps) {
-    const int s = sourceOf(recvBase, c.nRanks, i);
+    const int s = sourceOfRow(r.recvBase, c.nRanks, i);
     const size_t row = size_t(i);
     int outRow = -1;
     float w = 0.f;
@@ -142,6 +194,7 @@ __device__ void copyExpanded(const DispatchArgs& a, const RecvArrays& in, const 
       r.recvExpRows[row * K + lane] = outRow;
     }
     const uint32_t local = __ballot_sync(0xffffffffu, outRow >= 0);
+    const int srcToken = ((volatile int32_t*)in.info)[row * 2 + 1];
     if (outRow >= 0) {
       const int j = __popc(local & lanesBelow);
       dsts[warp][j] = a.recvX + size_t(outRow) * a.xRowBytes;
@@ -149,7 +202,7 @@ __device__ void copyExpanded(const DispatchArgs& a, const RecvArrays& in, const 
       if (a.recvTopkWeights) a.recvTopkWeights[outRow] = w;
       if (a.recvSrcInfo) {
         a.recvSrcInfo[2 * size_t(outRow)] = s;
-        a.recvSrcInfo[2 * size_t(outRow) + 1] = ((volatile int32_t*)in.info)[row * 2 + 1];
+        a.recvSrcInfo[2 * size_t(outRow) + 1] = srcToken;
       }
     }
     __syncwarp();
@@ -187,26 +240,41 @@ __device__ void fillGaps(const DispatchArgs& a, int globalWarp, int numWarps, in
 }
 
 __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const DispatchArgs a) {
-  __shared__ OpSync sync;
+  extern __shared__ int stSmem[];  // [2][nRanks]: per network destination, first global slot, rows
+  __shared__ OpSession ses;
   __shared__ char* dsts[kWarps][kMaxTopk];
   __shared__ int rows[kWarps][kMaxTopk];
-  __shared__ int recvBase[kMaxRanks + 1];
   const Common& c = a.c;
   const Route& r = a.r;
+  const Transport tr(c);
   const int lane = threadIdx.x & 31;
   const int globalWarp = blockIdx.x * kWarps + (threadIdx.x >> 5);
   const int numWarps = gridDim.x * kWarps;
+  const bool gin = tr.hasGin();
+  int* stFirst = stSmem;
+  int* stCount = stSmem + c.nRanks;
+  if (gin)
+    for (int d = threadIdx.x; d < c.nRanks; d += kThreads) {
+      stFirst[d] = INT_MAX;
+      stCount[d] = 0;
+    }
+  const GinRows ginRows{r.recvBase, nullptr};
 
-  if (threadIdx.x <= c.nRanks) recvBase[threadIdx.x] = r.recvBase[threadIdx.x];
-  sync.begin(c, kOpDispatch, kPhaseDispatchReady);
-  if (!sync.abort) sendTokens(a, sync, globalWarp, numWarps, lane, dsts);
-  sync.signalSent(c, kOpDispatch);
-  sync.waitAllSent(c, kOpDispatch, kPhaseDispatchData);
-  if (!sync.abort) {
-    const RecvArrays in(sync.local(c), c.wl);
-    const int total = recvBase[c.nRanks];
+  ses.begin(tr, kOpDispatch, kPhaseDispatchReady);
+  if (!ses.abort) {
+    sendTokens(a, tr, shareOf(r.totals->numTokens, gridDim.x, blockIdx.x), lane, dsts, stFirst, stCount);
+    if (gin) {
+      __syncthreads();
+      putStaged(a, tr, stFirst, stCount);
+    }
+  }
+  ses.arriveLsa(tr, kOpDispatch);
+  ses.waitArrivals(tr, kOpDispatch, kPhaseDispatchData, true, true, ginRows);
+  if (!ses.abort) {
+    const RowArrays in(tr.localBase(), RowOffsets::recv(c.wl));
+    const int total = r.totals->recvRows;
     if (r.expanded) {
-      copyExpanded(a, in, recvBase, total, globalWarp, numWarps, lane, dsts, rows);
+      copyExpanded(a, in, total, globalWarp, numWarps, lane, dsts, rows);
       fillGaps(a, globalWarp, numWarps, lane);
     } else {
       copyDedup(a, in, total, globalWarp, numWarps, lane);
@@ -216,17 +284,25 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const DispatchArgs
         if (a.expertCounts && le < c.localExperts) a.expertCounts[le] = r.expertCount[le];
         if (a.expertOffsets) a.expertOffsets[le] = r.expertStart[le];
       }
-      if (threadIdx.x == 0 && a.numRecvRows) *a.numRecvRows = r.totals[1];
+      if (threadIdx.x == 0 && a.numRecvRows) *a.numRecvRows = r.totals->outRows;
     }
   }
-  sync.end(c, kOpDispatch);
+  if (gin && threadIdx.x == 0) tr.flushGin();  // staging is reused by the next dispatch
+  ses.end(tr, kOpDispatch, ginRows);
 }
+
+size_t dispatchSmem(int nRanks) { return size_t(2) * nRanks * sizeof(int); }
 
 }  // namespace
 
 cudaError_t launchDispatch(const DispatchArgs& args, int nCtas, cudaStream_t stream) {
-  dispatchKernel<<<nCtas, kThreads, 0, stream>>>(args);
+  const size_t smem = dispatchSmem(args.c.nRanks);
+  dispatchKernel<<<nCtas, kThreads, smem, stream>>>(args);
   return cudaGetLastError();
+}
+
+cudaError_t dispatchMaxCtasPerSm(int nRanks, int* ctas) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas, dispatchKernel, kThreads, dispatchSmem(nRanks));
 }
 
 }  // namespace epx::dev

@@ -1,47 +1,50 @@
 // Layout kernel of ncclEpDispatchLayout: validates top-k ids, computes the route, and exchanges
-// counts with all ranks over NVLink.
+// counts with all ranks through the transport layer (NVLink stores or GIN puts).
 //
-// CTA c takes tokens [512c, 512c + 512). Each warp builds one 32-bit lane mask per expert and per
-// destination rank in shared memory; a token's chunk-local position is the count in earlier warps
-// plus popc(mask & lanes below it), so rows keep source-token order (deterministic, as the CPU
-// reference in host/ref specifies). The last CTA to finish turns the per-chunk totals into chunk
-// bases, all-gathers every rank's per-destination row counts and per-expert counts, and derives
-// where this rank's rows go in each destination (sendBase) and where received rows land.
+// CTA c takes tokens [512c, 512c + 512). Each warp builds one 32-bit lane mask per expert in shared
+// memory; the mask of destination rank d is the OR of the masks of d's experts. A token's
+// chunk-local position (per expert, per destination) is the count in earlier warps plus popc(mask &
+// lanes below it), so rows keep source-token order (deterministic, as the CPU reference in host/ref
+// specifies). The last CTA to finish turns the per-chunk totals into chunk bases, sends every rank
+// its count entry (rows this rank sends to each rank, and counts of the receiver's experts), and
+// derives where this rank's rows go in each destination (sendBase), where network-bound rows are
+// staged (stageBase) and where received rows land.
 #include <nccl_device.h>
 
 #include "epx/device/ep_args.h"
 #include "epx/device/launch.h"
-#include "epx/device/sync.cuh"
+#include "epx/device/transport.cuh"
 
 namespace epx::dev {
 
 namespace {
 
-constexpr int kWarps = kLayoutChunk / 32;
-
-// Per-warp expert masks and bases, then the chunk's ids [K][512].
-size_t layoutSmemBytes(int numExperts, int topk) {
-  return (size_t(2) * kWarps * numExperts + size_t(topk) * kLayoutChunk) * sizeof(uint32_t);
-}
+constexpr int kWarps = kLayoutWarps;
 
 __device__ __forceinline__ long long loadId(const LayoutArgs& a, int i) {
   return a.idxIs64 ? static_cast<const long long*>(a.topkIdx)[i] : static_cast<const int*>(a.topkIdx)[i];
 }
 
-// Chunk pass: validation, chunk-local positions, chunk totals (stored as chunk bases' inputs).
-__device__ void chunkPass(const LayoutArgs& a, uint32_t* expertMask, uint32_t* expertBase, int* ids, int* badKey) {
+// Tokens of earlier warps of this chunk that go to destination (or expert) column `col`.
+__device__ __forceinline__ int earlierWarps(const uint32_t* mask, int stride, int warp, int col) {
+  int n = 0;
+  for (int w = 0; w < warp; ++w) n += __popc(mask[w * stride + col]);
+  return n;
+}
+
+// Chunk pass: validation, chunk-local positions and slots, chunk totals (inputs of chunk bases).
+__device__ void chunkPass(const LayoutArgs& a, uint32_t* expertMask, uint32_t* expertBase, uint32_t* rankMask,
+                          int* badKey) {
   const Common& c = a.c;
   const Route& r = a.r;
   const int R = c.nRanks, K = c.topk, E = c.numExperts, Le = c.localExperts;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const uint32_t lanesBelow = (1u << lane) - 1u;
-  __shared__ uint32_t rankMask[kWarps][kMaxRanks];
 
   for (int i = tid; i < kWarps * E; i += kLayoutChunk) expertMask[i] = 0;
   __syncthreads();
   const int t = blockIdx.x * kLayoutChunk + tid;
   const bool valid = t < a.numTokens;
-  uint32_t destMask = 0;
   if (valid) {
     for (int k = 0; k < K; ++k) {
       long long e = loadId(a, t * K + k);
@@ -53,15 +56,16 @@ __device__ void chunkPass(const LayoutArgs& a, uint32_t* expertMask, uint32_t* e
         e = -1;
       }
       r.tokExpert[t * K + k] = int(e);
-      ids[k * kLayoutChunk + tid] = int(e);
-      if (e >= 0) destMask |= 1u << (e / Le);
     }
   }
-  for (int d = 0; d < R; ++d) {
-    const uint32_t b = __ballot_sync(0xffffffffu, (destMask >> d) & 1u);
-    if (lane == 0) rankMask[warp][d] = b;
-  }
   __syncthreads();
+  // Destination masks: a token goes to rank d when any of d's experts has its lane bit.
+  for (int i = tid; i < kWarps * R; i += kLayoutChunk) {
+    const int w = i / R, d = i % R;
+    uint32_t m = 0;
+    for (int le = 0; le < Le; ++le) m |= expertMask[w * E + d * Le + le];
+    rankMask[w * R + d] = m;
+  }
   int* chunkExpert = r.chunkExpertBase + blockIdx.x * E;  // chunk totals for now
   for (int e = tid; e < E; e += kLayoutChunk) {
     int run = 0;
@@ -71,44 +75,35 @@ __device__ void chunkPass(const LayoutArgs& a, uint32_t* expertMask, uint32_t* e
     }
     chunkExpert[e] = run;
   }
-  if (tid < R) {
-    int run = 0;
-    for (int w = 0; w < kWarps; ++w) run += __popc(rankMask[w][tid]);
-    r.chunkRankBase[blockIdx.x * R + tid] = run;
-  }
   __syncthreads();
-  if (valid) {
-    for (int d = 0; d < R; ++d) {
-      int slot = -1;
-      if ((destMask >> d) & 1u) {
-        slot = __popc(rankMask[warp][d] & lanesBelow);
-        for (int w = 0; w < warp; ++w) slot += __popc(rankMask[w][d]);
-      }
-      r.tokSlot[t * R + d] = slot;
-    }
-    for (int k = 0; k < K; ++k) {
-      const int e = ids[k * kLayoutChunk + tid];
-      r.tokExpertPos[t * K + k] =
-          e >= 0 ? int(expertBase[warp * E + e] + __popc(expertMask[warp * E + e] & lanesBelow)) : -1;
-    }
+  for (int d = tid; d < R; d += kLayoutChunk) r.chunkRankBase[blockIdx.x * R + d] = earlierWarps(rankMask, R, kWarps, d);
+  if (!valid) return;
+  for (int k = 0; k < K; ++k) {
+    const int e = r.tokExpert[t * K + k];
+    const int d = destOf(e, Le);
+    bool first = e >= 0;
+    for (int j = 0; j < k && first; ++j) first = destOf(r.tokExpert[t * K + j], Le) != d;
+    r.tokSlot[t * K + k] = first ? __popc(rankMask[warp * R + d] & lanesBelow) + earlierWarps(rankMask, R, warp, d) : -1;
+    r.tokExpertPos[t * K + k] =
+        e >= 0 ? int(expertBase[warp * E + e] + __popc(expertMask[warp * E + e] & lanesBelow)) : -1;
   }
 }
 
-// Last CTA: chunk bases, count all-gather, receive-side offsets.
-__device__ void finalize(const LayoutArgs& a, int* expertTotal, int badKeyValue) {
+// Last CTA: chunk bases, count exchange, receive-side offsets.
+__device__ void finalize(const LayoutArgs& a, int* smem, int badKeyValue) {
   const Common& c = a.c;
   const Route& r = a.r;
+  const Transport tr(c);
   const int R = c.nRanks, E = c.numExperts, Le = c.localExperts, tid = threadIdx.x;
   const int chunks = gridDim.x;
-  __shared__ char* peerBase[kMaxRanks];
-  __shared__ int rankTotal[kMaxRanks];
+  int* expertTotal = smem;               // [E]
+  int* rankTotal = expertTotal + E;      // [R]
+  int* count = rankTotal + R;            // [Le + 1]
   __shared__ uint32_t seqS;
   __shared__ int abortS;
-  if (tid < R) peerBase[tid] = static_cast<char*>(ncclGetLsaPointer(c.window, 0, tid));
   if (tid == 0) {
     seqS = *reinterpret_cast<volatile uint32_t*>(&c.state->layoutSeq) + 1;
     abortS = 0;
-    r.totals[3] = 0;  // chunk counter, ready for the next layout
   }
   for (int e = tid; e < E; e += kLayoutChunk) {
     int run = 0;
@@ -119,58 +114,67 @@ __device__ void finalize(const LayoutArgs& a, int* expertTotal, int badKeyValue)
     }
     expertTotal[e] = run;
   }
-  if (tid < R) {
+  for (int d = tid; d < R; d += kLayoutChunk) {
     int run = 0;
     for (int ch = 0; ch < chunks; ++ch) {
-      const int n = r.chunkRankBase[ch * R + tid];
-      r.chunkRankBase[ch * R + tid] = run;
+      const int n = r.chunkRankBase[ch * R + d];
+      r.chunkRankBase[ch * R + d] = run;
       run += n;
     }
-    rankTotal[tid] = run;
+    rankTotal[d] = run;
+    r.sendCount[d] = run;
   }
   __syncthreads();
   const uint32_t seq = seqS;
   const int parity = seq & 1;
   const int stride = c.wl.countStride;
-  // To every rank d: [rows this rank sends to each rank (kMaxRanks)] + [counts of d's experts].
-  const int entry = kMaxRanks + Le;
-  for (int i = tid; i < R * entry; i += kLayoutChunk) {
-    const int d = i / entry, j = i % entry;
-    int* dst = reinterpret_cast<int*>(peerBase[d] + c.wl.counts) + (parity * kMaxRanks + c.rank) * stride + j;
-    const int v = j < kMaxRanks ? (j < R ? rankTotal[j] : 0) : expertTotal[d * Le + j - kMaxRanks];
-    *reinterpret_cast<volatile int*>(dst) = v;
+  const int entry = R + Le;
+  char* local = tr.localBase();
+  // Count entry for every rank d, written into NVLink peers' windows or staged for a GIN put.
+  for (size_t i = tid; i < size_t(R) * entry; i += kLayoutChunk) {
+    const int d = int(i / entry), j = int(i % entry);
+    const int v = j < R ? rankTotal[j] : expertTotal[d * Le + j - R];
+    char* base = tr.lsa(d) ? tr.lsaBase(d) + c.wl.counts + (size_t(parity) * R + c.rank) * stride * 4
+                           : local + c.wl.countStage + size_t(d) * stride * 4;
+    reinterpret_cast<volatile int*>(base)[j] = v;
   }
   __syncthreads();
-  if (tid < R) {
-    __threadfence_system();
-    storeReleaseSys(countFlag(peerBase[tid], c.wl, c.rank), seq);
-    if (!waitFlag(countFlag(peerBase[c.rank], c.wl, tid), seq, c, kPhaseCounts, tid)) abortS = 1;
+  for (int d = tid; d < R; d += kLayoutChunk) {
+    if (tr.lsa(d)) {
+      __threadfence_system();
+      tr.publish(d, kFlagCounts, seq);
+    } else {
+      tr.putSignal(d, c.wl.counts + (uint64_t(parity) * R + c.rank) * stride * 4, c.wl.countStage + uint64_t(d) * stride * 4,
+                   uint64_t(entry) * 4, kFlagCounts, 1, kControlContext);
+    }
   }
+  bool ok = true;
+  for (int s = tid; s < R && ok; s += kLayoutChunk) ok = tr.wait(kFlagCounts, s, seq, kPhaseCounts);
+  if (!ok) abortS = 1;
   __syncthreads();
-  const volatile int* cnt =
-      reinterpret_cast<const volatile int*>(peerBase[c.rank] + c.wl.counts) + parity * kMaxRanks * stride;
-  if (tid < R) {  // where this rank's rows start in rank `tid`'s receive arrays
+  const volatile int* cnt = reinterpret_cast<const volatile int*>(local + c.wl.counts) + size_t(parity) * R * stride;
+  for (int d = tid; d < R; d += kLayoutChunk) {  // where this rank's rows start in rank d's receive arrays
     int base = 0;
-    for (int s = 0; s < c.rank; ++s) base += cnt[s * stride + tid];
-    r.sendBase[tid] = base;
+    for (int s = 0; s < c.rank; ++s) base += cnt[s * stride + d];
+    r.sendBase[d] = base;
   }
-  int* count = expertTotal;  // reuse: this rank's per-local-expert received rows
-  __syncthreads();
   for (int le = tid; le < Le; le += kLayoutChunk) {
     int run = 0;
     for (int s = 0; s < R; ++s) {
       r.srcExpertOff[s * Le + le] = run;
-      run += cnt[s * stride + kMaxRanks + le];
+      run += cnt[s * stride + R + le];
     }
     r.expertCount[le] = run;
     count[le] = run;
   }
   __syncthreads();
   if (tid == 0) {
-    int base = 0;
+    int base = 0, stage = 0;
     for (int s = 0; s < R; ++s) {
       r.recvBase[s] = base;
       base += cnt[s * stride + c.rank];
+      r.stageBase[s] = tr.lsa(s) ? -1 : stage;
+      if (!tr.lsa(s)) stage += rankTotal[s];
     }
     r.recvBase[R] = base;
     int start = 0;
@@ -180,16 +184,16 @@ __device__ void finalize(const LayoutArgs& a, int* expertTotal, int badKeyValue)
       start += r.expanded ? (n + r.alignment - 1) / r.alignment * r.alignment : n;
     }
     count[Le] = start;
-    r.totals[0] = base;
-    r.totals[1] = r.expanded ? start : base;
-    r.totals[2] = a.numTokens;
+    r.totals->recvRows = base;
+    r.totals->outRows = r.expanded ? start : base;
+    r.totals->numTokens = a.numTokens;
   }
   __syncthreads();
   for (int le = tid; le <= Le; le += kLayoutChunk) r.expertStart[le] = count[le];
   if (a.summary)
     for (int le = tid; le < Le; le += kLayoutChunk) a.summary->expertCounts[le] = r.expertCount[le];
   if (tid == 0) {
-    const int base = r.totals[0];
+    const int base = r.totals->recvRows;
     int badToken = -1, badSlot = -1, badKind = 0;
     long long badValue = 0;
     if (badKeyValue != 0x7fffffff) {
@@ -200,7 +204,7 @@ __device__ void finalize(const LayoutArgs& a, int* expertTotal, int badKeyValue)
     }
     if (a.summary) {
       LayoutSummary* s = a.summary;
-      s->numRows = abortS ? -1 : r.totals[1];
+      s->numRows = abortS ? -1 : r.totals->outRows;
       s->numTokens = abortS ? -1 : base;
       s->badToken = badToken;
       s->badSlot = badSlot;
@@ -208,45 +212,53 @@ __device__ void finalize(const LayoutArgs& a, int* expertTotal, int badKeyValue)
       s->badKind = badKind;
       __threadfence_system();
     } else if (badKind) {
-      recordError(c.error, /*ncclInvalidArgument*/ 4, kPhaseBadExpertId, -1, c.rank, badToken, badValue);
+      recordBadId(c.error, c.rank, badToken, badValue);
     }
     c.state->layoutSeq = seq;
   }
+  if (tid == 0 && tr.hasGin()) tr.flushGin();  // the count stage is reused by the next layout
 }
 
-__global__ void __launch_bounds__(kLayoutChunk, 1) layoutKernel(const LayoutArgs a, int* badKeys) {
+__global__ void __launch_bounds__(kLayoutChunk, 1) layoutKernel(const LayoutArgs a) {
   extern __shared__ uint32_t smem[];
-  uint32_t* expertMask = smem;                                   // [warp][E]
-  uint32_t* expertBase = expertMask + kWarps * a.c.numExperts;   // [warp][E]
-  int* ids = reinterpret_cast<int*>(expertBase + kWarps * a.c.numExperts);  // [K][512]
+  const int E = a.c.numExperts;
+  uint32_t* expertMask = smem;                       // [warp][E]
+  uint32_t* expertBase = expertMask + kWarps * E;    // [warp][E]
+  uint32_t* rankMask = expertBase + kWarps * E;      // [warp][R]
   __shared__ int badKey;
   __shared__ bool last;
   if (threadIdx.x == 0) badKey = 0x7fffffff;
   __syncthreads();
-  chunkPass(a, expertMask, expertBase, ids, &badKey);
+  chunkPass(a, expertMask, expertBase, rankMask, &badKey);
   __syncthreads();
   if (threadIdx.x == 0) {
-    atomicMin(badKeys, badKey);
+    atomicMin(&a.r.totals->firstBadKey, badKey);
     __threadfence();
-    last = atomicAdd(&a.r.totals[3], 1) == int(gridDim.x) - 1;
+    last = atomicAdd(&a.r.totals->chunksDone, 1) == int(gridDim.x) - 1;
   }
   __syncthreads();
   if (!last) return;
   __threadfence();
-  if (threadIdx.x == 0) badKey = atomicExch(badKeys, 0x7fffffff);  // read and re-arm for the next layout
+  if (threadIdx.x == 0) {
+    a.r.totals->chunksDone = 0;  // ready for the next layout
+    badKey = atomicExch(&a.r.totals->firstBadKey, 0x7fffffff);  // read and re-arm
+  }
   __syncthreads();
   finalize(a, reinterpret_cast<int*>(smem), badKey);  // the masks are no longer needed
 }
 
 }  // namespace
 
+size_t layoutSmem(int numExperts, int nRanks, int localExperts) {
+  return layoutSmemBytes(numExperts, nRanks, localExperts);
+}
+
 cudaError_t launchLayout(const LayoutArgs& args, cudaStream_t stream) {
-  const size_t smem = layoutSmemBytes(args.c.numExperts, args.c.topk);
+  const size_t smem = layoutSmemBytes(args.c.numExperts, args.c.nRanks, args.c.localExperts);
   cudaError_t err = cudaFuncSetAttribute(layoutKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (err != cudaSuccess) return err;
   const int chunks = args.numTokens > 0 ? (args.numTokens + kLayoutChunk - 1) / kLayoutChunk : 1;
-  // totals[3] counts finished chunks; badKeys sits in totals' spare slot area (see Route::totals).
-  layoutKernel<<<chunks, kLayoutChunk, smem, stream>>>(args, args.r.totals + 4);
+  layoutKernel<<<chunks, kLayoutChunk, smem, stream>>>(args);
   return cudaGetLastError();
 }
 

@@ -2,11 +2,14 @@
 // device communicator, per-group device state and the async error record.
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <string>
 
+#include "core/async_error.h"
 #include "core/config.h"
 #include "core/errors.h"
+#include "epx/device/launch.h"
 #include "internal.h"
 
 using epx::fail;
@@ -32,8 +35,34 @@ void releaseGroup(ncclEpGroup* g) {
   if (g->window) ncclCommWindowDeregister(g->comm, g->window);
   if (g->buffer) ncclMemFree(g->buffer);
   if (g->state) cudaFree(g->state);
+  if (g->arrived) cudaFree(g->arrived);
   if (g->error) cudaFreeHost(g->error);
   delete g;
+}
+
+// Every rank has finished the preceding local setup (an all-reduce of one int on a private stream).
+ncclResult_t hostBarrier(ncclComm_t comm) {
+  int* word = nullptr;
+  cudaStream_t s = nullptr;
+  cudaError_t ce = cudaMalloc(&word, sizeof(int));
+  if (ce == cudaSuccess) ce = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  ncclResult_t r = ce == cudaSuccess ? ncclAllReduce(word, word, 1, ncclInt32, ncclSum, comm, s) : ncclUnhandledCudaError;
+  if (r == ncclSuccess && cudaStreamSynchronize(s) != cudaSuccess) r = ncclUnhandledCudaError;
+  if (s) cudaStreamDestroy(s);
+  if (word) cudaFree(word);
+  return r;
+}
+
+// Kernels whose CTAs wait on each other need every CTA resident at once.
+std::string checkCoResident(int nCtas, int numSMs, int nRanks) {
+  int perSmD = 0, perSmC = 0;
+  if (epx::dev::dispatchMaxCtasPerSm(nRanks, &perSmD) != cudaSuccess || epx::dev::combineMaxCtasPerSm(&perSmC) != cudaSuccess)
+    return "cannot query the occupancy of the dispatch/combine kernels";
+  const int fit = std::min(perSmD, perSmC) * numSMs;
+  if (nCtas > fit)
+    return std::to_string(nCtas) + " CTAs cannot all be resident (" + std::to_string(fit) +
+           " fit on this GPU); lower smBudget";
+  return {};
 }
 
 }  // namespace
@@ -49,7 +78,13 @@ epx::dev::Common ncclEpGroup::common() const {
   c.topk = cfg.topk;
   c.numExperts = cfg.numExperts;
   c.localExperts = cfg.localExperts(nRanks);
+  c.lsaRank = lsaRank;
+  c.lsaSize = lsaSize;
+  c.ginContexts = ginContexts;
+  c.nCtas = nCtas;
+  if (devComm) epx::devCommCopy(devComm, c.devComm);
   c.state = state;
+  c.arrived = arrived;
   c.error = errorDev;
   c.timeoutNs = 1000000LL * cfg.timeoutMs;
   return c;
@@ -60,7 +95,8 @@ extern "C" ncclResult_t ncclEpGetBufferSizeHint(const ncclEpConfig_t* config, in
   epx::GroupConfig cfg;
   std::string err = epx::normalizeConfig(config, nRanks, &cfg);
   if (!err.empty()) return fail(ncclInvalidArgument, "ncclEpGetBufferSizeHint: " + err);
-  *bytes = epx::computeWindowLayout(cfg, nRanks).totalBytes;
+  // Upper bound: the layout with network peers (staging regions); an NVLink-only group needs less.
+  *bytes = epx::computeWindowLayout(cfg, nRanks, nRanks > 1 ? 1 : nRanks).totalBytes;
   return ncclSuccess;
 }
 
@@ -90,13 +126,14 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
     delete g;
     return fail(ncclInvalidArgument, "ncclEpGroupCreate: " + err);
   }
-  const int lsa = epx::lsaTeamSize(comm);
-  if (lsa != g->nRanks) {
-    int n = g->nRanks;
+  const epx::LsaTeam lsa = epx::lsaTeam(comm);
+  g->lsaSize = lsa.size;
+  g->lsaRank = lsa.rank;
+  if (g->lsaSize < 1 || g->nRanks % g->lsaSize != 0 || g->lsaRank < 0 || g->lsaRank >= g->lsaSize) {
+    const int n = g->nRanks, ls = g->lsaSize;
     delete g;
-    return fail(ncclInvalidUsage, "ncclEpGroupCreate: " + std::to_string(n) + " ranks but only " + std::to_string(lsa) +
-                                      " share an NVLink (LSA) domain; this release needs every rank of the "
-                                      "communicator in one NVLink domain (scale-out over GIN is not implemented yet)");
+    return fail(ncclInternalError, "ncclEpGroupCreate: NCCL reports an LSA team of " + std::to_string(ls) + " for " +
+                                       std::to_string(n) + " ranks");
   }
   cudaError_t ce = cudaSetDevice(g->cudaDev);
   if (ce == cudaSuccess) ce = cudaDeviceGetAttribute(&g->numSMs, cudaDevAttrMultiProcessorCount, g->cudaDev);
@@ -105,7 +142,11 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
     return fail(ncclUnhandledCudaError, cudaMsg("ncclEpGroupCreate: device query", ce));
   }
   g->nCtas = epx::resolveCtaCount(g->cfg, g->numSMs, g->nRanks, nvlinkGBps());
-  g->wl = epx::computeWindowLayout(g->cfg, g->nRanks);
+  if (std::string why = checkCoResident(g->nCtas, g->numSMs, g->nRanks); !why.empty()) {
+    delete g;
+    return fail(ncclInvalidUsage, "ncclEpGroupCreate: " + why);
+  }
+  g->wl = epx::computeWindowLayout(g->cfg, g->nRanks, g->lsaSize);
 
   if ((r = ncclMemAlloc(&g->buffer, g->wl.totalBytes)) != ncclSuccess) {
     releaseGroup(g);
@@ -113,7 +154,7 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
   }
   // Flags and counts must be zero before any peer can write: the collective registration below
   // ends with a barrier, so clear them first.
-  if ((ce = cudaMemset(g->buffer, 0, g->wl.recvX)) != cudaSuccess ||
+  if ((ce = cudaMemset(g->buffer, 0, epx::dev::windowZeroedPrefix(g->wl))) != cudaSuccess ||
       (ce = cudaDeviceSynchronize()) != cudaSuccess) {
     releaseGroup(g);
     return fail(ncclUnhandledCudaError, cudaMsg("ncclEpGroupCreate: clearing the window", ce));
@@ -125,13 +166,25 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
                 "ncclEpGroupCreate: ncclCommWindowRegister failed or gave no window: the communicator has "
                 "no symmetric-memory support (needs CUDA P2P between all ranks, cuMem, NCCL_WIN_ENABLE=1)");
   }
-  if ((r = epx::devCommCreate(comm, &g->devComm)) != ncclSuccess) {
+  const bool network = g->lsaSize < g->nRanks;
+  if ((r = epx::devCommCreate(comm, network ? epx::dev::ginSignalCount(g->nRanks) : 0, &g->devComm, &g->ginContexts)) !=
+      ncclSuccess) {
     g->devComm = nullptr;
     releaseGroup(g);
-    return fail(r, "ncclEpGroupCreate: ncclDevCommCreate failed");
+    return fail(r, network ? "ncclEpGroupCreate: ncclDevCommCreate with GIN failed: the ranks span " +
+                                 std::to_string(g->nRanks / g->lsaSize) +
+                                 " NVLink domains and peers outside this rank's domain need GIN (NCCL's InfiniBand "
+                                 "GIN, or NCCL_NET_PLUGIN=epx on one host); see NCCL_DEBUG=INFO"
+                           : "ncclEpGroupCreate: ncclDevCommCreate failed");
+  }
+  if (network && g->ginContexts < 1) {
+    releaseGroup(g);
+    return fail(ncclInvalidUsage, "ncclEpGroupCreate: the device communicator has no GIN context");
   }
   if ((ce = cudaMalloc(&g->state, sizeof(epx::dev::GroupState))) != cudaSuccess ||
       (ce = cudaMemset(g->state, 0, sizeof(epx::dev::GroupState))) != cudaSuccess ||
+      (ce = cudaMalloc(&g->arrived, sizeof(uint32_t) * epx::dev::kNumOpKinds * g->nRanks)) != cudaSuccess ||
+      (ce = cudaMemset(g->arrived, 0, sizeof(uint32_t) * epx::dev::kNumOpKinds * g->nRanks)) != cudaSuccess ||
       (ce = cudaHostAlloc(&g->error, sizeof(epx::dev::AsyncError), cudaHostAllocMapped)) != cudaSuccess ||
       (ce = cudaHostGetDevicePointer(reinterpret_cast<void**>(&g->errorDev), g->error, 0)) != cudaSuccess ||
       (ce = cudaDeviceSynchronize()) != cudaSuccess) {
@@ -139,10 +192,23 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
     return fail(ncclUnhandledCudaError, cudaMsg("ncclEpGroupCreate: device state", ce));
   }
   std::memset(g->error, 0, sizeof(*g->error));
+  // GIN signal ids come from NCCL's pool and may hold a destroyed group's values: zero them, then
+  // wait until every rank did so before anyone may signal.
+  if ((ce = epx::dev::launchResetGinSignals(g->common(), nullptr)) != cudaSuccess ||
+      (ce = cudaDeviceSynchronize()) != cudaSuccess) {
+    releaseGroup(g);
+    return fail(ncclUnhandledCudaError, cudaMsg("ncclEpGroupCreate: resetting GIN signals", ce));
+  }
+  if ((r = hostBarrier(comm)) != ncclSuccess) {
+    releaseGroup(g);
+    return fail(r, "ncclEpGroupCreate: closing barrier (ncclAllReduce) failed");
+  }
   if (const char* v = std::getenv("EPX_DEBUG"); v && *v && *v != '0')
-    std::fprintf(stderr, "epx: rank %d/%d group: T<=%d H=%d K=%d E=%d fp8=%d CTAs=%d window=%zu B\n", g->rank,
-                 g->nRanks, g->cfg.maxTokensPerRank, g->cfg.hidden, g->cfg.topk, g->cfg.numExperts,
-                 int(g->cfg.fp8Dispatch), g->nCtas, size_t(g->wl.totalBytes));
+    std::fprintf(stderr,
+                 "epx: rank %d/%d group: T<=%d H=%d K=%d E=%d fp8=%d CTAs=%d window=%zu B, NVLink domain %d ranks, "
+                 "GIN contexts %d\n",
+                 g->rank, g->nRanks, g->cfg.maxTokensPerRank, g->cfg.hidden, g->cfg.topk, g->cfg.numExperts,
+                 int(g->cfg.fp8Dispatch), g->nCtas, size_t(g->wl.totalBytes), g->lsaSize, g->ginContexts);
   *out = g;
   epx::clearLastError();
   return ncclSuccess;
@@ -165,24 +231,11 @@ extern "C" ncclResult_t ncclEpGroupGetSmCount(ncclEpGroup_t g, int* sms) {
 
 extern "C" ncclResult_t ncclEpGroupGetAsyncError(ncclEpGroup_t g, ncclResult_t* asyncError, char* msg, size_t msgLen) {
   if (!g || !asyncError) return fail(ncclInvalidArgument, "ncclEpGroupGetAsyncError: NULL argument");
-  const volatile epx::dev::AsyncError* e = g->error;
-  const int code = e->code;
-  *asyncError = ncclResult_t(code);
-  if (msg && msgLen) {
-    static const char* phases[] = {"", "count exchange (ncclEpDispatchLayout)", "dispatch start",
-                                   "dispatch data", "combine start", "combine data", "expert id check"};
-    const int phase = e->phase >= 0 && e->phase <= 6 ? e->phase : 0;
-    if (code == 0)
-      std::snprintf(msg, msgLen, "no error");
-    else if (phase == epx::dev::kPhaseBadExpertId)
-      std::snprintf(msg, msgLen, "rank %d: token %lld has expert id %lld, out of range or repeated (slot dropped)",
-                    e->rank, e->detail0, e->detail1);
-    else
-      std::snprintf(msg, msgLen,
-                    "rank %d: timed out after %d ms in %s waiting for peer rank %d (peer never arrived); the "
-                    "group must be destroyed",
-                    e->rank, g->cfg.timeoutMs, phases[phase], e->peer);
-  }
+  epx::dev::AsyncError snap;
+  std::memcpy(&snap, const_cast<const epx::dev::AsyncError*>(g->error), sizeof(snap));  // mapped memory
+  std::string text;
+  *asyncError = epx::describeAsyncError(snap, g->cfg.timeoutMs, &text);
+  if (msg && msgLen) std::snprintf(msg, msgLen, "%s", text.c_str());
   return ncclSuccess;
 }
 

@@ -24,15 +24,17 @@ size_t carveRoute(char* base, const ncclEpGroup& g, epx::dev::Route* r) {
   const size_t chunks = (T + epx::dev::kLayoutChunk - 1) / epx::dev::kLayoutChunk;
   take(&r->tokExpert, T * K);
   take(&r->tokExpertPos, T * K);
-  take(&r->tokSlot, T * R);
+  take(&r->tokSlot, T * K);
   take(&r->chunkExpertBase, chunks * size_t(g.cfg.numExperts));
   take(&r->chunkRankBase, chunks * R);
+  take(&r->sendCount, R);
   take(&r->sendBase, R);
+  take(&r->stageBase, R);
   take(&r->recvBase, R + 1);
   take(&r->expertCount, Le);
   take(&r->expertStart, Le + 1);
   take(&r->srcExpertOff, R * Le);
-  take(&r->totals, 8);
+  take(&r->totals, 1);
   take(&r->recvExpRows, R * T * K);
   return off;
 }
@@ -70,8 +72,9 @@ extern "C" ncclResult_t ncclEpHandleCreate(ncclEpGroup_t g, const ncclEpHandleCo
     return fail(ncclUnhandledCudaError, std::string("ncclEpHandleCreate: ") + cudaGetErrorString(ce));
   }
   carveRoute(static_cast<char*>(h->devMem), *g, &h->route);
-  const int32_t noBadId = INT32_MAX;  // totals[4]: first invalid (token, slot) seen by the layout
-  ce = cudaMemcpy(h->route.totals + 4, &noBadId, sizeof(noBadId), cudaMemcpyHostToDevice);
+  epx::dev::RouteTotals totals{};
+  totals.firstBadKey = INT32_MAX;  // no invalid (token, slot) seen yet
+  ce = cudaMemcpy(h->route.totals, &totals, sizeof(totals), cudaMemcpyHostToDevice);
   if (ce != cudaSuccess) {
     cudaFree(h->devMem);
     cudaFreeHost(h->summary);

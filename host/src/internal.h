@@ -12,12 +12,15 @@
 struct ncclEpGroup {
   ncclComm_t comm = nullptr;
   int rank = 0, nRanks = 0, cudaDev = -1, numSMs = 0, nCtas = 0;
+  int lsaRank = 0, lsaSize = 1;      // this rank's NVLink (LSA) team; other peers are reached over GIN
+  int ginContexts = 0;               // GIN contexts of devComm (0 when every peer is an LSA peer)
   epx::GroupConfig cfg;
   epx::dev::WindowLayout wl{};
   void* buffer = nullptr;           // ncclMemAlloc, registered as `window`
   ncclWindow_t window = nullptr;
   void* devComm = nullptr;          // ncclDevComm (opaque here; created in devcomm.cu)
   epx::dev::GroupState* state = nullptr;    // device memory
+  uint32_t* arrived = nullptr;              // device memory [kNumOpKinds][nRanks]
   epx::dev::AsyncError* error = nullptr;    // mapped pinned host memory
   epx::dev::AsyncError* errorDev = nullptr; // its device alias
   epx::dev::Common common() const;
@@ -40,7 +43,13 @@ struct ncclEpHandle {
 
 namespace epx {
 // NCCL device-API pieces (host side), compiled by nvcc because nccl_device.h needs it.
-int lsaTeamSize(ncclComm_t comm);
-ncclResult_t devCommCreate(ncclComm_t comm, void** devComm);
+struct LsaTeam {
+  int size, rank;
+};
+LsaTeam lsaTeam(ncclComm_t comm);
+// ginSignals > 0 requests that many GIN signals (and so GIN); *ginContexts = contexts obtained.
+ncclResult_t devCommCreate(ncclComm_t comm, int ginSignals, void** devComm, int* ginContexts);
+// Copies the ncclDevComm into Common::devComm.
+void devCommCopy(const void* devComm, unsigned char* dst);
 ncclResult_t devCommDestroy(ncclComm_t comm, void* devComm);
 }  // namespace epx

@@ -21,8 +21,7 @@ ncclResult_t launchFailed(const char* what, cudaError_t e) {
 
 // Refuses new work once a device-side timeout was recorded: peers are out of step after one.
 ncclResult_t checkHealthy(const ncclEpGroup* g, const char* what) {
-  const volatile epx::dev::AsyncError* e = g->error;
-  if (e->code != 0 && e->phase != epx::dev::kPhaseBadExpertId)
+  if (*reinterpret_cast<const volatile int*>(&g->error->timeout.code) != 0)
     return fail(ncclRemoteError, std::string(what) + ": the group had a device-side timeout (see "
                                                      "ncclEpGroupGetAsyncError); destroy and recreate it");
   return ncclSuccess;
@@ -127,6 +126,9 @@ extern "C" ncclResult_t ncclEpCombine(ncclEpHandle_t h, const ncclEpCombineInput
   a.combinedTopkWeights = out->combinedTopkWeights;
   // Pull when the expert output already sits in the window (and any weights are the window's).
   char* base = static_cast<char*>(g->buffer);
+  if (h->cfg.expanded && g->ginContexts > 0 && in->x == base + g->wl.combineX)
+    return fail(ncclInvalidArgument, "ncclEpCombine: the expanded layout's input x must not be the window's combineX "
+                                     "(it stages rows for network peers); use your own buffer");
   a.pull = !h->cfg.expanded && in->x == base + g->wl.combineX &&
            (in->topkWeights == nullptr || in->topkWeights == reinterpret_cast<float*>(base + g->wl.recvWeights));
   cudaError_t ce = epx::dev::launchCombine(a, g->nCtas, stream);

@@ -49,7 +49,7 @@ BOOST_AUTO_TEST_CASE(rejects_invalid_configs_with_reasons) {
       {[](ncclEpConfig_t& c) { c.smBudget = 1000; }, 2, "smBudget"},
       {[](ncclEpConfig_t& c) { c.slIndex = 16; }, 2, "slIndex"},
       {[](ncclEpConfig_t& c) { c.timeoutMs = 0; }, 2, "timeoutMs"},
-      {[](ncclEpConfig_t&) {}, 9, "EP size"},
+      {[](ncclEpConfig_t&) {}, 1025, "EP size"},
   };
   for (const auto& cs : cases) {
     ncclEpConfig_t c = deepseek();
@@ -60,31 +60,69 @@ BOOST_AUTO_TEST_CASE(rejects_invalid_configs_with_reasons) {
   }
 }
 
+namespace {
+// Every region of the layout with its size; regions must be 4 KiB aligned and disjoint, in order.
+void expectDisjointRegions(const dev::WindowLayout& wl, uint64_t rows, uint64_t stageRows, uint64_t H, uint64_t K,
+                           uint64_t R, bool fp8, bool gin) {
+  const uint64_t starts[] = {wl.flags, wl.counts, wl.countStage, wl.recvX, wl.recvScales, wl.recvIdx, wl.recvWeights,
+                             wl.recvInfo, wl.recvPos, wl.combineX, wl.combineRecv, wl.combineRecvW, wl.combineStageW,
+                             wl.stageX, wl.stageScales, wl.stageIdx, wl.stageWeights, wl.stageInfo, wl.stagePos,
+                             wl.totalBytes};
+  const uint64_t sizes[] = {dev::kNumFlagKinds * R * 4, 2 * R * wl.countStride * 4, gin ? R * wl.countStride * 4 : 0,
+                            rows * H * 2, fp8 ? rows * H / 128 * 4 : 0, rows * K * 4, rows * K * 4, rows * 8,
+                            rows * K * 4, rows * H * 2, rows * H * 2, rows * K * 4, gin ? rows * K * 4 : 0,
+                            stageRows * H * 2, fp8 ? stageRows * H / 128 * 4 : 0, stageRows * K * 4, stageRows * K * 4,
+                            stageRows * 8, stageRows * K * 4};
+  constexpr int n = sizeof(sizes) / sizeof(sizes[0]);
+  for (int i = 0; i < n; ++i) {
+    BOOST_TEST_INFO("region " << i);
+    BOOST_TEST(starts[i] % 4096 == 0);
+    BOOST_TEST(starts[i + 1] >= starts[i] + sizes[i]);
+    BOOST_TEST(starts[i + 1] - (starts[i] + sizes[i]) < 4096 + (i == n - 1 ? (2u << 20) : 0));
+  }
+  BOOST_TEST(wl.totalBytes % (2u << 20) == 0);
+  BOOST_TEST(dev::windowZeroedPrefix(wl) >= wl.counts + 2 * R * wl.countStride * 4);
+}
+}  // namespace
+
 BOOST_AUTO_TEST_CASE(window_layout_regions_do_not_overlap) {
   ncclEpConfig_t in = deepseek();
   in.fp8Dispatch = 1;
   GroupConfig g;
   BOOST_REQUIRE(normalizeConfig(&in, 8, &g) == "");
-  dev::WindowLayout wl = computeWindowLayout(g, 8);
   const uint64_t rows = 8ull * 4096, H = 7168, K = 8;
+  // One NVLink domain: no staging.
+  dev::WindowLayout wl = computeWindowLayout(g, 8, 8);
   BOOST_TEST(wl.rows == rows);
-  BOOST_TEST(wl.readyFlags >= wl.countFlags + 4 * dev::kMaxRanks);
-  BOOST_TEST(wl.arrivals >= wl.readyFlags + 4 * dev::kMaxRanks * dev::kNumOpKinds);
-  BOOST_TEST(wl.counts >= wl.arrivals + 4 * dev::kMaxRanks * dev::kNumOpKinds);
-  BOOST_TEST(wl.countStride == 40u);  // kMaxRanks + 32 local experts
-  // Each region starts 4 KiB aligned after the previous one ends.
-  const uint64_t starts[] = {wl.counts, wl.recvX, wl.recvScales, wl.recvIdx, wl.recvWeights, wl.recvInfo,
-                             wl.recvPos, wl.combineX, wl.combineRecv, wl.combineRecvW, wl.totalBytes};
-  const uint64_t sizes[] = {2ull * dev::kMaxRanks * wl.countStride * 4, rows * H * 2, rows * H / 128 * 4,
-                            rows * K * 4, rows * K * 4, rows * 8, rows * K * 4, rows * H * 2, rows * H * 2,
-                            rows * K * 4};
-  for (int i = 0; i < 10; ++i) {
-    BOOST_TEST_INFO("region " << i);
-    BOOST_TEST(starts[i + 1] >= starts[i] + sizes[i]);
-    BOOST_TEST(starts[i + 1] - (starts[i] + sizes[i]) < 4096 + (i == 9 ? (2u << 20) : 0));
-    if (i > 0) BOOST_TEST(starts[i] % 4096 == 0);
-  }
-  BOOST_TEST(wl.totalBytes % (2u << 20) == 0);
+  BOOST_TEST(wl.countStride == 40u);  // 8 ranks + 32 local experts
+  BOOST_TEST(wl.stageRows == 0u);
+  expectDisjointRegions(wl, rows, 0, H, K, 8, true, false);
+  // Two domains of 4: a token reaches at most min(K, 4 network peers) = 4 network ranks.
+  wl = computeWindowLayout(g, 8, 4);
+  BOOST_TEST(wl.stageRows == 4096u * 4);
+  expectDisjointRegions(wl, rows, 4096ull * 4, H, K, 8, true, true);
+  // Every rank its own node: min(K, 7) = 7.
+  wl = computeWindowLayout(g, 8, 1);
+  BOOST_TEST(wl.stageRows == 4096u * 7);
+  expectDisjointRegions(wl, rows, 4096ull * 7, H, K, 8, true, true);
+}
+
+BOOST_AUTO_TEST_CASE(window_layout_at_1024_ranks) {
+  // 1024 ranks, one expert each, 128 tokens per rank: every per-rank structure is sized by nRanks.
+  ncclEpConfig_t in = deepseek();
+  in.numExperts = 1024;
+  in.maxTokensPerRank = 128;
+  in.topk = 8;
+  in.hidden = 2048;
+  GroupConfig g;
+  BOOST_REQUIRE(normalizeConfig(&in, 1024, &g) == "");
+  const dev::WindowLayout wl = computeWindowLayout(g, 1024, 8);
+  BOOST_TEST(wl.countStride == 1028u);  // 1024 row counts + 1 local expert, rounded up to 4
+  BOOST_TEST(wl.rows == 1024u * 128);
+  BOOST_TEST(wl.stageRows == 128u * 8);
+  expectDisjointRegions(wl, 1024ull * 128, 128ull * 8, 2048, 8, 1024, false, true);
+  BOOST_TEST(dev::ginSignalCount(1024) == dev::kNumFlagKinds * 1024);
+  BOOST_TEST(dev::layoutSmemBytes(1024, 1024, 1) <= dev::kMaxSmemPerCta);
 }
 
 BOOST_AUTO_TEST_CASE(fp8_rows_fit_in_the_bf16_row) {
@@ -94,7 +132,7 @@ BOOST_AUTO_TEST_CASE(fp8_rows_fit_in_the_bf16_row) {
     in.fp8Dispatch = 1;
     GroupConfig g;
     BOOST_REQUIRE(normalizeConfig(&in, 2, &g) == "");
-    dev::WindowLayout wl = computeWindowLayout(g, 2);
+    dev::WindowLayout wl = computeWindowLayout(g, 2, 2);
     // FP8 rows are packed at stride hidden inside the BF16-sized region; scales have their own.
     BOOST_TEST(wl.recvScales - wl.recvX >= 2ull * 2 * 4096 * h);
     BOOST_TEST(wl.recvIdx - wl.recvScales >= 2ull * 4096 * (h / 128) * 4);

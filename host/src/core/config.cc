@@ -7,7 +7,6 @@
 namespace epx {
 
 namespace {
-constexpr uint64_t align(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 bool undef(int v) { return v == NCCL_EP_UNDEF_INT; }
 
 std::string header(size_t size, unsigned magic, unsigned version, size_t expected, const char* what) {
@@ -29,8 +28,7 @@ std::string normalizeConfig(const ncclEpConfig_t* in, int nRanks, GroupConfig* o
   std::ostringstream os;
   GroupConfig c;
   if (nRanks < 1 || nRanks > dev::kMaxRanks) {
-    os << "EP size " << nRanks << " not supported: this release runs 1.." << dev::kMaxRanks
-       << " ranks in one NVLink domain";
+    os << "EP size " << nRanks << " not supported: epx runs 1.." << dev::kMaxRanks << " ranks";
     return os.str();
   }
   if (undef(in->maxTokensPerRank) || in->maxTokensPerRank < 1 || in->maxTokensPerRank > dev::kMaxTokens) {
@@ -65,6 +63,12 @@ std::string normalizeConfig(const ncclEpConfig_t* in, int nRanks, GroupConfig* o
     return os.str();
   }
   c.numExperts = in->numExperts;
+  if (const uint64_t smem = dev::layoutSmemBytes(c.numExperts, nRanks, c.localExperts(nRanks)); smem > dev::kMaxSmemPerCta) {
+    os << "numExperts " << c.numExperts << " with " << nRanks << " ranks needs " << smem
+       << " bytes of shared memory in the layout kernel (16 x (2 x numExperts + nRanks) x 4), more than the "
+       << dev::kMaxSmemPerCta << " a Hopper CTA has; use fewer experts or ranks";
+    return os.str();
+  }
   c.algorithm = undef(in->algorithm) ? ncclEpAlgoAuto : in->algorithm;
   if (c.algorithm == ncclEpAlgoLowLatency)
     return "algorithm ncclEpAlgoLowLatency is not implemented in this release (use Auto or HighThroughput)";
@@ -108,35 +112,16 @@ std::string normalizeHandleConfig(const ncclEpHandleConfig_t* in, HandleConfig* 
   return {};
 }
 
-dev::WindowLayout computeWindowLayout(const GroupConfig& cfg, int nRanks) {
-  dev::WindowLayout wl{};
-  const uint64_t K = cfg.topk, H = cfg.hidden, Le = cfg.localExperts(nRanks);
-  const uint64_t rows = uint64_t(nRanks) * cfg.maxTokensPerRank;
-  wl.rows = uint32_t(rows);
-  wl.countFlags = 0;
-  wl.readyFlags = 256;
-  wl.arrivals = 512;
-  wl.counts = 1024;
-  wl.countStride = uint32_t(align(dev::kMaxRanks + Le, 4));
-  uint64_t off = wl.counts + uint64_t(2) * dev::kMaxRanks * wl.countStride * 4;
-  auto region = [&](uint64_t bytes) {
-    off = align(off, 4096);
-    const uint64_t at = off;
-    off += bytes;
-    return at;
-  };
-  // BF16 rows; FP8 rows (hidden bytes each) are packed into the same region.
-  wl.recvX = region(rows * H * 2);
-  wl.recvScales = region(cfg.fp8Dispatch ? rows * (H / 128) * 4 : 0);
-  wl.recvIdx = region(rows * K * 4);
-  wl.recvWeights = region(rows * K * 4);
-  wl.recvInfo = region(rows * 2 * 4);
-  wl.recvPos = region(rows * K * 4);
-  wl.combineX = region(rows * H * 2);
-  wl.combineRecv = region(rows * H * 2);
-  wl.combineRecvW = region(rows * K * 4);
-  wl.totalBytes = align(off, uint64_t(2) << 20);
-  return wl;
+dev::WindowLayout computeWindowLayout(const GroupConfig& cfg, int nRanks, int lsaSize) {
+  dev::WindowShape shape;
+  shape.nRanks = nRanks;
+  shape.lsaSize = lsaSize;
+  shape.maxTokens = cfg.maxTokensPerRank;
+  shape.hidden = cfg.hidden;
+  shape.topk = cfg.topk;
+  shape.localExperts = cfg.localExperts(nRanks);
+  shape.fp8 = cfg.fp8Dispatch;
+  return dev::layoutWindow(shape);
 }
 
 long long capacityRows(const GroupConfig& cfg, int nRanks, const HandleConfig& h) {

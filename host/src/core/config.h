@@ -35,8 +35,9 @@ struct HandleConfig {
 std::string normalizeConfig(const ncclEpConfig_t* in, int nRanks, GroupConfig* out);
 std::string normalizeHandleConfig(const ncclEpHandleConfig_t* in, HandleConfig* out);
 
-// Window layout (identical on every rank) and its total size in bytes.
-dev::WindowLayout computeWindowLayout(const GroupConfig& cfg, int nRanks);
+// Window layout (identical on every rank) and its total size in bytes. lsaSize: ranks per NVLink
+// domain (lsaSize < nRanks adds the GIN staging regions).
+dev::WindowLayout computeWindowLayout(const GroupConfig& cfg, int nRanks, int lsaSize);
 
 // Rows a dispatch output needs in the worst case (capacity mode):
 // deduplicated: nRanks * maxTokens; expanded: nRanks * maxTokens * min(topk, Le) + Le * (alignment-1).

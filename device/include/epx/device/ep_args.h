@@ -1,22 +1,29 @@
-// Plain structs shared by the host library and the EP kernels: window layout, per-group device
-// state, async error record and kernel arguments. No CUDA types beyond pointers, so host C++
-// (including CPU-only unit tests) can include it.
+// Plain structs shared by the host library and the EP kernels: per-group device state, async error
+// record, route and kernel arguments. No CUDA types beyond pointers, so host C++ (including
+// CPU-only unit tests) can include it.
 #pragma once
 #include <nccl.h>
 
 #include <cstdint>
 
+#include "epx/device/protocol.h"
+#include "epx/device/window_layout.h"
+
 namespace epx::dev {
 
-constexpr int kMaxRanks = 8;       // one NVLink (LSA) domain per group in this release
+// Limits checked at group creation (host/src/core/config.cc) with a message.
+constexpr int kMaxRanks = 1024;    // EP size; all per-rank state is sized by the group's nRanks
 constexpr int kMaxCtas = 160;      // >= SMs of any Hopper part
-constexpr int kMaxTopk = 32;       // a warp holds one token's top-k slots
+constexpr int kMaxTopk = 32;       // a warp holds one token's top-k slots, one lane each
 constexpr int kMaxExperts = 1024;  // layout kernel keeps per-warp expert masks in shared memory
 constexpr int kMaxTokens = 65536;
+// ncclDevComm (200 bytes in 2.28.9) travels to the kernels inside Common as opaque bytes, so that
+// host C++ without nccl_device.h can build the arguments; devcomm.cu checks the size.
+constexpr int kDevCommBytes = 256;
 
 enum OpKind : int { kOpDispatch = 0, kOpCombine = 1, kNumOpKinds = 2 };
 
-// Where a device wait stalled (AsyncError::phase).
+// Where a device wait stalled (ErrorRecord::phase).
 enum WaitPhase : int {
   kPhaseNone = 0,
   kPhaseCounts = 1,         // count exchange of ncclEpDispatchLayout
@@ -24,58 +31,63 @@ enum WaitPhase : int {
   kPhaseDispatchData = 3,   // peer's dispatched rows did not arrive
   kPhaseCombineReady = 4,
   kPhaseCombineData = 5,
-  kPhaseBadExpertId = 6     // not a wait: invalid top-k id seen on the device
+  kPhaseBadExpertId = 6,    // not a wait: invalid top-k id seen on the device
+  kNumPhases = 7
 };
 
-constexpr int kLayoutChunk = 512;  // tokens per layout CTA
+// How the stalled peer is reached (ErrorRecord::transport).
+enum PeerTransport : int { kTransportLsa = 0, kTransportGin = 1 };
 
-// Byte offsets inside every rank's window; identical on all ranks of a group. Receive arrays are
-// indexed by deduplicated row: rows from source s start at recvBase[s] (Σ of earlier sources).
-struct WindowLayout {
-  uint64_t countFlags;   // u32 [kMaxRanks]: source s wrote its counts for layout #seq
-  uint64_t readyFlags;   // u32 [kNumOpKinds][kMaxRanks]: rank s may receive op #seq of that kind
-  uint64_t arrivals;     // u32 [kNumOpKinds][kMaxRanks]: CTAs of rank s done with op (cumulative)
-  uint64_t counts;       // i32 [2 (parity)][kMaxRanks (source)][countStride]: rows to every rank,
-                         //     then the source's counts for the receiver's local experts
-  uint64_t recvX;        // [rows][hidden * 2 bytes]: BF16 rows, or FP8 rows packed at stride hidden
-  uint64_t recvScales;   // f32 [rows][hidden / 128] (FP8 groups)
-  uint64_t recvIdx;      // i32 [rows][K]: local expert index or -1
-  uint64_t recvWeights;  // f32 [rows][K]
-  uint64_t recvInfo;     // i32 [rows][2]: source rank, source token
-  uint64_t recvPos;      // i32 [rows][K]: position among the source's tokens of that expert
-  uint64_t combineX;     // BF16 [rows][hidden]: combine input in place (pull combine)
-  uint64_t combineRecv;  // BF16 [nRanks (expert rank)][maxTokens (slot)][hidden] (push combine)
-  uint64_t combineRecvW; // f32 [nRanks][maxTokens][K]
-  uint64_t totalBytes;
-  uint32_t countStride;  // ints per (parity, source) entry: kMaxRanks + Le, rounded up
-  uint32_t rows;         // nRanks * maxTokens
-};
-
-// Per-group sequence numbers in device memory: every op reads seq+1 and its last CTA stores it,
-// so CUDA graph replays keep counting without host involvement.
+// Per-group device state (device memory). Sequence numbers: every op reads seq+1 and its last CTA
+// stores it, so CUDA graph replays keep counting without host involvement.
 struct GroupState {
   uint32_t layoutSeq;
   uint32_t opSeq[kNumOpKinds];
   uint32_t doneCtas[kNumOpKinds];
 };
 
-// First device-side error of a group (mapped pinned host memory, readable while kernels hang).
+// One device-side error. `code` is published last (release), after the fields it describes.
+struct ErrorRecord {
+  int code;        // ncclResult_t; 0 = none
+  int phase;       // WaitPhase
+  int peer;        // stalled peer rank, or -1
+  int rank;        // rank that saw it
+  int transport;   // PeerTransport of the peer
+  int pad;
+  long long detail0, detail1;  // bad id: token and value; timeout: expected and seen values
+};
+
+// Device-side errors of a group (mapped pinned host memory, readable while kernels hang). The
+// first timeout and the first bad expert id are kept separately: a bad id (capacity mode: the slot
+// is dropped and work goes on) never hides a later timeout, and the timeout is reported first.
 struct AsyncError {
-  int code;   // ncclResult_t; 0 = none
-  int phase;  // WaitPhase
-  int peer;   // stalled peer rank, or -1
-  int rank;   // rank that saw it
-  long long detail0, detail1;  // bad id: token and value
+  int timeoutClaim;  // 0 until a thread claims `timeout`
+  int badIdClaim;
+  ErrorRecord timeout;
+  ErrorRecord badId;
 };
 
 struct Common {
+  alignas(16) unsigned char devComm[kDevCommBytes];  // ncclDevComm (opaque here)
   ncclWindow_t window;
   WindowLayout wl;
-  int rank, nRanks;
+  int rank, nRanks, lsaRank, lsaSize;
+  int ginContexts;   // GIN contexts of the device communicator (0: every peer is an LSA peer)
+  int nCtas;         // CTAs of dispatch/combine, equal on every rank
   int maxTokens, hidden, topk, numExperts, localExperts;
   GroupState* state;
+  uint32_t* arrived;  // [kNumOpKinds][nRanks] GIN rows expected so far from each source (cumulative)
   AsyncError* error;
   long long timeoutNs;
+};
+
+// Named totals of a route (device memory, one per handle).
+struct RouteTotals {
+  int recvRows;     // rows received (deduplicated)
+  int outRows;      // rows of the dispatch output (expanded: with alignment gaps)
+  int numTokens;    // this rank's T of the layout
+  int firstBadKey;  // first invalid (token * kMaxTopk + slot) seen by the layout, INT32_MAX if none
+  int chunksDone;   // layout CTAs finished (the last one finalizes and re-arms it)
 };
 
 // Route of one handle (device arrays owned by the handle). Token-side values are local to the
@@ -83,16 +95,18 @@ struct Common {
 struct Route {
   int32_t* tokExpert;       // [maxTokens, K] validated global expert id or -1
   int32_t* tokExpertPos;    // [maxTokens, K] chunk-local position among this rank's tokens of that expert
-  int32_t* tokSlot;         // [maxTokens, nRanks] chunk-local slot among this rank's tokens to rank d, or -1
+  int32_t* tokSlot;         // [maxTokens, K] slot k is the first with its destination rank: chunk-local
+                            //   slot among this rank's tokens to that rank; else -1
   int32_t* chunkExpertBase; // [chunks, E] tokens of expert e in earlier chunks
   int32_t* chunkRankBase;   // [chunks, nRanks] tokens to rank d in earlier chunks
+  int32_t* sendCount;       // [nRanks] rows this rank sends to rank d
   int32_t* sendBase;        // [nRanks] first row of this rank's tokens in rank d's receive arrays
+  int32_t* stageBase;       // [nRanks] first staging row of rows to network rank d (GIN), else -1
   int32_t* recvBase;        // [nRanks + 1] exclusive prefix of rows received from each source
   int32_t* expertCount;     // [Le] rows per local expert
   int32_t* expertStart;     // [Le + 1] segment starts in the output (expanded: aligned)
   int32_t* srcExpertOff;    // [nRanks, Le] rows of expert e from sources before s
-  int32_t* totals;          // [8]: received rows, output rows, this rank's T, layout chunks done,
-                            //      first invalid (token * kMaxTopk + slot), must start at INT_MAX
+  RouteTotals* totals;
   int32_t* recvExpRows;     // [rows, K] expanded output row of each received row's top-k slot, or -1
   int expanded;
   int alignment;
@@ -141,7 +155,8 @@ struct DispatchArgs {
 struct CombineArgs {
   Common c;
   Route r;
-  int pull;           // x is the window's combineX: read peers' rows directly (deduplicated)
+  int pull;           // x is the window's combineX: NVLink peers' rows are read in place
+  int fp32;           // partial sums travel as FP32 (exact combine precision)
   const uint16_t* x;  // BF16 bits
   const uint16_t* bias0;
   const uint16_t* bias1;

@@ -1,0 +1,87 @@
+// The pure arithmetic of epx's device protocol, shared by the host (sizing, CPU tests) and the
+// kernels: which GIN signal carries what, how cumulative values are compared, how a token's
+// destination set and rows are derived. No CUDA types.
+//
+// Every synchronization word is cumulative and never reset while the group lives, so CUDA-graph
+// replays and back-to-back calls need no host involvement:
+//   counts / ready   one per operation and source: value after op #seq is seq;
+//   arrival (LSA)    every CTA of the source adds 1 per operation: after op #seq, seq * nCtas
+//                    (all ranks run the same CTA count, agreed at group creation);
+//   arrival (GIN)    the source adds the number of rows it put, on the context it used: the
+//                    receiver sums the signal over all contexts and waits for its running total of
+//                    expected rows (kept on the device, GroupState::arrived) plus this op's rows.
+// Comparisons are wrap-safe on 32 bits (one operation never moves a word by 2^31 or more).
+#pragma once
+#include <cstdint>
+
+#include "epx/device/window_layout.h"
+
+#if defined(__CUDACC__)
+#define EPX_HD __host__ __device__ __forceinline__
+#else
+#define EPX_HD inline
+#endif
+
+namespace epx::dev {
+
+// GIN signal of (kind, source rank): the same FlagKind roles as the LSA flags.
+EPX_HD uint32_t ginSignalId(int kind, int src, int nRanks) { return uint32_t(kind) * uint32_t(nRanks) + uint32_t(src); }
+EPX_HD int ginSignalCount(int nRanks) { return kNumFlagKinds * nRanks; }
+
+// GIN context that carries the control signals (counts, readiness); data puts of CTA b use
+// context b % contexts and carry their arrival signal on that same context.
+constexpr int kControlContext = 0;
+EPX_HD int dataContextOf(int cta, int contexts) { return contexts > 0 ? cta % contexts : 0; }
+
+// value has reached target (wrap-safe).
+EPX_HD bool reached(uint32_t value, uint32_t target) { return int32_t(value - target) >= 0; }
+
+// Token t's layout chunk and the chunk-local numbering (Route).
+constexpr int kLayoutChunk = 512;
+EPX_HD int chunkOf(int t) { return t / kLayoutChunk; }
+
+// Dynamic shared memory of the layout kernel: per-warp expert masks and bases and per-warp
+// destination masks during the chunk pass (16 warps of 32 tokens), reused by the last CTA.
+constexpr int kLayoutWarps = kLayoutChunk / 32;
+EPX_HD uint64_t layoutSmemBytes(int numExperts, int nRanks, int localExperts) {
+  const uint64_t chunkPass = uint64_t(kLayoutWarps) * (2 * uint64_t(numExperts) + uint64_t(nRanks));
+  const uint64_t finalize = uint64_t(numExperts) + uint64_t(nRanks) + uint64_t(localExperts) + 1;
+  return (chunkPass > finalize ? chunkPass : finalize) * 4;
+}
+// Opt-in shared memory per CTA on Hopper (227 KiB).
+constexpr uint64_t kMaxSmemPerCta = 227 * 1024;
+
+// Destination rank of a global expert id (-1 stays -1).
+EPX_HD int destOf(int expert, int localExperts) { return expert >= 0 ? expert / localExperts : -1; }
+
+// Contiguous share [begin, end) of n items for part p of parts (the first n % parts parts get one
+// more): CTA b's tokens in dispatch, its received rows in combine. Contiguous shares make every
+// CTA's rows to one destination contiguous in that destination's arrays, so one GIN put per
+// (CTA, destination, array) moves them.
+struct Share {
+  int begin, end;
+};
+EPX_HD Share shareOf(int n, int parts, int p) {
+  const int q = n / parts, r = n % parts;
+  const int b = p * q + (p < r ? p : r);
+  return Share{b, b + q + (p < r ? 1 : 0)};
+}
+
+// Source rank of received row i, given the exclusive prefix recvBase[0..nRanks] (binary search:
+// the last s with recvBase[s] <= i, skipping sources that sent nothing).
+EPX_HD int sourceOfRow(const int* recvBase, int nRanks, int i) {
+  int lo = 0, hi = nRanks - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (recvBase[mid] <= i) lo = mid; else hi = mid - 1;
+  }
+  return lo;
+}
+
+// Whether world rank `peer` is an NVLink (LSA) peer of `rank` (LSA teams are consecutive ranks).
+EPX_HD bool isLsaPeer(int rank, int lsaRank, int lsaSize, int peer) {
+  const int first = rank - lsaRank;
+  return peer >= first && peer < first + lsaSize;
+}
+
+}  // namespace epx::dev

@@ -1,0 +1,181 @@
+// epx's one transport layer: how a kernel reaches a peer rank, behind one interface.
+//   LSA  (NVLink peers in this rank's LSA team): stores and loads through the peer's window
+//        pointer; synchronization words are u32 flags in the window (window_layout.h), written
+//        with system-scope release stores/adds.
+//   GIN  (every other peer): puts from this rank's registered window into the peer's window, and
+//        GIN signals (one per (FlagKind, source rank), see protocol.h), on up to 4 contexts.
+// Reads and bounded waits turn a stalled peer into an AsyncError naming the peer, the phase and
+// the transport instead of a hang. Used by the layout, dispatch and combine kernels (and the
+// future low-latency, bucket and PP kernels).
+//
+// NCCL 2.28.9 constraints honoured here: indexed signals only, SignalAdd (never SignalInc mixed
+// with adds), no putValue (the proxy path writes out of bounds), ordering only per (context, peer):
+// a data signal is posted on the same context as the puts it covers, and readers sum a kind's
+// signal over every context.
+#pragma once
+#include <nccl_device.h>
+
+#include <cstdint>
+
+#include "epx/device/ep_args.h"
+#include "epx/device/protocol.h"
+
+namespace epx::dev {
+
+// ---- system-scope flag primitives (LSA) -------------------------------------------------------
+
+__device__ __forceinline__ uint32_t loadAcquireSys(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void storeReleaseSys(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ void storeReleaseSysI32(int* p, int v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ void addReleaseSys(uint32_t* p, uint32_t v) {
+  asm volatile("red.release.sys.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ uint64_t globalTimerNs() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// ---- async errors ------------------------------------------------------------------------------
+
+// Records `rec`'s kind of error once (first writer wins): fields first, then the code with a
+// system-scope release, so a host reader that sees the code sees the fields it describes.
+__device__ __forceinline__ void recordError(int* claim, ErrorRecord* rec, int code, int phase, int peer, int rank,
+                                            int transport, long long d0, long long d1) {
+  if (atomicCAS_system(claim, 0, 1) != 0) return;
+  rec->phase = phase;
+  rec->peer = peer;
+  rec->rank = rank;
+  rec->transport = transport;
+  rec->detail0 = d0;
+  rec->detail1 = d1;
+  __threadfence_system();
+  storeReleaseSysI32(&rec->code, code);
+}
+
+__device__ __forceinline__ void recordTimeout(AsyncError* e, int phase, int peer, int rank, int transport,
+                                              long long expected, long long seen) {
+  recordError(&e->timeoutClaim, &e->timeout, /*ncclRemoteError*/ 6, phase, peer, rank, transport, expected, seen);
+}
+
+__device__ __forceinline__ void recordBadId(AsyncError* e, int rank, long long token, long long value) {
+  recordError(&e->badIdClaim, &e->badId, /*ncclInvalidArgument*/ 4, kPhaseBadExpertId, -1, rank, -1, token, value);
+}
+
+__device__ __forceinline__ bool timedOut(const AsyncError* e) {
+  return *reinterpret_cast<const volatile int*>(&e->timeout.code) != 0;
+}
+
+// ---- the transport -----------------------------------------------------------------------------
+
+struct Transport {
+  const Common& c;
+
+  __device__ explicit Transport(const Common& common) : c(common) {}
+
+  __device__ const ncclDevComm& devComm() const { return *reinterpret_cast<const ncclDevComm*>(c.devComm); }
+  __device__ bool lsa(int peer) const { return isLsaPeer(c.rank, c.lsaRank, c.lsaSize, peer); }
+  __device__ int transportOf(int peer) const { return lsa(peer) ? kTransportLsa : kTransportGin; }
+  __device__ bool hasGin() const { return c.ginContexts > 0; }
+
+  // Window base of an NVLink peer (or of this rank), as a pointer this GPU can store to.
+  __device__ char* lsaBase(int peer) const {
+    return static_cast<char*>(ncclGetLsaPointer(c.window, 0, peer - (c.rank - c.lsaRank)));
+  }
+  __device__ char* localBase() const { return static_cast<char*>(ncclGetLocalPointer(c.window, 0)); }
+
+  __device__ uint32_t* flag(char* base, int kind, int src) const {
+    return reinterpret_cast<uint32_t*>(base + c.wl.flags) + size_t(kind) * c.nRanks + src;
+  }
+
+  // peer's (kind, this rank) word becomes `value` (LSA store; counts/ready words, which count
+  // operations) — GIN adds 1 on the control context, which yields the same cumulative value.
+  __device__ void publish(int peer, int kind, uint32_t value) const {
+    if (lsa(peer)) {
+      storeReleaseSys(flag(lsaBase(peer), kind, c.rank), value);
+    } else {
+      ncclGin gin(devComm(), kControlContext);
+      gin.signal(ncclTeamWorld(devComm()), peer, ncclGin_SignalAdd{ginSignalId(kind, c.rank, c.nRanks), 1});
+    }
+  }
+
+  // LSA: peer's (kind, this rank) word += value, after this thread's earlier stores (system scope).
+  __device__ void addLsa(int peer, int kind, uint32_t value) const {
+    __threadfence_system();
+    addReleaseSys(flag(lsaBase(peer), kind, c.rank), value);
+  }
+
+  // GIN: `bytes` from this rank's window at srcOff to peer's window at dstOff on context ctx.
+  __device__ void put(int peer, uint64_t dstOff, uint64_t srcOff, uint64_t bytes, int ctx) const {
+    if (bytes == 0) return;
+    ncclGin gin(devComm(), ctx);
+    gin.put(ncclTeamWorld(devComm()), peer, c.window, dstOff, c.window, srcOff, bytes);
+  }
+
+  // GIN: a put whose arrival adds `value` to peer's (kind, this rank) signal on the same context
+  // (after this put and every earlier put on that context to that peer). bytes may be 0.
+  __device__ void putSignal(int peer, uint64_t dstOff, uint64_t srcOff, uint64_t bytes, int kind, uint32_t value,
+                            int ctx) const {
+    ncclGin gin(devComm(), ctx);
+    const ncclGin_SignalAdd add{ginSignalId(kind, c.rank, c.nRanks), value};
+    if (bytes == 0)
+      gin.signal(ncclTeamWorld(devComm()), peer, add);
+    else
+      gin.put(ncclTeamWorld(devComm()), peer, c.window, dstOff, c.window, srcOff, bytes, add);
+  }
+
+  // Every GIN source buffer this rank posted is consumed (not: arrived) — before the kernel ends,
+  // so the caller may overwrite its buffers and the next op may reuse the staging area.
+  __device__ void flushGin() const {
+    for (int ctx = 0; ctx < c.ginContexts; ++ctx) {
+      ncclGin gin(devComm(), ctx);
+      gin.flush(ncclCoopThread{});
+    }
+  }
+
+  // Value of (kind, src) as seen by this rank: the LSA flag, or the GIN signal summed over contexts.
+  __device__ uint32_t read(int kind, int src) const {
+    if (lsa(src)) return loadAcquireSys(flag(localBase(), kind, src));
+    uint64_t sum = 0;
+    const uint32_t id = ginSignalId(kind, src, c.nRanks);
+    for (int ctx = 0; ctx < c.ginContexts; ++ctx) {
+      ncclGin gin(devComm(), ctx);
+      sum += gin.readSignal(id);
+    }
+    return uint32_t(sum);
+  }
+
+  // Waits until read(kind, src) reaches target (wrap-safe). Returns false after the group's timeout
+  // (recording which peer, phase and transport) or when another wait of the group timed out.
+  // Single-thread wait; callers spread sources over threads.
+  __device__ bool wait(int kind, int src, uint32_t target, int phase) const {
+    uint32_t v = read(kind, src);
+    if (reached(v, target)) return true;
+    const uint64_t start = globalTimerNs();
+    for (uint32_t spin = 1;; ++spin) {
+      v = read(kind, src);
+      if (reached(v, target)) return true;
+      if ((spin & 255u) == 0) {
+        if (timedOut(c.error)) return false;
+        if (globalTimerNs() - start > uint64_t(c.timeoutNs)) {
+          recordTimeout(c.error, phase, src, c.rank, transportOf(src), target, v);
+          return false;
+        }
+      }
+    }
+  }
+};
+
+}  // namespace epx::dev

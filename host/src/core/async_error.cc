@@ -1,0 +1,48 @@
+#include "core/async_error.h"
+
+#include <cstdio>
+
+namespace epx {
+
+namespace {
+const char* phaseName(int phase) {
+  switch (phase) {
+    case dev::kPhaseCounts: return "count exchange (ncclEpDispatchLayout)";
+    case dev::kPhaseDispatchReady: return "dispatch start";
+    case dev::kPhaseDispatchData: return "dispatch data";
+    case dev::kPhaseCombineReady: return "combine start";
+    case dev::kPhaseCombineData: return "combine data";
+    case dev::kPhaseBadExpertId: return "expert id check";
+    default: return "unknown phase";
+  }
+}
+}  // namespace
+
+ncclResult_t describeAsyncError(const dev::AsyncError& e, int timeoutMs, std::string* message) {
+  char buf[512];
+  if (e.timeout.code != 0) {
+    const dev::ErrorRecord& t = e.timeout;
+    std::snprintf(buf, sizeof(buf),
+                  "rank %d: timed out after %d ms in %s waiting for peer rank %d over %s (expected %lld, saw %lld; "
+                  "the peer never arrived or died); the group must be destroyed",
+                  t.rank, timeoutMs, phaseName(t.phase), t.peer, t.transport == dev::kTransportGin ? "GIN" : "NVLink",
+                  t.detail0, t.detail1);
+    if (e.badId.code != 0) {
+      const size_t n = std::char_traits<char>::length(buf);
+      std::snprintf(buf + n, sizeof(buf) - n, "; earlier: token %lld had expert id %lld (slot dropped)", e.badId.detail0,
+                    e.badId.detail1);
+    }
+    *message = buf;
+    return ncclResult_t(t.code);
+  }
+  if (e.badId.code != 0) {
+    std::snprintf(buf, sizeof(buf), "rank %d: token %lld has expert id %lld, out of range or repeated (slot dropped)",
+                  e.badId.rank, e.badId.detail0, e.badId.detail1);
+    *message = buf;
+    return ncclResult_t(e.badId.code);
+  }
+  *message = "no error";
+  return ncclSuccess;
+}
+
+}  // namespace epx

@@ -1,0 +1,142 @@
+// CPU tests of the device protocol's pure logic (device/include/epx/device/protocol.h) and of the
+// async-error report (host/src/core/async_error.h).
+#include <boost/test/unit_test.hpp>
+
+#include <cstring>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "core/async_error.h"
+#include "epx/device/protocol.h"
+
+using namespace epx;
+
+BOOST_AUTO_TEST_CASE(gin_signal_ids_are_unique_and_in_range) {
+  for (int R : {1, 2, 8, 1024}) {
+    std::set<uint32_t> seen;
+    for (int kind = 0; kind < dev::kNumFlagKinds; ++kind)
+      for (int src = 0; src < R; ++src) {
+        const uint32_t id = dev::ginSignalId(kind, src, R);
+        BOOST_TEST(id < uint32_t(dev::ginSignalCount(R)));
+        BOOST_TEST(seen.insert(id).second);
+      }
+    // NCCL 2.28.9's proxy descriptor carries 16-bit signal ids from a 65536-signal pool.
+    BOOST_TEST(dev::ginSignalCount(R) <= 65536);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(cumulative_words_compare_across_wraparound) {
+  BOOST_TEST(dev::reached(5, 5));
+  BOOST_TEST(!dev::reached(4, 5));
+  BOOST_TEST(dev::reached(3, 0xfffffff0u));   // wrapped past the target
+  BOOST_TEST(!dev::reached(0xfffffff0u, 3));  // not yet wrapped
+  // A running total of rows (GIN arrivals) over many ops: target = base + rows.
+  uint32_t base = 0xffffff00u, signal = base;
+  for (int op = 0; op < 1000; ++op) {
+    const uint32_t rows = uint32_t(op * 37 % 4096);
+    const uint32_t target = base + rows;
+    if (rows) BOOST_TEST(!dev::reached(signal, target));
+    signal += rows;  // every context's adds summed
+    BOOST_TEST(dev::reached(signal, target));
+    base = target;
+  }
+  // LSA arrivals: seq * nCtas per op.
+  BOOST_TEST(dev::reached(uint32_t(100000u * 132u), uint32_t(100000u * 132u)));
+}
+
+BOOST_AUTO_TEST_CASE(shares_are_contiguous_and_cover_everything) {
+  for (int n : {0, 1, 7, 4096, 4097})
+    for (int parts : {1, 3, 16, 132}) {
+      int next = 0;
+      for (int p = 0; p < parts; ++p) {
+        const dev::Share s = dev::shareOf(n, parts, p);
+        BOOST_TEST(s.begin == next);
+        BOOST_TEST(s.end >= s.begin);
+        BOOST_TEST(s.end - s.begin <= n / parts + 1);
+        next = s.end;
+      }
+      BOOST_TEST(next == n);
+    }
+}
+
+// The GIN put of a CTA's rows to one destination is one contiguous range: the rows a contiguous
+// share of tokens sends to rank d have consecutive slots among this rank's rows to d.
+BOOST_AUTO_TEST_CASE(a_ctas_rows_to_a_destination_are_contiguous) {
+  std::mt19937 rng(7);
+  const int T = 3000, K = 8, R = 64, E = 256, Le = E / R;
+  std::vector<int> slotOf(T * R, -1), count(R, 0);
+  for (int t = 0; t < T; ++t) {
+    std::set<int> dests;
+    for (int k = 0; k < K; ++k) {
+      const int e = int(rng() % E);
+      if (rng() % 5 == 0) continue;  // masked slot
+      dests.insert(dev::destOf(e, Le));
+    }
+    for (int d : dests) slotOf[t * R + d] = count[d]++;  // token order, as the layout kernel numbers them
+  }
+  for (int parts : {1, 8, 24, 132})
+    for (int p = 0; p < parts; ++p) {
+      const dev::Share s = dev::shareOf(T, parts, p);
+      for (int d = 0; d < R; ++d) {
+        int first = -1, last = -1, n = 0;
+        for (int t = s.begin; t < s.end; ++t)
+          if (slotOf[t * R + d] >= 0) {
+            if (first < 0) first = slotOf[t * R + d];
+            last = slotOf[t * R + d];
+            ++n;
+          }
+        if (n) BOOST_TEST(last - first + 1 == n);
+      }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(source_of_a_received_row) {
+  // Sources 1 and 3 sent nothing; rows 0..9 from 0, 10..14 from 2, 15..19 from 4.
+  const int base[] = {0, 10, 10, 15, 15, 20};
+  for (int i = 0; i < 20; ++i) {
+    const int s = dev::sourceOfRow(base, 5, i);
+    BOOST_TEST(base[s] <= i);
+    BOOST_TEST(i < base[s + 1]);
+  }
+  // 1024 sources, random sizes.
+  std::mt19937 rng(3);
+  std::vector<int> big(1025, 0);
+  for (int s = 0; s < 1024; ++s) big[s + 1] = big[s] + int(rng() % 3);
+  for (int i = 0; i < big[1024]; ++i) {
+    const int s = dev::sourceOfRow(big.data(), 1024, i);
+    BOOST_TEST((big[s] <= i && i < big[s + 1]));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(lsa_peers_and_contexts) {
+  // 16 ranks, NVLink domains of 4: rank 6 is LSA rank 2 of {4..7}.
+  for (int p = 0; p < 16; ++p) BOOST_TEST(dev::isLsaPeer(6, 2, 4, p) == (p >= 4 && p < 8));
+  BOOST_TEST(dev::dataContextOf(5, 4) == 1);
+  BOOST_TEST(dev::dataContextOf(5, 0) == 0);
+  BOOST_TEST(dev::destOf(-1, 4) == -1);
+  BOOST_TEST(dev::destOf(13, 4) == 3);
+}
+
+BOOST_AUTO_TEST_CASE(async_error_timeout_takes_precedence_over_bad_id) {
+  dev::AsyncError e;
+  std::memset(&e, 0, sizeof(e));
+  std::string msg;
+  BOOST_TEST(describeAsyncError(e, 1000, &msg) == ncclSuccess);
+  BOOST_TEST(msg == "no error");
+  // A bad expert id first (capacity mode keeps working) ...
+  e.badIdClaim = 1;
+  e.badId = dev::ErrorRecord{4, dev::kPhaseBadExpertId, -1, 1, -1, 0, 17, 999};
+  BOOST_TEST(describeAsyncError(e, 1000, &msg) == ncclInvalidArgument);
+  BOOST_TEST(msg.find("token 17") != std::string::npos);
+  BOOST_TEST(!groupBroken(e));
+  // ... then a timeout: it is reported, naming the peer, the phase and the transport.
+  e.timeoutClaim = 1;
+  e.timeout = dev::ErrorRecord{6, dev::kPhaseDispatchData, 3, 1, dev::kTransportGin, 0, 40, 12};
+  BOOST_TEST(describeAsyncError(e, 1000, &msg) == ncclRemoteError);
+  BOOST_TEST(msg.find("peer rank 3") != std::string::npos);
+  BOOST_TEST(msg.find("dispatch data") != std::string::npos);
+  BOOST_TEST(msg.find("GIN") != std::string::npos);
+  BOOST_TEST(msg.find("token 17") != std::string::npos);  // the earlier bad id is kept
+  BOOST_TEST(groupBroken(e));
+}
