@@ -163,7 +163,7 @@ __device__ void reduceTokens(const CombineArgs& a, const Transport& tr, int glob
   }
 }
 
-__global__ void __launch_bounds__(kThreads, 1) combineKernel(const CombineArgs a) {
+__global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_constant__ CombineArgs a) {
   __shared__ OpSession ses;
   __shared__ const int4* rows[kWarps][kMaxTopk];
   const Common& c = a.c;

@@ -239,7 +239,7 @@ __device__ void fillGaps(const DispatchArgs& a, int globalWarp, int numWarps, in
   }
 }
 
-__global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const DispatchArgs a) {
+__global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const __grid_constant__ DispatchArgs a) {
   extern __shared__ int stSmem[];  // [2][nRanks]: per network destination, first global slot, rows
   __shared__ OpSession ses;
   __shared__ char* dsts[kWarps][kMaxTopk];

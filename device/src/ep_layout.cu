@@ -219,7 +219,7 @@ __device__ void finalize(const LayoutArgs& a, int* smem, int badKeyValue) {
   if (tid == 0 && tr.hasGin()) tr.flushGin();  // the count stage is reused by the next layout
 }
 
-__global__ void __launch_bounds__(kLayoutChunk, 1) layoutKernel(const LayoutArgs a) {
+__global__ void __launch_bounds__(kLayoutChunk, 1) layoutKernel(const __grid_constant__ LayoutArgs a) {
   extern __shared__ uint32_t smem[];
   const int E = a.c.numExperts;
   uint32_t* expertMask = smem;                       // [warp][E]

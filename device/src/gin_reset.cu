@@ -8,7 +8,7 @@ namespace epx::dev {
 
 namespace {
 
-__global__ void resetGinSignalsKernel(const Common c) {
+__global__ void resetGinSignalsKernel(const __grid_constant__ Common c) {
   const Transport tr(c);
   const int n = ginSignalCount(c.nRanks);
   for (int ctx = 0; ctx < c.ginContexts; ++ctx) {

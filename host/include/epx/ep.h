@@ -6,6 +6,12 @@
  * that owns at least one of its experts (expert e lives on rank e / (numExperts / nRanks)); combine
  * sends the expert outputs back and sums them per source token in FP32.
  *
+ * Transports ("direct mode": every row goes straight to its destination rank): a peer in this
+ * rank's NCCL LSA team (same NVLink domain) is written through NVLink loads/stores into its
+ * registered window; every other peer is reached with GIN puts and signals (NCCL's InfiniBand GIN,
+ * proxy or GDAKI, or NCCL_NET_PLUGIN=epx's ipc backend between processes of one host). One group
+ * may mix both. Results are bit-identical whichever transport carries a row.
+ *
  * Call sequence (stream-ordered, collective over the group's ranks, same order on every rank):
  *
  *   ncclEpGroupCreate(comm, &cfg, &group)              once; allocates + registers the window
@@ -81,12 +87,14 @@ typedef struct {
   int hidden;           /* required: channels per token H, 8 .. 65536, a multiple of 8 (of 128 when
                            fp8Dispatch: one FP32 scale per 128 channels) */
   int topk;             /* required: K, 1 .. 32 */
-  int numExperts;       /* required: E, a multiple of nRanks, at most 1024 */
+  int numExperts;       /* required: E, a multiple of nRanks, at most 1024 (so nRanks <= 1024) */
   int fp8Dispatch;      /* 0 (default): dispatch BF16 only; 1: also allow FP8 e4m3 + FP32 scales */
   int algorithm;        /* ncclEpAlgo_t, default ncclEpAlgoAuto */
   int smBudget;         /* CTAs (one per SM) per kernel, 0 .. 160; 0 or undefined: analytic estimate
                            (host/src/core/config.cc); never more than the GPU's SMs. Every CTA of a
-                           kernel must be resident at once: leave SMs free of long-running kernels */
+                           kernel must be resident at once: leave SMs free of long-running kernels
+                           (checked against the kernels' occupancy at creation; with several ranks
+                           on one GPU, e.g. under MPS, their CTAs together must fit the GPU) */
   int qpBudget;         /* GIN QPs per rank; reserved for scale-out, ignored intranode */
   int slIndex;          /* InfiniBand SL for scale-out; -1 or undefined: policy; ignored intranode */
   int timeoutMs;        /* device wait bound in ms (>= 1) before an async error; default 10000 */
@@ -182,9 +190,12 @@ typedef struct {
  * Zero-copy: a deduplicated-layout dispatch whose outputs.recvX is `recvX` here lets the senders
  * store rows straight into it over NVLink (no receive-side copy); its recvScales / recvTopkIdx /
  * recvTopkWeights / recvSrcInfo are then these buffers' too (NULL or other pointers in the outputs
- * get a copy). A deduplicated-layout combine whose inputs.x is `combineX` (the expert output written
- * there in dispatch row order) reads it from the peers directly instead of sending it. The rows
- * stay valid until the next dispatch (combineX: until the next combine) of the group returns.
+ * get a copy); rows from network (GIN) peers land there directly too. A deduplicated-layout combine
+ * whose inputs.x is `combineX` (the expert output written there in dispatch row order) lets NVLink
+ * peers read it directly instead of it being sent, and is put from there to network peers without
+ * staging. The rows stay valid until the next dispatch (combineX: until the next combine) of the
+ * group returns. With network peers, combineX is also where an own-buffer combine stages the rows
+ * it returns over GIN (so the expanded layout's combine input must not be combineX).
  */
 typedef struct {
   void* recvX;            /* [rows, hidden] BF16, or FP8 e4m3 [rows, hidden] (row stride = hidden) */
@@ -228,20 +239,28 @@ ncclResult_t ncclEpGroupGetAsyncError(ncclEpGroup_t group, ncclResult_t* asyncEr
 
 /*
  * Bytes of symmetric (window) memory a group with this config needs per rank, before anything is
- * allocated. Does not need a communicator: nRanks is the EP size.
+ * allocated. Does not need a communicator: nRanks is the EP size. This is the upper bound for a
+ * group with network (GIN) peers, which adds staging areas of maxTokensPerRank * min(topk, network
+ * peers) rows; a group inside one NVLink domain allocates less. Memory grows with
+ * nRanks * maxTokensPerRank rows (receive arrays, combine buffers); the count exchange of every
+ * ncclEpDispatchLayout moves nRanks + Le ints to every rank.
  * Errors: ncclInvalidArgument for an invalid config (reason in ncclEpGetLastError).
  */
 ncclResult_t ncclEpGetBufferSizeHint(const ncclEpConfig_t* config, int nRanks, size_t* bytes);
 
 /*
- * Create an EP group over all ranks of comm (collective). All ranks must share one NVLink (LSA)
- * domain in this release (1..8 GPUs; 1 rank runs without communication). Allocates the window
- * (ncclEpGetBufferSizeHint bytes) with ncclMemAlloc, registers it, and creates an NCCL device
- * communicator. Several groups may share one comm. All ncclEp* operations of a group (on all its
- * handles) must be issued in the same order on every rank and be stream-ordered with each other.
- * Errors: ncclInvalidArgument (config), ncclInvalidUsage (ranks not all LSA peers, NCCL runtime
- * version different from the headers', low-latency algorithm, no symmetric memory support),
- * ncclSystemError / ncclUnhandledCudaError / the NCCL call's own result.
+ * Create an EP group over all ranks of comm (collective), 1 to 1024 ranks in any number of NVLink
+ * domains: NVLink (LSA) peers are reached through the window, the others through GIN (the device
+ * communicator then requests 5 * nRanks GIN signals on every GIN context; NCCL 2.28.9 gives at most
+ * 4 contexts, NCCL_GIN_NCONTEXTS). 1 rank runs without communication. Allocates the window
+ * (ncclEpGetBufferSizeHint bytes) with ncclMemAlloc, registers it, creates an NCCL device
+ * communicator, and ends with a barrier over comm. Several groups may share one comm. All ncclEp*
+ * operations of a group (on all its handles) must be issued in the same order on every rank and be
+ * stream-ordered with each other.
+ * Errors: ncclInvalidArgument (config), ncclInvalidUsage (NCCL runtime version different from the
+ * headers', low-latency algorithm, no symmetric memory support, more CTAs than can be resident,
+ * no GIN for peers outside the NVLink domain), ncclSystemError / ncclUnhandledCudaError / the NCCL
+ * call's own result.
  */
 ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t* config, ncclEpGroup_t* group);
 
