@@ -7,19 +7,15 @@ namespace {
 
 namespace gin = epx::plugin::gin;
 
-int gContextToken;  // init hands out a non-null context; the backend keeps no per-init state
-
+// init's context is a small per-call record of the communicator (commHash); NCCL passes the
+// communicator's one to listen, which numbers its GIN contexts for the counters (epx/gin_stats.h).
 ncclResult_t init(void** ctx, uint64_t commId, ncclDebugLogger_t logFunction) {
-  (void)commId;
   *ctx = nullptr;
-  ncclResult_t r = gin::ipcInit(logFunction);
-  if (r == ncclSuccess) *ctx = &gContextToken;
-  return r;
+  return gin::ipcInit(commId, logFunction, ctx);
 }
 
 ncclResult_t listen(void* ctx, int dev, void* handle, void** listenComm) {
-  (void)ctx;
-  return gin::ipcListen(dev, handle, listenComm);
+  return gin::ipcListen(ctx, dev, handle, listenComm);
 }
 
 // ctx is the first init's context and NULL for later communicators: not used.
@@ -49,7 +45,7 @@ ncclResult_t iputSignal(void* collComm, uint64_t srcOff, void* srcMhandle, size_
 }
 
 ncclResult_t finalize(void* ctx) {
-  (void)ctx;  // may be NULL
+  (void)ctx;  // may be NULL; init's records are kept for the process (NCCL may finalize one twice)
   return ncclSuccess;
 }
 

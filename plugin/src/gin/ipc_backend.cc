@@ -19,6 +19,8 @@
 #include "common/log.h"
 #include "gin/copy_plan.h"
 #include "gin/cuda_driver.h"
+#include "gin/ipc_stats.h"
+#include "gin/nic_pacer.h"
 #include "gin/registry.h"
 #include "gin/signals.h"
 #include "socket/transport.h"
@@ -81,6 +83,10 @@ struct Context;
 
 struct Request {
   int peer = 0;
+  // Emulated NIC (EPX_GIN_EMU_GBPS): the op may leave `pending` (report done, send its signal) only
+  // from this time on: its departure for a put, its arrival at the peer for an op with a signal.
+  // Default (epoch): not paced.
+  Clock::time_point notBefore{};
   uint64_t seq = 0;
   size_t bytes = 0;
   bool staged = false;  // holds a block of the peer's staging ring until copied
@@ -114,6 +120,10 @@ struct Peer {
 struct Context {
   int rank = 0;
   int nRanks = 0;
+  int index = 0;  // GIN context index within the communicator (connect order per GIN instance)
+  uint64_t commHash = 0;
+  std::shared_ptr<ContextStats> stats;  // per-peer counters, listed for epxGinIpcStatsSnapshot
+  NicPacer* nic = nullptr;              // this device's emulated NIC (stats keeps it); null: off
   CUcontext cu = nullptr;
   CUdevice device = 0;
   Registry registry{1, 0};
@@ -137,9 +147,33 @@ struct Context {
 struct ListenComm {
   int fd = -1;
   std::string path;
+  uint64_t commHash = 0;
+  int context = 0;
 };
 
+// What GIN init hands NCCL as its context: NCCL passes the per-communicator one back to listen,
+// which numbers the communicator's GIN contexts. Kept for the life of the process (a few bytes per
+// init; NCCL may pass a context to finalize more than once, or never).
+struct Instance {
+  uint64_t commHash = 0;
+  std::atomic<int> nextContext{0};
+};
+std::mutex gInstancesMutex;
+std::deque<std::unique_ptr<Instance>> gInstances;
+std::atomic<int> gUnknownInstanceContexts{0};
+
+// NIC emulation settings from the environment, read at every init (a bad value refuses init).
+std::mutex gEmulationMutex;
+NicEmulation gEmulation;
+
 const CudaDriver* cu = nullptr;
+
+uint64_t toNs(Clock::time_point t) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+}
+Clock::time_point fromNs(uint64_t ns) {
+  return Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(ns)));
+}
 
 std::string bootId() {
   std::ifstream in("/proc/sys/kernel/random/boot_id");
@@ -311,7 +345,9 @@ ncclResult_t advance(Context* ctx) {
     p.order.release();
     if (!p.pending.empty()) {  // diagnostics: the oldest op of this peer should not take seconds
       Request* oldest = p.pending.front();
-      auto age = Clock::now() - oldest->posted;
+      // Counted from when the emulated NIC let it go (if later than posting): a slow emulated rate
+      // is not a stuck op.
+      auto age = Clock::now() - std::max(oldest->posted, oldest->notBefore);
       if (!oldest->reportedStuck && age > kStuckRequest) {
         oldest->reportedStuck = true;
         EPX_WARN(NCCL_NET,
@@ -324,8 +360,14 @@ ncclResult_t advance(Context* ctx) {
                  p.order.isReleased(oldest->seq) ? "released, signal not yet sent" : "not released");
       }
     }
+    // Ops leave `pending` in posting order, once their copy and every earlier one to this peer are
+    // complete (released). This is where an op is reported done and its signal is sent, so the
+    // emulated NIC gates it here too: not before its departure (a put) or its arrival (an op with
+    // a signal), see ipcPut. A later op waits behind an earlier one, so a later signal never
+    // overtakes an earlier arrival.
     while (!p.pending.empty() && p.order.isReleased(p.pending.front()->seq)) {
       Request* r = p.pending.front();
+      if (r->notBefore != Clock::time_point{} && Clock::now() < r->notBefore) break;  // still on the emulated wire
       if (r->withSignal) {
         if (peer == ctx->rank) {
           ctx->incoming.push_back(r->signal);
@@ -498,15 +540,38 @@ ncclResult_t warmProgressThread(Context* ctx) {
 
 }  // namespace
 
-ncclResult_t ipcInit(ncclDebugLogger_t logger) {
+ncclResult_t ipcInit(uint64_t commHash, ncclDebugLogger_t logger, void** instance) {
+  *instance = nullptr;
   setLogger(logger);
+  // NIC emulation settings first: a bad value refuses GIN (NCCL then disables the GIN plugin and
+  // device communicators that need GIN fail), rather than measuring without the emulation.
+  NicEmulation emulation;
+  std::string note;
+  std::string bad = parseNicEmulation(envString("EPX_GIN_EMU_GBPS").c_str(), envString("EPX_GIN_EMU_LATENCY_US").c_str(),
+                                      &emulation, &note);
+  if (!bad.empty()) {
+    EPX_WARN(NCCL_INIT | NCCL_NET, "GIN/EPX-ipc: %s; GIN init refused (fix or unset it; see docs/plugins.md)",
+             bad.c_str());
+    return ncclInvalidUsage;
+  }
+  if (!note.empty()) EPX_WARN(NCCL_INIT | NCCL_NET, "GIN/EPX-ipc: %s", note.c_str());
+  {
+    std::lock_guard<std::mutex> lock(gEmulationMutex);
+    gEmulation = emulation;
+  }
   std::string why;
   cu = cudaDriver(&why);
   if (cu == nullptr) {
     EPX_INFO(NCCL_INIT | NCCL_NET, "GIN/EPX-ipc disabled: %s", why.c_str());
     return ncclSystemError;
   }
-  return socket::init(logger);
+  if (ncclResult_t r = socket::init(logger); r != ncclSuccess) return r;
+  auto made = std::make_unique<Instance>();
+  made->commHash = commHash;
+  std::lock_guard<std::mutex> lock(gInstancesMutex);
+  *instance = made.get();
+  gInstances.push_back(std::move(made));
+  return ncclSuccess;
 }
 
 ncclResult_t ipcDevices(int* count) { return socket::devices(count); }
@@ -521,11 +586,24 @@ ncclResult_t ipcGetProperties(int dev, ncclNetProperties_v11_t* props) {
   return ncclSuccess;
 }
 
-ncclResult_t ipcListen(int dev, void* handle, void** listenComm) {
+ncclResult_t ipcListen(void* instance, int dev, void* handle, void** listenComm) {
   (void)dev;
   *listenComm = nullptr;
   static std::mt19937_64 rng(std::random_device{}());
   auto* lc = new ListenComm();
+  {
+    // NCCL listens once per GIN context, in context order, with the communicator's instance.
+    std::lock_guard<std::mutex> lock(gInstancesMutex);
+    Instance* known = nullptr;
+    for (const auto& i : gInstances)
+      if (i.get() == instance) known = i.get();
+    if (known != nullptr) {
+      lc->commHash = known->commHash;
+      lc->context = known->nextContext++;
+    } else {
+      lc->context = gUnknownInstanceContexts++;
+    }
+  }
   char name[80];
   snprintf(name, sizeof(name), "epx-gin-%d-%016llx", static_cast<int>(getpid()),
            static_cast<unsigned long long>(rng()));
@@ -568,6 +646,8 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
   auto* ctx = new Context();
   ctx->rank = rank;
   ctx->nRanks = nRanks;
+  ctx->index = lc->context;
+  ctx->commHash = lc->commHash;
   ctx->registry = Registry(nRanks, rank);
   ctx->peers.resize(static_cast<size_t>(nRanks));
   auto cleanup = [&](ncclResult_t r) {
@@ -714,12 +794,30 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
   }
   // Every call of the put and signal paths runs here once, while no GIN kernel can be running.
   if (ncclResult_t w = warmUp(ctx, 0, 0); w != ncclSuccess) return cleanup(w);
+  {
+    NicEmulation emulation;
+    {
+      std::lock_guard<std::mutex> lock(gEmulationMutex);
+      emulation = gEmulation;
+    }
+    std::string note;
+    std::shared_ptr<NicPacer> nic = sharedNic(static_cast<int>(ctx->device), emulation, &note);
+    if (!note.empty()) EPX_WARN(NCCL_INIT | NCCL_NET, "GIN/EPX-ipc rank %d: %s", rank, note.c_str());
+    ctx->stats = openContextStats(
+        ContextStats::Identity{ctx->commHash, rank, nRanks, ctx->index, static_cast<int>(ctx->device)}, nic);
+    ctx->nic = ctx->stats->nic();
+  }
+  char nicText[128] = "no NIC emulation";
+  if (ctx->nic != nullptr)
+    snprintf(nicText, sizeof(nicText), "emulated NIC %g GB/s + %g us (one per device, shared by its contexts)",
+             ctx->nic->emulation().gbps(), ctx->nic->emulation().latencyUs());
   EPX_INFO(NCCL_INIT | NCCL_NET,
-           "GIN/EPX-ipc: rank %d connected to %d rank(s) on this host (device %d), copy mode %s%s", rank, nRanks,
-           static_cast<int>(ctx->device), copyModeName(ctx->copyMode),
+           "GIN/EPX-ipc: rank %d context %d connected to %d rank(s) on this host (device %d), copy mode %s%s, %s", rank,
+           ctx->index, nRanks, static_cast<int>(ctx->device), copyModeName(ctx->copyMode),
            ctx->copyMode != CopyMode::Memcpy && cu->memcpyBatchAsync13 == nullptr && cu->memcpyBatchAsync128 == nullptr
                ? " (driver has no cuMemcpyBatchAsync: plain cuMemcpyAsync)"
-               : "");
+               : "",
+           nicText);
   *collComm = ctx;
   return ncclSuccess;
 }
@@ -849,6 +947,10 @@ ncclResult_t ipcDeregMrSym(void* collComm, void* mhandle) {
 ncclResult_t ipcCloseColl(void* collComm) {
   auto* ctx = static_cast<Context*>(collComm);
   if (ctx == nullptr) return ncclSuccess;
+  if (ctx->stats != nullptr) {  // a connected context: its counters, one line (NCCL_DEBUG=INFO)
+    EPX_INFO(NCCL_INIT | NCCL_NET, "%s", ctx->stats->summary().c_str());
+    ctx->stats->close();  // stays listed for epxGinIpcStatsSnapshot until epxGinIpcStatsReset
+  }
   if (cu != nullptr && ctx->cu != nullptr && makeCurrent(ctx)) {
     for (Peer& p : ctx->peers) {
       if (p.stream != nullptr) {
@@ -894,6 +996,7 @@ ncclResult_t ipcPut(void* collComm, uint64_t srcOff, void* srcMhandle, size_t si
                     void* dstMhandle, uint32_t rank, bool withSignal, uint64_t signalOff,
                     void* signalMhandle, uint64_t signalValue, uint32_t signalOp, void** request) {
   *request = nullptr;
+  auto issued = Clock::now();  // when NCCL's proxy issued the op: the emulated NIC's input time
   auto* ctx = static_cast<Context*>(collComm);
   std::lock_guard<std::recursive_mutex> lock(ctx->mutex);
   if (!ctx->error.empty()) return ncclInternalError;
@@ -943,6 +1046,13 @@ ncclResult_t ipcPut(void* collComm, uint64_t srcOff, void* srcMhandle, size_t si
   if (took > kSlowCall)
     EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: the completion write for an op to rank %u took %lld ms", ctx->rank, rank,
              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
+  ctx->stats->count(static_cast<int>(rank), size, withSignal);
+  if (ctx->nic != nullptr) {
+    // The copy is already queued and may finish at once; advance() holds the op until the
+    // emulated NIC has sent it (no signal) or delivered it (with a signal).
+    NicPacer::Slot slot = ctx->nic->schedule(toNs(issued), size);
+    req->notBefore = fromNs(slot.notBeforeNs(withSignal));
+  }
   p.pending.push_back(req.get());
   *request = req.release();
   return ncclSuccess;

@@ -11,10 +11,12 @@
 
 namespace epx::plugin::gin {
 
-ncclResult_t ipcInit(ncclDebugLogger_t logger);
+// Returns the GIN instance (NCCL's ctx; per communicator) in *instance. Refuses (ncclInvalidUsage, WARN)
+// when EPX_GIN_EMU_GBPS or EPX_GIN_EMU_LATENCY_US is malformed or out of range.
+ncclResult_t ipcInit(uint64_t commHash, ncclDebugLogger_t logger, void** instance);
 ncclResult_t ipcDevices(int* count);
 ncclResult_t ipcGetProperties(int dev, ncclNetProperties_v11_t* props);
-ncclResult_t ipcListen(int dev, void* handle, void** listenComm);
+ncclResult_t ipcListen(void* instance, int dev, void* handle, void** listenComm);
 ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm, void** collComm);
 ncclResult_t ipcRegMrSym(void* collComm, void* data, size_t size, int type, uint64_t mrFlags,
                          void** mhandle, void** ginHandle);
