@@ -3,7 +3,8 @@
 // host/ref).
 //  send: CTA b takes a contiguous share of the received rows; each row goes back to its source
 //        rank's combineRecv[this rank][slot] (expanded layout: the token's local expert rows summed
-//        in FP32, rounded to BF16 for the wire): stored directly into NVLink peers' windows, or
+//        in FP32, rounded to BF16 for the wire — or kept FP32 with the exact-combine option, so
+//        every contribution is rounded once, at the source's final BF16 output): stored directly into NVLink peers' windows, or
 //        staged in this rank's combineX and moved with one GIN put per (CTA, network source) and
 //        array, the last carrying the arrival signal.
 //  pull: (deduplicated layout, expert output already in the window's combineX) NVLink peers'
@@ -44,12 +45,17 @@ __device__ __forceinline__ bool inWindow(const CombineArgs& a, const Transport& 
   return !a.r.expanded && p == tr.localBase() + off;
 }
 
-// Send phase over this CTA's received rows [share.begin, share.end).
+// Bytes of one returned row: BF16, or FP32 partial sums (exact combine, expanded layout only).
+__device__ __forceinline__ size_t wireRowBytes(const CombineArgs& a) { return size_t(a.c.hidden) * (a.fp32 ? 4 : 2); }
+
+// Send phase over this CTA's received rows [share.begin, share.end). WireRow: what travels.
+template <class WireRow>
 __device__ void sendBack(const CombineArgs& a, const Transport& tr, Share share, int lane,
                          const int4* (&srcs)[kWarps][kMaxTopk]) {
   const Common& c = a.c;
   const Route& r = a.r;
   const int K = c.topk, H = c.hidden, warp = threadIdx.x >> 5;
+  const size_t wire = wireRowBytes(a);
   const uint32_t lanesBelow = (1u << lane) - 1u;
   char* local = tr.localBase();
   const bool xInWindow = inWindow(a, tr, a.x, c.wl.combineX);
@@ -58,18 +64,18 @@ __device__ void sendBack(const CombineArgs& a, const Transport& tr, Share share,
     const ReturnRow rr = returnRowOf(c, r, i);
     const bool lsa = tr.lsa(rr.src);
     if (lsa && a.pull) continue;  // the source reads this row in place
-    uint16_t* dst;
+    char* dst;
     float* dstW;
     if (lsa) {
       char* peer = tr.lsaBase(rr.src);
-      dst = reinterpret_cast<uint16_t*>(peer + c.wl.combineRecv) + rr.slotRow * H;
+      dst = peer + c.wl.combineRecv + rr.slotRow * wire;
       dstW = reinterpret_cast<float*>(peer + c.wl.combineRecvW) + rr.slotRow * K;
     } else {  // staged at row i for the GIN put (nothing to do when already in the window)
-      dst = xInWindow ? nullptr : reinterpret_cast<uint16_t*>(local + c.wl.combineX) + size_t(i) * H;
+      dst = xInWindow ? nullptr : local + c.wl.combineX + size_t(i) * wire;
       dstW = wInWindow ? nullptr : reinterpret_cast<float*>(local + c.wl.combineStageW) + size_t(i) * K;
     }
     if (!r.expanded) {
-      if (dst) warpCopy16<false>(reinterpret_cast<char*>(dst), reinterpret_cast<const char*>(a.x + size_t(i) * H), H * 2, lane);
+      if (dst) warpCopy16<false>(dst, reinterpret_cast<const char*>(a.x + size_t(i) * H), H * 2, lane);
       if (a.topkWeights && dstW && lane < K) dstW[lane] = a.topkWeights[size_t(i) * K + lane];
       continue;
     }
@@ -78,7 +84,8 @@ __device__ void sendBack(const CombineArgs& a, const Transport& tr, Share share,
     if (a.topkWeights && dstW && lane < K) dstW[lane] = row >= 0 ? a.topkWeights[row] : 0.f;
     if (row >= 0) srcs[warp][__popc(valid & lanesBelow)] = reinterpret_cast<const int4*>(a.x + size_t(row) * H);
     __syncwarp();
-    warpSumBf16<false>(reinterpret_cast<int4*>(dst), srcs[warp], __popc(valid), nullptr, nullptr, H / 8, lane);
+    warpSumRows<Bf16Row, WireRow, false>(reinterpret_cast<int4*>(dst), srcs[warp], __popc(valid), nullptr, nullptr,
+                                         H / 8, lane);
     __syncwarp();
   }
 }
@@ -90,7 +97,8 @@ __device__ void putStaged(const CombineArgs& a, const Transport& tr, Share share
   const Common& c = a.c;
   const Route& r = a.r;
   if (share.begin >= share.end) return;
-  const int K = c.topk, H = c.hidden, ctx = dataContextOf(blockIdx.x, c.ginContexts);
+  const int K = c.topk, ctx = dataContextOf(blockIdx.x, c.ginContexts);
+  const uint64_t wire = wireRowBytes(a);
   const uint64_t wOff = inWindow(a, tr, a.topkWeights, c.wl.recvWeights) ? c.wl.recvWeights : c.wl.combineStageW;
   const int s0 = sourceOfRow(r.recvBase, c.nRanks, share.begin);
   const int s1 = sourceOfRow(r.recvBase, c.nRanks, share.end - 1);
@@ -102,20 +110,21 @@ __device__ void putStaged(const CombineArgs& a, const Transport& tr, Share share
     const uint64_t slotRow = uint64_t(c.rank) * c.maxTokens + (lo - r.recvBase[s]);
     if (a.topkWeights)
       tr.put(s, c.wl.combineRecvW + slotRow * K * 4, wOff + uint64_t(lo) * K * 4, n * K * 4, ctx);
-    tr.putSignal(s, c.wl.combineRecv + slotRow * H * 2, c.wl.combineX + uint64_t(lo) * H * 2, n * H * 2,
-                 kFlagArriveCombine, uint32_t(n), ctx);
+    tr.putSignal(s, c.wl.combineRecv + slotRow * wire, c.wl.combineX + uint64_t(lo) * wire, n * wire, kFlagArriveCombine,
+                 uint32_t(n), ctx);
   }
 }
 
 // Reduce per source token. Lane k whose slot is the first with its destination rank d holds the
 // row d returned: in d's combineX (pull from an NVLink peer) or in this rank's combineRecv[d].
-template <bool kPull>
+template <bool kPull, class WireRow>
 __device__ void reduceTokens(const CombineArgs& a, const Transport& tr, int globalWarp, int numWarps, int lane,
                              const int4* (&srcRows)[kWarps][kMaxTopk]) {
   const Common& c = a.c;
   const Route& r = a.r;
   const int R = c.nRanks, K = c.topk, H = c.hidden, Le = c.localExperts, warp = threadIdx.x >> 5;
   const int T = r.totals->numTokens;
+  const size_t wire = wireRowBytes(a);
   char* local = tr.localBase();
   for (int t = globalWarp; t < T; t += numWarps) {
     int e = -1, dest = -1;
@@ -134,7 +143,7 @@ __device__ void reduceTokens(const CombineArgs& a, const Transport& tr, int glob
           w = reinterpret_cast<const float*>(peer + c.wl.recvWeights) + at * K;
         } else {
           const size_t at = size_t(dest) * c.maxTokens + gslot;
-          row = reinterpret_cast<const int4*>(local + c.wl.combineRecv + at * H * 2);
+          row = reinterpret_cast<const int4*>(local + c.wl.combineRecv + at * wire);
           w = reinterpret_cast<const float*>(local + c.wl.combineRecvW) + at * K;
         }
       }
@@ -153,16 +162,18 @@ __device__ void reduceTokens(const CombineArgs& a, const Transport& tr, int glob
     }
     if (dest >= 0) srcRows[warp][order] = row;
     __syncwarp();
-    warpSumBf16<true, kPull ? 8 : 4>(reinterpret_cast<int4*>(a.out + size_t(t) * H), srcRows[warp], __popc(dests),
-                                     a.bias0 ? reinterpret_cast<const int4*>(a.bias0 + size_t(t) * H) : nullptr,
-                                     a.bias1 ? reinterpret_cast<const int4*>(a.bias1 + size_t(t) * H) : nullptr, H / 8,
-                                     lane);
+    warpSumRows<WireRow, Bf16Row, true, kPull ? 8 : 4>(
+        reinterpret_cast<int4*>(a.out + size_t(t) * H), srcRows[warp], __popc(dests),
+        a.bias0 ? reinterpret_cast<const int4*>(a.bias0 + size_t(t) * H) : nullptr,
+        a.bias1 ? reinterpret_cast<const int4*>(a.bias1 + size_t(t) * H) : nullptr, H / 8, lane);
     if (a.combinedTopkWeights && lane < K)
       a.combinedTopkWeights[size_t(t) * K + lane] = e >= 0 ? ((const volatile float*)myW)[lane] : 0.f;
     __syncwarp();
   }
 }
 
+// WireRow: BF16 (pull or push), or FP32 partial sums (push, exact combine).
+template <class WireRow>
 __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_constant__ CombineArgs a) {
   __shared__ OpSession ses;
   __shared__ const int4* rows[kWarps][kMaxTopk];
@@ -178,7 +189,7 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_consta
 
   ses.begin(tr, kOpCombine, kPhaseCombineReady);
   if (!ses.abort) {
-    sendBack(a, tr, share, lane, rows);
+    sendBack<WireRow>(a, tr, share, lane, rows);
     if (gin) {
       __syncthreads();
       putStaged(a, tr, share);
@@ -186,13 +197,13 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_consta
   }
   if (a.pull) {
     ses.waitArrivals(tr, kOpCombine, kPhaseCombineData, false, true, ginRows);
-    if (!ses.abort) reduceTokens<true>(a, tr, globalWarp, numWarps, lane, rows);
+    if (!ses.abort) reduceTokens<true, Bf16Row>(a, tr, globalWarp, numWarps, lane, rows);
     ses.arriveLsa(tr, kOpCombine);  // "done reading your combineX"
     ses.waitArrivals(tr, kOpCombine, kPhaseCombineData, true, false, ginRows);
   } else {
     ses.arriveLsa(tr, kOpCombine);
     ses.waitArrivals(tr, kOpCombine, kPhaseCombineData, true, true, ginRows);
-    if (!ses.abort) reduceTokens<false>(a, tr, globalWarp, numWarps, lane, rows);
+    if (!ses.abort) reduceTokens<false, WireRow>(a, tr, globalWarp, numWarps, lane, rows);
   }
   if (gin && threadIdx.x == 0) tr.flushGin();  // combineX / weights are the caller's again
   ses.end(tr, kOpCombine, ginRows);
@@ -201,12 +212,19 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_consta
 }  // namespace
 
 cudaError_t launchCombine(const CombineArgs& args, int nCtas, cudaStream_t stream) {
-  combineKernel<<<nCtas, kThreads, 0, stream>>>(args);
+  if (args.fp32)
+    combineKernel<Fp32Row><<<nCtas, kThreads, 0, stream>>>(args);
+  else
+    combineKernel<Bf16Row><<<nCtas, kThreads, 0, stream>>>(args);
   return cudaGetLastError();
 }
 
 cudaError_t combineMaxCtasPerSm(int* ctas) {
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas, combineKernel, kThreads, 0);
+  int a = 0, b = 0;
+  cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&a, combineKernel<Bf16Row>, kThreads, 0);
+  if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, combineKernel<Fp32Row>, kThreads, 0);
+  *ctas = a < b ? a : b;
+  return e;
 }
 
 }  // namespace epx::dev

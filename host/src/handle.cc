@@ -52,6 +52,11 @@ extern "C" ncclResult_t ncclEpHandleCreate(ncclEpGroup_t g, const ncclEpHandleCo
     delete h;
     return fail(ncclInvalidArgument, "ncclEpHandleCreate: " + err);
   }
+  if (h->cfg.fp32Combine && !g->cfg.exactCombine) {
+    delete h;
+    return fail(ncclInvalidUsage, "ncclEpHandleCreate: combinePrecision ncclEpCombineFp32 needs a group created with "
+                                  "exactCombine = 1 (FP32 combine buffers)");
+  }
   h->capacityRows = epx::capacityRows(g->cfg, g->nRanks, h->cfg);
   if (h->capacityRows > INT32_MAX) {
     delete h;

@@ -124,6 +124,7 @@ extern "C" ncclResult_t ncclEpCombine(ncclEpHandle_t h, const ncclEpCombineInput
   a.topkWeights = in->topkWeights;
   a.out = static_cast<uint16_t*>(out->out);
   a.combinedTopkWeights = out->combinedTopkWeights;
+  a.fp32 = h->cfg.fp32Combine && h->cfg.expanded;  // dedup rows are the caller's BF16 rows
   // Pull when the expert output already sits in the window (and any weights are the window's).
   char* base = static_cast<char*>(g->buffer);
   if (h->cfg.expanded && g->ginContexts > 0 && in->x == base + g->wl.combineX)

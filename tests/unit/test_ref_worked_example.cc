@@ -272,3 +272,35 @@ BOOST_AUTO_TEST_CASE(combine_rounds_partials_to_bf16_per_rank) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// ncclEpCombineFp32: contributions 256 and 1 on one rank and -256 on another sum to exactly 1
+// (BF16 partials give 0: 257 rounds to 256 on the wire).
+BOOST_AUTO_TEST_CASE(fp32_partials_keep_small_contributions) {
+  epx::ref::EpShape s;
+  s.nRanks = 2;
+  s.hidden = 8;
+  s.topk = 3;
+  s.numExperts = 4;  // experts 0, 1 on rank 0; 2, 3 on rank 1
+  std::vector<epx::ref::RankRouting> routing(2);
+  routing[0].numTokens = 1;
+  routing[0].topkIdx = {0, 1, 2};
+  routing[0].topkWeights = {1.f, 1.f, 1.f};
+  routing[1].numTokens = 0;
+  const auto disp = epx::ref::dispatch(s, routing);
+  std::vector<std::vector<uint16_t>> out(2);
+  const uint16_t b256 = epx::ref::floatToBf16(256.f), b1 = epx::ref::floatToBf16(1.f), bm256 = epx::ref::floatToBf16(-256.f);
+  out[0].assign(size_t(disp[0].numRows) * 8, 0);
+  out[1].assign(size_t(disp[1].numRows) * 8, 0);
+  BOOST_REQUIRE(disp[0].numRows == 2);  // expert 0 then expert 1
+  BOOST_REQUIRE(disp[1].numRows == 1);
+  for (int h = 0; h < 8; ++h) {
+    out[0][h] = b256;
+    out[0][8 + h] = b1;
+    out[1][h] = bm256;
+  }
+  const auto bf16 = epx::ref::combine(s, routing, disp, out, {}, {});
+  BOOST_TEST(epx::ref::bf16ToFloat(bf16[0][0]) == 0.f);
+  s.fp32Partials = true;
+  const auto fp32 = epx::ref::combine(s, routing, disp, out, {}, {});
+  for (int h = 0; h < 8; ++h) BOOST_TEST(epx::ref::bf16ToFloat(fp32[0][h]) == 1.f);
+}

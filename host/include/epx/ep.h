@@ -98,6 +98,9 @@ typedef struct {
   int qpBudget;         /* GIN QPs per rank; reserved for scale-out, ignored intranode */
   int slIndex;          /* InfiniBand SL for scale-out; -1 or undefined: policy; ignored intranode */
   int timeoutMs;        /* device wait bound in ms (>= 1) before an async error; default 10000 */
+  int exactCombine;     /* 0 (default) or 1: reserve FP32 combine buffers so handles may choose
+                           ncclEpCombineFp32 (combineRecv and combineX grow from 2 to 4 bytes per
+                           channel: + 2 * nRanks * maxTokensPerRank * hidden bytes of window) */
 } ncclEpConfig_t;
 
 #define NCCL_EP_CONFIG_INITIALIZER                                                              \
@@ -105,8 +108,23 @@ typedef struct {
     sizeof(ncclEpConfig_t), NCCL_EP_CONFIG_MAGIC, EPX_VERSION_CODE, NCCL_EP_UNDEF_INT,          \
         NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT,              \
         NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT,              \
-        NCCL_EP_UNDEF_INT                                                                       \
+        NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT                                                    \
   }
+
+/*
+ * Precision of combine's partial sums (expanded layout, where a rank first sums a token's rows of
+ * its local experts and returns one row per token):
+ *  - ncclEpCombineBf16Partials (default): the per-rank partial sum (FP32 accumulation) is rounded
+ *    to BF16 for the wire, and the source sums the partials in FP32: 2 bytes per channel on the
+ *    wire, two roundings (contributions 256 and 1 on one rank and -256 on another give 0, since
+ *    257 rounds to 256 in BF16).
+ *  - ncclEpCombineFp32: partial sums travel as FP32 and every contribution is summed once in FP32,
+ *    rounded once to the BF16 output (the same example gives exactly 1): 4 bytes per channel on
+ *    the wire (twice the combine traffic and receive-buffer reads); needs a group created with
+ *    exactCombine = 1. The deduplicated layout returns the caller's BF16 rows as they are (no
+ *    partial sums are formed), so the option changes nothing there.
+ */
+typedef enum { ncclEpCombineBf16Partials = 0, ncclEpCombineFp32 = 1 } ncclEpCombinePrecision_t;
 
 /* Per-handle options. Initialize with NCCL_EP_HANDLE_CONFIG_INITIALIZER. */
 typedef struct {
@@ -118,12 +136,13 @@ typedef struct {
   int expertAlignment; /* expanded layout: segment alignment in rows, 1 .. 1024, default 1; must be
                           1 for the deduplicated layout (ncclInvalidArgument otherwise) */
   int zeroGaps;        /* expanded layout: 1 = write zeros into alignment gap rows, default 0 */
+  int combinePrecision; /* ncclEpCombinePrecision_t, default ncclEpCombineBf16Partials */
 } ncclEpHandleConfig_t;
 
 #define NCCL_EP_HANDLE_CONFIG_INITIALIZER                                               \
   {                                                                                     \
     sizeof(ncclEpHandleConfig_t), NCCL_EP_CONFIG_MAGIC, EPX_VERSION_CODE, NCCL_EP_UNDEF_INT, \
-        NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT                         \
+        NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT      \
   }
 
 /* Router decision of this rank. Device pointers. */

@@ -150,7 +150,8 @@ std::vector<std::vector<uint16_t>> combine(const EpShape& s, const std::vector<R
         std::fill(partial.begin(), partial.end(), 0.f);
         for (int row : it->second)
           for (int h = 0; h < H; ++h) partial[h] += bf16ToFloat(expertOut[d][size_t(row) * H + h]);
-        for (int h = 0; h < H; ++h) acc[h] += bf16ToFloat(floatToBf16(partial[h]));  // BF16 on the wire
+        for (int h = 0; h < H; ++h)  // BF16 on the wire, unless partials travel as FP32
+          acc[h] += s.fp32Partials && s.expanded ? partial[h] : bf16ToFloat(floatToBf16(partial[h]));
       }
       for (int h = 0; h < H; ++h) {
         float v = acc[h];

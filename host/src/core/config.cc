@@ -85,6 +85,9 @@ std::string normalizeConfig(const ncclEpConfig_t* in, int nRanks, GroupConfig* o
   if (c.slIndex < -1 || c.slIndex > 15) return "slIndex must be -1 (policy) or an InfiniBand SL 0..15, got " + std::to_string(c.slIndex);
   c.timeoutMs = undef(in->timeoutMs) ? 10000 : in->timeoutMs;
   if (c.timeoutMs < 1) return "timeoutMs must be >= 1, got " + std::to_string(c.timeoutMs);
+  if (!undef(in->exactCombine) && in->exactCombine != 0 && in->exactCombine != 1)
+    return "exactCombine must be 0 or 1, got " + std::to_string(in->exactCombine);
+  c.exactCombine = !undef(in->exactCombine) && in->exactCombine == 1;
   *out = c;
   return {};
 }
@@ -108,6 +111,10 @@ std::string normalizeHandleConfig(const ncclEpHandleConfig_t* in, HandleConfig* 
   if (!c.expanded && c.alignment != 1)
     return "expertAlignment applies to the expanded layout only (deduplicated rows are not grouped by expert)";
   c.zeroGaps = !undef(in->zeroGaps) && in->zeroGaps != 0;
+  const int precision = undef(in->combinePrecision) ? ncclEpCombineBf16Partials : in->combinePrecision;
+  if (precision != ncclEpCombineBf16Partials && precision != ncclEpCombineFp32)
+    return "combinePrecision must be ncclEpCombineBf16Partials or ncclEpCombineFp32, got " + std::to_string(precision);
+  c.fp32Combine = precision == ncclEpCombineFp32;
   *out = c;
   return {};
 }
@@ -121,6 +128,7 @@ dev::WindowLayout computeWindowLayout(const GroupConfig& cfg, int nRanks, int ls
   shape.topk = cfg.topk;
   shape.localExperts = cfg.localExperts(nRanks);
   shape.fp8 = cfg.fp8Dispatch;
+  shape.fp32Combine = cfg.exactCombine;
   return dev::layoutWindow(shape);
 }
 

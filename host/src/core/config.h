@@ -20,6 +20,7 @@ struct GroupConfig {
   int qpBudget = 0;
   int slIndex = -1;
   int timeoutMs = 10000;
+  bool exactCombine = false;  // window reserves FP32 combine rows
   int localExperts(int nRanks) const { return numExperts / nRanks; }
 };
 
@@ -28,6 +29,7 @@ struct HandleConfig {
   bool capacity = false;
   int alignment = 1;
   bool zeroGaps = false;
+  bool fp32Combine = false;  // ncclEpCombineFp32
 };
 
 // Fills `out` from the user's struct (undefined fields take defaults). Returns "" when valid,

@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace epx::dev {
 
@@ -95,32 +96,71 @@ __device__ __forceinline__ void warpCopy16Multi(char* const* dsts, int nDst, con
   }
 }
 
-// Sums BF16 rows srcs[0..n) (+ optional extra rows) into dst with FP32 accumulation, in that
-// order. kUnroll 16-byte vectors per lane and source are in flight, so NVLink/HBM latency overlaps.
-template <bool kVolatileSrc, int kUnroll = 4>
-__device__ __forceinline__ void warpSumBf16(int4* dst, const int4* const* srcs, int n, const int4* extra0,
-                                            const int4* extra1, int vecs, int lane) {
-  for (int i = lane; i < vecs; i += kUnroll * kWarp) {
+// Row element types of the warp sums: 8 channels are one 16-byte vector of BF16 or two of FP32.
+struct Bf16Row {
+  static constexpr int kVecsPer8 = 1;
+};
+struct Fp32Row {
+  static constexpr int kVecsPer8 = 2;
+};
+
+template <class Row, bool kVolatile>
+__device__ __forceinline__ void load8(const int4* row, int g, int4 (&v)[2]) {
+#pragma unroll
+  for (int q = 0; q < Row::kVecsPer8; ++q)
+    v[q] = kVolatile ? ldVolatile(row + g * Row::kVecsPer8 + q) : ldNc(row + g * Row::kVecsPer8 + q);
+}
+
+template <class Row>
+__device__ __forceinline__ void add8(float (&acc)[8], const int4 (&v)[2]) {
+  if constexpr (Row::kVecsPer8 == 1) {
+    addBf16x8(acc, v[0]);
+  } else {
+    const float* f = reinterpret_cast<const float*>(v);
+#pragma unroll
+    for (int q = 0; q < 8; ++q) acc[q] = __fadd_rn(acc[q], f[q]);
+  }
+}
+
+template <class Row>
+__device__ __forceinline__ void store8(int4* row, int g, const float (&acc)[8]) {
+  if constexpr (Row::kVecsPer8 == 1) {
+    stNa(row + g, packBf16x8(acc));
+  } else {
+    stNa(row + 2 * g, make_int4(__float_as_int(acc[0]), __float_as_int(acc[1]), __float_as_int(acc[2]), __float_as_int(acc[3])));
+    stNa(row + 2 * g + 1, make_int4(__float_as_int(acc[4]), __float_as_int(acc[5]), __float_as_int(acc[6]), __float_as_int(acc[7])));
+  }
+}
+
+// Sums rows srcs[0..n) of SrcRow type, then optional BF16 rows extra0/extra1, into dst (DstRow:
+// BF16 rounds once at the end, FP32 keeps the exact FP32 sum), with FP32 accumulation in that
+// order. `groups` = hidden / 8. kUnroll groups per lane and source are in flight, so NVLink/HBM
+// latency overlaps.
+template <class SrcRow, class DstRow, bool kVolatileSrc, int kUnroll = 4>
+__device__ __forceinline__ void warpSumRows(int4* dst, const int4* const* srcs, int n, const int4* extra0,
+                                            const int4* extra1, int groups, int lane) {
+  for (int i = lane; i < groups; i += kUnroll * kWarp) {
     float acc[kUnroll][8];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
       for (int q = 0; q < 8; ++q) acc[u][q] = 0.f;
-    auto addRow = [&](const int4* row, bool vol) {
-      int4 v[kUnroll];
+    auto addRow = [&](const int4* row, auto rowType, auto vol) {
+      using Row = decltype(rowType);
+      int4 v[kUnroll][2];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
-        if (i + u * kWarp < vecs) v[u] = vol ? ldVolatile(row + i + u * kWarp) : ldNc(row + i + u * kWarp);
+        if (i + u * kWarp < groups) load8<Row, decltype(vol)::value>(row, i + u * kWarp, v[u]);
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
-        if (i + u * kWarp < vecs) addBf16x8(acc[u], v[u]);
+        if (i + u * kWarp < groups) add8<Row>(acc[u], v[u]);
     };
-    for (int j = 0; j < n; ++j) addRow(srcs[j], kVolatileSrc);
-    if (extra0) addRow(extra0, false);
-    if (extra1) addRow(extra1, false);
+    for (int j = 0; j < n; ++j) addRow(srcs[j], SrcRow{}, std::integral_constant<bool, kVolatileSrc>{});
+    if (extra0) addRow(extra0, Bf16Row{}, std::false_type{});
+    if (extra1) addRow(extra1, Bf16Row{}, std::false_type{});
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
-      if (i + u * kWarp < vecs) stNa(dst + i + u * kWarp, packBf16x8(acc[u]));
+      if (i + u * kWarp < groups) store8<DstRow>(dst, i + u * kWarp, acc[u]);
   }
 }
 

@@ -51,7 +51,7 @@ struct WindowLayout {
   uint64_t recvWeights;  // f32 [rows][K]
   uint64_t recvInfo;     // i32 [rows][2]: source rank, source token
   uint64_t recvPos;      // i32 [rows][K]: position among the source's tokens of that expert
-  uint64_t combineX;     // BF16 [rows][hidden]
+  uint64_t combineX;     // BF16 [rows][hidden] (rows of combineRowBytes reserved: FP32 staging)
   uint64_t combineRecv;  // [nRanks][maxTokens][hidden] BF16 (or FP32 with fp32Combine)
   uint64_t combineRecvW; // f32 [nRanks][maxTokens][K]
   uint64_t combineStageW;// f32 [rows][K] (GIN: combine weights staged for the put)
@@ -105,7 +105,7 @@ inline WindowLayout layoutWindow(const WindowShape& s) {
   wl.recvWeights = region(rows * K * 4);
   wl.recvInfo = region(rows * 2 * 4);
   wl.recvPos = region(rows * K * 4);
-  wl.combineX = region(rows * H * 2);
+  wl.combineX = region(rows * wl.combineRowBytes);  // BF16 rows in place; FP32 staging (exact combine)
   wl.combineRecv = region(rows * wl.combineRowBytes);
   wl.combineRecvW = region(rows * K * 4);
   wl.combineStageW = region(s.hasGinPeers() ? rows * K * 4 : 0);

@@ -18,6 +18,7 @@ struct EpShape {
   int numExperts = 0;
   int expertAlignment = 1;  // expanded layout only
   bool expanded = true;     // false: deduplicated layout
+  bool fp32Partials = false;  // combine: per-rank partial sums stay FP32 (ncclEpCombineFp32)
   int localExperts() const { return numExperts / nRanks; }
 };
 
