@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "agree.h"
 #include "core/config.h"
 #include "core/errors.h"
 #include "internal.h"
@@ -105,6 +106,10 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
     return fail(ncclUnhandledCudaError, cudaMsg("ncclEpGroupCreate: device query", ce));
   }
   g->nCtas = epx::resolveCtaCount(g->cfg, g->numSMs, g->nRanks, nvlinkGBps());
+  if ((r = epx::agreeOnConfig(*g)) != ncclSuccess) {  // collective: all ranks fail alike (host/src/agree.cc)
+    releaseGroup(g);
+    return r;
+  }
   g->wl = epx::computeWindowLayout(g->cfg, g->nRanks);
 
   if ((r = ncclMemAlloc(&g->buffer, g->wl.totalBytes)) != ncclSuccess) {
