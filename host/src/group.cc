@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "agree.h"
 #include "core/async_error.h"
 #include "core/config.h"
 #include "core/errors.h"
@@ -142,6 +143,10 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
     return fail(ncclUnhandledCudaError, cudaMsg("ncclEpGroupCreate: device query", ce));
   }
   g->nCtas = epx::resolveCtaCount(g->cfg, g->numSMs, g->nRanks, nvlinkGBps());
+  if ((r = epx::agreeOnConfig(*g)) != ncclSuccess) {  // collective: all ranks fail alike (host/src/agree.cc)
+    releaseGroup(g);
+    return r;
+  }
   if (std::string why = checkCoResident(g->nCtas, g->numSMs, g->nRanks); !why.empty()) {
     delete g;
     return fail(ncclInvalidUsage, "ncclEpGroupCreate: " + why);

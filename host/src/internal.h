@@ -35,6 +35,7 @@ struct ncclEpHandle {
   epx::dev::LayoutSummary* summaryDev = nullptr;
   long long capacityRows = 0;
   bool laidOut = false;
+  bool dispatched = false;           // an ncclEpDispatch launched since the last layout (combine needs one)
   int numTokens = 0;                 // T of the last layout
   int numRows = 0, numRecvTokens = 0;  // exact mode
   std::vector<int> expertCounts;     // exact mode

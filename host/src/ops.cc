@@ -12,7 +12,8 @@ using epx::fail;
 namespace {
 
 epx::HandleView view(const ncclEpHandle* h) {
-  return epx::HandleView{&h->group->cfg, &h->cfg, h->group->nRanks, h->laidOut, h->numTokens, h->rowsNeeded()};
+  return epx::HandleView{&h->group->cfg, &h->cfg, h->group->nRanks, h->laidOut, h->numTokens, h->rowsNeeded(),
+                         h->dispatched};
 }
 
 ncclResult_t launchFailed(const char* what, cudaError_t e) {
@@ -47,6 +48,7 @@ extern "C" ncclResult_t ncclEpDispatchLayout(ncclEpHandle_t h, const ncclEpRouti
   if (ce != cudaSuccess) return launchFailed("ncclEpDispatchLayout", ce);
   h->numTokens = routing->numTokens;
   h->laidOut = true;
+  h->dispatched = false;  // a new route: combine needs a dispatch of it first
   if (h->cfg.capacity) return ncclSuccess;
 
   // Exact mode: the documented host synchronization.
@@ -105,7 +107,9 @@ extern "C" ncclResult_t ncclEpDispatch(ncclEpHandle_t h, const ncclEpDispatchInp
   a.expertOffsets = out->expertOffsets;
   a.numRecvRows = out->numRecvRows;
   cudaError_t ce = epx::dev::launchDispatch(a, g->nCtas, stream);
-  return ce == cudaSuccess ? ncclSuccess : launchFailed("ncclEpDispatch", ce);
+  if (ce != cudaSuccess) return launchFailed("ncclEpDispatch", ce);
+  h->dispatched = true;
+  return ncclSuccess;
 }
 
 extern "C" ncclResult_t ncclEpCombine(ncclEpHandle_t h, const ncclEpCombineInputs_t* in,
@@ -114,6 +118,7 @@ extern "C" ncclResult_t ncclEpCombine(ncclEpHandle_t h, const ncclEpCombineInput
   ncclEpGroup* g = h->group;
   std::string err = epx::checkCombine(view(h), in, out);
   if (!err.empty()) return fail(ncclInvalidArgument, "ncclEpCombine: " + err);
+  if (err = epx::checkCombineAfterDispatch(view(h)); !err.empty()) return fail(ncclInvalidUsage, "ncclEpCombine: " + err);
   if (ncclResult_t r = checkHealthy(g, "ncclEpCombine"); r != ncclSuccess) return r;
   epx::dev::CombineArgs a{};
   a.c = g->common();

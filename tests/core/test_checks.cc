@@ -18,7 +18,7 @@ struct Fixture {
     g.topk = 4;
     g.numExperts = 8;
     g.fp8Dispatch = true;
-    view = HandleView{&g, &hc, 2, true, 100, 400};
+    view = HandleView{&g, &hc, 2, true, 100, 400, true};
   }
   ncclEpDispatchInputs_t din() {
     ncclEpDispatchInputs_t in{};
@@ -127,6 +127,35 @@ BOOST_AUTO_TEST_CASE(combine_checks) {
   BOOST_TEST(mentions(checkCombine(view, &in, &out), "bias0 must be 16-byte aligned"));
   view.laidOut = false;
   BOOST_TEST(mentions(checkCombine(view, &in, &out), "ncclEpDispatchLayout"));
+}
+
+BOOST_AUTO_TEST_CASE(combine_needs_a_dispatch_since_the_layout) {
+  // The handle's life: created (no layout), laid out, dispatched (maybe several times: cached
+  // dispatch), combined (maybe several times), laid out again.
+  ncclEpCombineInputs_t in{};
+  in.x = buf;
+  in.xType = ncclBfloat16;
+  ncclEpCombineOutputs_t out{};
+  out.out = buf;
+  view.laidOut = false;
+  view.dispatched = false;
+  BOOST_TEST(checkCombineAfterDispatch(view) == "");  // no layout at all: checkCombine's error
+  BOOST_TEST(mentions(checkCombine(view, &in, &out), "ncclEpDispatchLayout"));
+  view.laidOut = true;  // layout: laid out, not dispatched
+  const std::string err = checkCombineAfterDispatch(view);
+  BOOST_TEST(mentions(err, "no ncclEpDispatch on this handle since its last ncclEpDispatchLayout"), err);
+  BOOST_TEST(checkCombine(view, &in, &out) == "");  // the arguments themselves are fine
+  view.dispatched = true;  // dispatch
+  BOOST_TEST(checkCombineAfterDispatch(view) == "");
+  BOOST_TEST(checkCombineAfterDispatch(view) == "");  // combining again after one dispatch
+  view.dispatched = false;  // a new layout
+  BOOST_TEST(checkCombineAfterDispatch(view) != "");
+  // Dispatch itself does not care whether the route was dispatched before (cached dispatch).
+  auto din_ = din();
+  auto dout_ = dout();
+  BOOST_TEST(checkDispatch(view, &din_, &dout_) == "");
+  view.dispatched = true;
+  BOOST_TEST(checkDispatch(view, &din_, &dout_) == "");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -182,6 +182,76 @@ BOOST_AUTO_TEST_CASE(group_create_rejects_bad_configs) {
   rec.check();
 }
 
+// A config that differs between ranks (each value valid on its own) fails ncclEpGroupCreate on every
+// rank with ncclInvalidUsage and the same message, naming the field, both values and both ranks;
+// no rank goes on to allocate and register a window the others do not match.
+BOOST_AUTO_TEST_CASE(group_create_requires_the_same_config_on_every_rank) {
+  const int R = nRanks();
+  struct Case {
+    const char* field;
+    void (*edit)(ncclEpConfig_t&, int rank, int nRanks);
+    int oddRank;  // the first rank whose config differs from rank 0's (-1: the last rank)
+    const char* mine;
+    const char* rank0;
+  };
+  const Case cases[] = {
+      {"smBudget", [](ncclEpConfig_t& c, int r, int) { c.smBudget = r == 0 ? 24 : 16; }, 1, "smBudget 16 (16 CTAs)",
+       "24 (24 CTAs)"},
+      {"timeoutMs", [](ncclEpConfig_t& c, int r, int n) { c.timeoutMs = r == n - 1 ? 5000 : 10000; }, -1,
+       "timeoutMs 5000", "10000"},
+      {"hidden", [](ncclEpConfig_t& c, int r, int n) { c.hidden = r == n - 1 ? 4096 : 2048; }, -1, "hidden 4096", "2048"},
+      {"maxTokensPerRank", [](ncclEpConfig_t& c, int r, int n) { c.maxTokensPerRank = r == n - 1 ? 512 : 256; }, -1,
+       "maxTokensPerRank 512", "256"},
+      {"topk", [](ncclEpConfig_t& c, int r, int n) { c.topk = r == n - 1 ? 4 : 8; }, -1, "topk 4", "8"},
+      {"numExperts", [](ncclEpConfig_t& c, int r, int n) { c.numExperts = (r == n - 1 ? 16 : 8) * n; }, -1,
+       "numExperts", nullptr},
+      {"fp8Dispatch", [](ncclEpConfig_t& c, int r, int n) { c.fp8Dispatch = r == n - 1; }, -1, "fp8Dispatch 1", "0"},
+      {"algorithm", [](ncclEpConfig_t& c, int r, int n) {
+         c.algorithm = r == n - 1 ? ncclEpAlgoHighThroughput : ncclEpAlgoAuto;
+       }, -1, "algorithm 1 (ncclEpAlgoHighThroughput)", "0 (ncclEpAlgoAuto)"},
+  };
+  const size_t nCases = sizeof(cases) / sizeof(cases[0]);
+  std::vector<std::vector<std::string>> msgs(R, std::vector<std::string>(nCases));
+  Recorder rec(R);
+  gpus().run([&](const RankContext& c) {
+    for (size_t i = 0; i < nCases; ++i) {
+      ncclEpConfig_t cfg = goodConfig();
+      cases[i].edit(cfg, c.rank, R);
+      ncclEpGroup_t g = reinterpret_cast<ncclEpGroup_t>(0x1);
+      const ncclResult_t r = ncclEpGroupCreate(c.comm, &cfg, &g);
+      const std::string what = std::string("GroupCreate with ") + cases[i].field + " differing between ranks";
+      rec.expect(c.rank, what, r, {ncclInvalidUsage});
+      msgs[c.rank][i] = r == ncclSuccess ? "" : ncclEpGetLastError();
+      if (r == ncclSuccess)
+        ncclEpGroupDestroy(g);
+      else if (g != nullptr)
+        rec.expect(c.rank, what + ": *group not set to NULL on failure", ncclInternalError, {ncclSuccess});
+    }
+    // The same non-default values on every rank are fine.
+    ncclEpConfig_t cfg = goodConfig();
+    cfg.smBudget = 16;
+    cfg.timeoutMs = 5000;
+    ncclEpGroup_t g = nullptr;
+    const ncclResult_t r = ncclEpGroupCreate(c.comm, &cfg, &g);
+    rec.expect(c.rank, "GroupCreate with smBudget 16 and timeoutMs 5000 on every rank", r, {ncclSuccess});
+    if (r == ncclSuccess) EPX_CHECK_EP(ncclEpGroupDestroy(g));
+  });
+  rec.check();
+  for (size_t i = 0; i < nCases; ++i) {
+    const Case& cs = cases[i];
+    const int odd = cs.oddRank < 0 ? R - 1 : cs.oddRank;
+    const std::string want = "rank " + std::to_string(odd) + " has " + cs.mine + (cs.rank0 ? " but rank 0 has " : "") +
+                             (cs.rank0 ? cs.rank0 : "");
+    for (int r = 0; r < R; ++r) {
+      const std::string& m = msgs[r][i];
+      BOOST_CHECK_MESSAGE(m.find(want) != std::string::npos && m.find("same config") != std::string::npos,
+                          cs.field << ": rank " << r << ": expected '" << want << "' in '" << m << "'");
+      BOOST_CHECK_MESSAGE(m == msgs[0][i], cs.field << ": rank " << r << " says '" << m << "' but rank 0 says '"
+                                                    << msgs[0][i] << "'");
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(handle_create_rejects_bad_configs) {
   GroupSpec gs{256, 2048, 8, 16};
   const auto& groups = groupFor(gs);
@@ -436,6 +506,60 @@ BOOST_AUTO_TEST_CASE(layout_dispatch_combine_reject_bad_arguments) {
     });
     rec.check();
     s.expectAllCorrect(std::string("after rejected calls, ") + cfg.describe());
+  }
+}
+
+// Combine needs a dispatch of the handle's current route: after a layout without a dispatch it
+// returns ncclInvalidUsage on every rank (and launches nothing); dispatching again on the same layout
+// (cached dispatch) and combining several times after one dispatch stay allowed.
+BOOST_AUTO_TEST_CASE(combine_needs_a_dispatch_since_the_layout) {
+  for (auto mode : {ncclEpModeExact, ncclEpModeCapacity}) {
+    CaseConfig cfg;
+    cfg.g = {256, 2048, 8, 16};
+    cfg.mode = mode;
+    cfg.layout = mode == ncclEpModeExact ? ncclEpLayoutExpanded : ncclEpLayoutDeduplicated;
+    Rng rng(nextSeed());
+    EpSession s(cfg);
+    Recorder rec(nRanks());
+    auto combineRefused = [&](const std::string& when) {
+      gpus().run([&](const RankContext& c) {
+        RankState& st = s.rank(c.rank);
+        ncclEpCombineInputs_t ci{};
+        ci.x = st.rCombIn().p;
+        ci.xType = ncclBfloat16;
+        ci.numRows = st.rows;
+        ci.hidden = cfg.g.hidden;
+        ncclEpCombineOutputs_t co{};
+        co.out = st.out.ptr();
+        co.numTokens = s.routing[c.rank].numTokens;
+        rec.expect(c.rank, "Combine " + when, ncclEpCombine(st.handle, &ci, &co, c.stream), {ncclInvalidUsage});
+        EPX_CHECK_CUDA(cudaStreamSynchronize(c.stream));
+      });
+    };
+    const std::string what = cfg.describe();
+    s.randomRouting(allTokens(200), RouteSpec{RouteKind::Uniform, 0.1}, rng);
+    s.randomData(rng);
+    s.layout();
+    combineRefused("after a layout, before any dispatch (" + what + ")");
+    s.dispatch();
+    s.combine();
+    s.expectAllCorrect("combine after refusing one, " + what);
+    s.randomData(rng);  // new expert outputs (and tokens): combine again on the one dispatch
+    s.combine();
+    const std::string again = s.checkCombine();
+    BOOST_CHECK_MESSAGE(again.empty(), "second combine after one dispatch, " << what << ": " << again);
+    s.dispatch();  // cached dispatch: the same layout again
+    s.combine();
+    s.expectAllCorrect("combine after a cached dispatch, " + what);
+    // A new layout invalidates the dispatch.
+    s.randomRouting(allTokens(150), RouteSpec{}, rng);
+    s.randomData(rng);
+    s.layout();
+    combineRefused("after a new layout, before its dispatch (" + what + ")");
+    s.dispatch();
+    s.combine();
+    s.expectAllCorrect("combine after the new layout's dispatch, " + what);
+    rec.check();
   }
 }
 

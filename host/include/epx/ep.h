@@ -21,7 +21,8 @@
  *   ... user expert kernels ...
  *   ncclEpCombine(handle, &cin, &cout, stream)         expert outputs -> source tokens
  *
- * A handle can be dispatched/combined again without a new layout (cached dispatch, e.g. backward).
+ * A handle can be dispatched/combined again without a new layout (cached dispatch, e.g. backward);
+ * after a new layout it must be dispatched before it is combined (ncclInvalidUsage otherwise).
  * In capacity mode nothing synchronizes with the host, so Layout -> Dispatch -> user -> Combine can
  * be captured in a CUDA graph and replayed with new routing written into the same input buffers.
  *
@@ -77,7 +78,10 @@ typedef enum {
 
 /*
  * Group configuration. Initialize with NCCL_EP_CONFIG_INITIALIZER, then set fields; fields left
- * undefined take the defaults given here. All ranks must pass the same values.
+ * undefined take the defaults given here. All ranks must pass the same values: ncclEpGroupCreate
+ * exchanges maxTokensPerRank, hidden, topk, numExperts, fp8Dispatch, algorithm, smBudget (and the
+ * CTA count it resolves to), timeoutMs and the epx/NCCL versions between the ranks and fails on every
+ * rank when any differ (qpBudget and slIndex are not compared: ignored intranode).
  */
 typedef struct {
   size_t size;          /* sizeof(ncclEpConfig_t) */
@@ -94,10 +98,15 @@ typedef struct {
                            (host/src/core/config.cc); never more than the GPU's SMs. Every CTA of a
                            kernel must be resident at once: leave SMs free of long-running kernels
                            (checked against the kernels' occupancy at creation; with several ranks
-                           on one GPU, e.g. under MPS, their CTAs together must fit the GPU) */
+                           on one GPU, e.g. under MPS, their CTAs together must fit the GPU).
+                           Not a per-rank choice: the kernels' waits count the CTAs of their peers,
+                           so the budget, and the CTA count it resolves to, must be the same on every
+                           rank (GPUs with fewer SMs than the budget, or a different analytic estimate,
+                           fail ncclEpGroupCreate; set the same explicit budget everywhere) */
   int qpBudget;         /* GIN QPs per rank; reserved for scale-out, ignored intranode */
   int slIndex;          /* InfiniBand SL for scale-out; -1 or undefined: policy; ignored intranode */
-  int timeoutMs;        /* device wait bound in ms (>= 1) before an async error; default 10000 */
+  int timeoutMs;        /* device wait bound in ms (>= 1) before an async error; default 10000. Must be
+                           the same on every rank (the waits on peers' CTAs must give up together) */
   int exactCombine;     /* 0 (default) or 1: reserve FP32 combine buffers so handles may choose
                            ncclEpCombineFp32 (combineRecv and combineX grow from 2 to 4 bytes per
                            channel: + 2 * nRanks * maxTokensPerRank * hidden bytes of window) */
@@ -276,10 +285,18 @@ ncclResult_t ncclEpGetBufferSizeHint(const ncclEpConfig_t* config, int nRanks, s
  * communicator, and ends with a barrier over comm. Several groups may share one comm. All ncclEp*
  * operations of a group (on all its handles) must be issued in the same order on every rank and be
  * stream-ordered with each other.
- * Errors: ncclInvalidArgument (config), ncclInvalidUsage (NCCL runtime version different from the
- * headers', low-latency algorithm, no symmetric memory support, more CTAs than can be resident,
- * no GIN for peers outside the NVLink domain), ncclSystemError / ncclUnhandledCudaError / the NCCL
- * call's own result.
+ * The ranks first agree on the config (one ncclAllGather on comm, on a private stream): each compares
+ * every rank's maxTokensPerRank, hidden, topk, numExperts, fp8Dispatch, exactCombine, algorithm,
+ * smBudget and resolved CTA count, timeoutMs and epx/NCCL build versions with rank 0's. When any
+ * differ, every rank (not only the odd one) returns ncclInvalidUsage with the same message, naming
+ * the first differing rank, the field and both values, e.g. "ncclEpGroupCreate: rank 3 has smBudget
+ * 16 (16 CTAs) but rank 0 has 24 (24 CTAs); every rank must create the group with the same config";
+ * nothing is allocated. A config invalid on its own (ncclInvalidArgument) is reported before the
+ * exchange, so it must be invalid on every rank alike (the others would wait in the exchange).
+ * Errors: ncclInvalidArgument (config), ncclInvalidUsage (configs differ between ranks, NCCL runtime
+ * version different from the headers', low-latency algorithm, no symmetric memory support, more CTAs
+ * than can be resident, no GIN for peers outside the NVLink domain), ncclSystemError /
+ * ncclUnhandledCudaError / the NCCL call's own result.
  */
 ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t* config, ncclEpGroup_t* group);
 
@@ -325,10 +342,14 @@ ncclResult_t ncclEpDispatchLayout(ncclEpHandle_t handle, const ncclEpRouting_t* 
 ncclResult_t ncclEpDispatch(ncclEpHandle_t handle, const ncclEpDispatchInputs_t* in,
                             const ncclEpDispatchOutputs_t* out, cudaStream_t stream);
 
-/* Return expert outputs to their source tokens and sum them (collective, stream-ordered).
+/* Return expert outputs to their source tokens and sum them (collective, stream-ordered). Needs a
+ * dispatch of the handle's current route: after ncclEpDispatchLayout, ncclEpDispatch must have been
+ * called on the handle before ncclEpCombine. Dispatching again on the same layout (cached dispatch)
+ * and combining several times after one dispatch are allowed.
  * Errors (before launching): ncclInvalidArgument for a handle without a layout, x not BF16, NULL or
  * misaligned pointers, numRows/hidden/numTokens not matching the handle, combinedTopkWeights
- * without topkWeights; ncclRemoteError after an async timeout. */
+ * without topkWeights; ncclInvalidUsage for a handle laid out but not dispatched since its last
+ * ncclEpDispatchLayout (nothing is launched); ncclRemoteError after an async timeout. */
 ncclResult_t ncclEpCombine(ncclEpHandle_t handle, const ncclEpCombineInputs_t* in,
                            const ncclEpCombineOutputs_t* out, cudaStream_t stream);
 

@@ -97,4 +97,11 @@ std::string checkCombine(const HandleView& h, const ncclEpCombineInputs_t* in, c
   return {};
 }
 
+std::string checkCombineAfterDispatch(const HandleView& h) {
+  if (!h.laidOut || h.dispatched) return {};
+  return "no ncclEpDispatch on this handle since its last ncclEpDispatchLayout: dispatch the new route before "
+         "combining it (combine returns the rows that dispatch delivered); dispatching again on the same layout "
+         "and combining several times after one dispatch are allowed";
+}
+
 }  // namespace epx

@@ -15,10 +15,15 @@ struct HandleView {
   bool laidOut;
   int numTokens;   // T of the last layout
   long long rowsNeeded;  // exact: counted rows; capacity: capacity rows
+  bool dispatched;       // an ncclEpDispatch ran on this handle since its last layout
 };
 
 std::string checkRouting(const GroupConfig& g, const ncclEpRouting_t* routing);
 std::string checkDispatch(const HandleView& h, const ncclEpDispatchInputs_t* in, const ncclEpDispatchOutputs_t* out);
 std::string checkCombine(const HandleView& h, const ncclEpCombineInputs_t* in, const ncclEpCombineOutputs_t* out);
+// Call order, not arguments (ncclInvalidUsage): a laid-out handle must have been dispatched since
+// its last layout before it can be combined. "" when laid out and dispatched, and also when not laid
+// out at all (checkCombine reports that).
+std::string checkCombineAfterDispatch(const HandleView& h);
 
 }  // namespace epx

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/agree.h"
 #include "core/checks.h"
 #include "core/config.h"
 #include "core/errors.h"
@@ -74,7 +75,8 @@ struct World {
   std::mutex mu;
   std::vector<std::shared_ptr<GroupShared>> groups;
   std::vector<int> groupCount;
-  explicit World(int n) : n(n), bar(n), groupCount(n, 0) {}
+  std::vector<epx::AgreedConfig> agree;  // GroupCreate's config exchange (the library's ncclAllGather)
+  explicit World(int n) : n(n), bar(n), groupCount(n, 0), agree(n) {}
 };
 struct FakeComm {
   std::shared_ptr<World> w;
@@ -104,6 +106,7 @@ struct ncclEpHandle {
   epx::HandleConfig cfg;
   long long capacity = 0;
   bool laidOut = false;
+  bool dispatched = false;
   int numTokens = 0, numRows = 0, numRecvTokens = 0;
   std::vector<int> counts;
   std::vector<epx::ref::RankRouting> routing;  // all ranks, ids as laid out (bad slots dropped)
@@ -222,7 +225,19 @@ ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t* config, nc
   std::string err = epx::normalizeConfig(config, g->n, &g->cfg);
   if (!err.empty()) {
     delete g;
-    return fail(ncclInvalidArgument, "GroupCreate: " + err);
+    const bool ll = config && config->magic == NCCL_EP_CONFIG_MAGIC && config->algorithm == ncclEpAlgoLowLatency;
+    return fail(ll ? ncclInvalidUsage : ncclInvalidArgument, "GroupCreate: " + err);  // as group.cc
+  }
+  {  // as host/src/agree.cc: every rank sees every rank's record and reaches the same verdict
+    fc->w->agree[g->rank] = epx::makeAgreedConfig(g->cfg, epx::resolveCtaCount(g->cfg, 132, g->n, 430.0));
+    fc->w->bar.wait();
+    const std::vector<epx::AgreedConfig> all = fc->w->agree;
+    fc->w->bar.wait();
+    err = epx::checkAgreement(all);
+    if (!err.empty()) {
+      delete g;
+      return fail(ncclInvalidUsage, "ncclEpGroupCreate: " + err);
+    }
   }
   {
     std::lock_guard<std::mutex> l(fc->w->mu);
@@ -335,7 +350,7 @@ ncclResult_t ncclEpHandleGetCounts(ncclEpHandle_t h, ncclEpCounts_t* c) {
 
 static epx::HandleView view(ncclEpHandle* h) {
   return epx::HandleView{&h->g->cfg, &h->cfg, h->g->n, h->laidOut, h->numTokens,
-                         h->cfg.capacity ? h->capacity : h->numRows};
+                         h->cfg.capacity ? h->capacity : h->numRows, h->dispatched};
 }
 
 ncclResult_t ncclEpDispatchLayout(ncclEpHandle_t h, const ncclEpRouting_t* routing, cudaStream_t stream) {
@@ -347,6 +362,7 @@ ncclResult_t ncclEpDispatchLayout(ncclEpHandle_t h, const ncclEpRouting_t* routi
   const int T = routing->numTokens;
   h->numTokens = T;
   h->laidOut = true;
+  h->dispatched = false;
   auto result = std::make_shared<std::string>();
   enqueue(stream, [h, ids, i64, T, result] {
     ncclEpGroup* g = h->g;
@@ -389,6 +405,7 @@ ncclResult_t ncclEpDispatch(ncclEpHandle_t h, const ncclEpDispatchInputs_t* in, 
   if (!h) return fail(ncclInvalidArgument, "Dispatch: handle NULL");
   std::string err = epx::checkDispatch(view(h), in, out);
   if (!err.empty()) return fail(ncclInvalidArgument, "Dispatch: " + err);
+  h->dispatched = true;
   const ncclEpDispatchInputs_t I = *in;
   const ncclEpDispatchOutputs_t O = *out;
   enqueue(stream, [h, I, O] {
@@ -453,6 +470,7 @@ ncclResult_t ncclEpCombine(ncclEpHandle_t h, const ncclEpCombineInputs_t* in, co
   if (!h) return fail(ncclInvalidArgument, "Combine: handle NULL");
   std::string err = epx::checkCombine(view(h), in, out);
   if (!err.empty()) return fail(ncclInvalidArgument, "Combine: " + err);
+  if (err = epx::checkCombineAfterDispatch(view(h)); !err.empty()) return fail(ncclInvalidUsage, "Combine: " + err);
   const ncclEpCombineInputs_t I = *in;
   const ncclEpCombineOutputs_t O = *out;
   enqueue(stream, [h, I, O] {
