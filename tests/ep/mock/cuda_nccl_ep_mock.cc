@@ -7,7 +7,8 @@
 //
 // Ranks exchange data, never pointers, through an "exchange" per communicator: in memory between
 // the rank threads of one process (ncclCommInitAll), or through files between processes
-// (ncclCommInitRank: the ncclUniqueId names a directory under $TMPDIR or /tmp; multi-process mode
+// (ncclCommInitRank: the ncclUniqueId names a new directory next to EPX_MP_ID_FILE, else under
+// $TMPDIR or /tmp; multi-process mode
 // of the harness, e.g. under scripts/fake-nodes.sh with MOCK_GPUS=1). Every collective ncclEp call
 // is one exchange in its group's sequence; a rank that does not arrive within the group's
 // timeoutMs gives the same async error (ncclRemoteError, naming the peer and the phase) as epx.
@@ -147,13 +148,10 @@ class FileExchange : public Exchange {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     if (seq > 0) std::remove(name(space, seq - 1, rank).c_str());
-    last_[space] = seq;
     return true;
   }
-  void finish(int rank) override {
-    for (auto& [space, seq] : last_) std::remove(name(space, seq, rank).c_str());
-    rmdir(dir_.c_str());  // succeeds for the last rank to leave
-  }
+  // The files of each space's last step stay (a peer may not have read them yet): small, in the
+  // directory of EPX_MP_ID_FILE when that is set (the launcher's log directory).
 
  private:
   std::string name(const std::string& space, long seq, int rank) const {
@@ -161,7 +159,6 @@ class FileExchange : public Exchange {
   }
   std::string dir_;
   int n_;
-  std::map<std::string, long> last_;
 };
 
 struct FakeComm {
@@ -361,8 +358,14 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int n, const int*) {
   return ncclSuccess;
 }
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/epx-mock-XXXXXX";
+  std::string base;
+  if (const char* f = std::getenv("EPX_MP_ID_FILE"); f && std::strchr(f, '/'))
+    base = std::string(f, std::strrchr(f, '/'));
+  else if (const char* tmp = std::getenv("TMPDIR"); tmp && *tmp)
+    base = tmp;
+  else
+    base = "/tmp";
+  std::string templ = base + "/epx-mock-exchange-XXXXXX";
   std::vector<char> buf(templ.begin(), templ.end());
   buf.push_back('\0');
   if (!mkdtemp(buf.data()) || std::strlen(buf.data()) >= sizeof(id->internal)) return ncclSystemError;
