@@ -33,6 +33,7 @@ uint64_t splitmix(uint64_t& x) {
 }  // namespace
 
 int wantedRanks() {
+  if (epx::testing::multiProcessRequested()) return epx::testing::mpEnv().size;
   int n = epx::testing::localGpuCount();
   if (const char* v = std::getenv("EPX_TEST_GPUS"); v && *v) n = std::min(n, std::atoi(v));
   return std::min(n, 8);
@@ -40,33 +41,67 @@ int wantedRanks() {
 
 MultiGpu& gpus() {
   if (!g_gpus) {
-    int n = wantedRanks();
-    if (n < 2) throw std::runtime_error("the GPU EP tests need >= 2 GPUs");
-    g_gpus = std::make_unique<MultiGpu>(n);
+    const int n = wantedRanks();
+    if (n < 1) throw std::runtime_error("the GPU EP tests need >= 1 GPU");
+    g_gpus = MultiGpu::create(n);
   }
   return *g_gpus;
 }
 
 int nRanks() { return gpus().size(); }
+bool multiProcess() { return epx::testing::multiProcessRequested(); }
+bool isLocal(int rank) { return gpus().isLocal(rank); }
+const std::vector<int>& localRanks() { return gpus().localRanks(); }
+
+bool quick() {
+  static const bool q = [] {
+    const char* v = std::getenv("EPX_TEST_QUICK");
+    return v && *v && std::string(v) != "0";
+  }();
+  return q;
+}
 
 void shutdownGpus() {
   if (!g_gpus) return;
-  for (auto& [spec, groups] : g_groups) {
-    try {
-      destroyGroups(groups);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "epx tests: destroying a group failed: %s\n", e.what());
+  if (!g_gpus->aborted()) {
+    for (auto& [spec, groups] : g_groups) {
+      try {
+        destroyGroups(groups);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "epx tests: destroying a group failed: %s\n", e.what());
+      }
     }
   }
   g_groups.clear();
   g_gpus.reset();
 }
 
+void abandonGpus() {
+  if (!g_gpus) return;
+  g_groups.clear();  // leaked on purpose: destroying them may wait for the dead peer
+  g_gpus->abortComms();
+}
+
 uint64_t baseSeed() {
   static uint64_t seed = [] {
-    if (const char* v = std::getenv("EPX_TEST_SEED"); v && *v) return uint64_t(std::strtoull(v, nullptr, 0));
-    std::random_device rd;
-    return (uint64_t(rd()) << 32) ^ rd() ^ uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+    uint64_t s;
+    const char* v = std::getenv("EPX_TEST_SEED");
+    if (v && *v) {
+      s = uint64_t(std::strtoull(v, nullptr, 0));
+    } else {
+      std::random_device rd;
+      s = (uint64_t(rd()) << 32) ^ rd() ^ uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+    }
+    // One process per rank: everyone takes rank 0's seed (also when the launcher did not set a
+    // common EPX_TEST_SEED), so that all processes generate the same routing and data.
+    if (multiProcess()) {
+      const uint64_t mine = s;
+      s = gpus().broadcast(s);
+      if (v && *v && s != mine)
+        std::fprintf(stderr, "epx tests: EPX_TEST_SEED differs from rank 0's; using rank 0's 0x%llx\n",
+                     (unsigned long long)s);
+    }
+    return s;
   }();
   return seed;
 }
@@ -121,6 +156,7 @@ void evictGroup(const GroupSpec& g) {
 std::string asyncErrors(const std::vector<ncclEpGroup_t>& groups) {
   std::string all;
   for (size_t r = 0; r < groups.size(); ++r) {
+    if (!isLocal(int(r))) continue;
     ncclResult_t e = ncclSuccess;
     char msg[512] = {0};
     ncclResult_t rc = ncclEpGroupGetAsyncError(groups[r], &e, msg, sizeof(msg));
@@ -130,6 +166,10 @@ std::string asyncErrors(const std::vector<ncclEpGroup_t>& groups) {
       all += "rank " + std::to_string(r) + ": async error " + std::to_string(int(e)) + ": " + msg + "; ";
   }
   return all;
+}
+
+bool anyRankAsyncError(const std::vector<ncclEpGroup_t>& groups) {
+  return gpus().anyRank(!asyncErrors(groups).empty());
 }
 
 // ---- random data -------------------------------------------------------------------------------
@@ -696,6 +736,7 @@ std::string EpSession::checkDispatch() const {
   const bool opt = cfg_.mode == ncclEpModeCapacity || cfg_.optionalOutputs;
   Errors err;
   for (int r = 0; r < R; ++r) {
+    if (!isLocal(r)) continue;  // another process checks its own rank
     const ref::RankDispatch& e = expect[r];
     const RankResult& res = results[r];
     if (cfg_.mode == ncclEpModeExact) {
@@ -765,6 +806,7 @@ std::string EpSession::checkCombine(int maxUlp, double* maxErrOut, int* maxUlpOu
   double maxErr = 0;
   int maxU = 0;
   for (int r = 0; r < R; ++r) {
+    if (!isLocal(r)) continue;
     const size_t n = size_t(routing[r].numTokens) * H;
     if (results[r].combOut.size() != n) {
       err.add("rank ", r, " combine output has ", results[r].combOut.size(), " values, want ", n);
@@ -783,6 +825,7 @@ std::string EpSession::checkCombine(int maxUlp, double* maxErrOut, int* maxUlpOu
   if (cfg_.combineWeights) {
     auto ww = expectedCombinedWeights();
     for (int r = 0; r < R; ++r) {
+      if (!isLocal(r)) continue;
       const size_t n = size_t(routing[r].numTokens) * K;
       if (results[r].combOutW.size() != n) {
         err.add("rank ", r, " combined weights missing");
@@ -830,7 +873,7 @@ void runCase(const CaseConfig& cfg, const std::vector<int>& tokens, const RouteS
       s.combine();
       s.expectAllCorrect(name.str() + (repeats > 1 ? " (dispatch #" + std::to_string(rep) + ")" : ""));
     }
-    broken = !asyncErrors(s.groups()).empty();
+    broken = anyRankAsyncError(s.groups());  // every process evicts, or none
   } catch (...) {
     // A failed collective can leave the group with a device-side timeout: later cases get fresh
     // groups instead of failing in cascade.

@@ -1,9 +1,16 @@
 // Harness of the GPU EP tests (tests/ep): the process-wide communicators and groups, random
 // routing/token generation, device buffers, one "session" that drives layout -> dispatch -> combine
-// on every rank (thread per GPU), poisons every output first, and compares against epx::ref.
+// on every local rank, poisons every output first, and compares against epx::ref.
 //
-// Threads: ncclEp* calls and CUDA work run on the rank threads of epx::testing::MultiGpu; all
-// Boost.Test assertions run on the main thread, on results copied back to the host.
+// Ranks: single process, one thread per GPU (epx::testing::MultiGpu), or one process per rank
+// (EPX_MP_SIZE / EPX_MP_RANK / EPX_MP_ID_FILE, e.g. under scripts/fake-nodes.sh): then every process
+// generates the same routing and data for all ranks (the seed is rank 0's, broadcast at start),
+// runs its own rank, and checks only its own rank's outputs against the reference computed from
+// everyone's inputs. Single-process mode is the case where every rank is local.
+//
+// Threads: ncclEp* calls and CUDA work run inside MultiGpu::run (rank threads, or the main thread
+// in multi-process mode); all Boost.Test assertions run on the main thread, on results copied back
+// to the host.
 #pragma once
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -37,14 +44,27 @@ using epx::testing::RankContext;
 
 // ---- process-wide state ------------------------------------------------------------------------
 
-// Number of GPUs the suite runs on: all local GPUs, or EPX_TEST_GPUS if set (at most 8).
+// Ranks of the job: multi-process mode EPX_MP_SIZE; else all local GPUs, or EPX_TEST_GPUS if set
+// (at most 8). 0 when there is no GPU.
 int wantedRanks();
-// Communicators over GPUs 0..n-1, created on first use and kept for the whole process.
+// The job's communicators (all ranks local, or this process's rank), created on first use and
+// kept for the whole process.
 MultiGpu& gpus();
 int nRanks();
-// Destroys cached groups, then the communicators (end of the test module).
+bool multiProcess();  // EPX_MP_* set (does not create the communicators)
+bool isLocal(int rank);  // this process runs `rank`
+const std::vector<int>& localRanks();
+// EPX_TEST_QUICK=1: shorter case lists for slow configurations (many ranks on one GPU); each
+// suite says what it leaves out.
+bool quick();
+// Destroys cached groups, then the communicators (end of the test module). After
+// abandonGpus() (a peer died, communicators aborted) it only forgets them.
 void shutdownGpus();
-// Base seed of this process (EPX_TEST_SEED or random; printed at start).
+// Forgets the cached groups without destroying them (they may wait for a dead peer) and aborts
+// the communicators; nothing collective works afterwards.
+void abandonGpus();
+// Base seed of the job: rank 0's EPX_TEST_SEED, or a random one; broadcast to every process in
+// multi-process mode, so that all of them generate the same routing and data. Printed at start.
 uint64_t baseSeed();
 // A fresh seed for each call (baseSeed mixed with a counter).
 uint64_t nextSeed();
@@ -68,8 +88,11 @@ void evictGroup(const GroupSpec& g);
 // Creates groups collectively that the caller owns (destroyGroups when done).
 std::vector<ncclEpGroup_t> createGroups(const GroupSpec& g);
 void destroyGroups(std::vector<ncclEpGroup_t>& groups);
-// "" when no rank's group reports an async error, else the messages.
+// "" when no local rank's group reports an async error, else the messages. (Only local ranks'
+// groups are readable; see anyRankAsyncError for a verdict shared by all processes.)
 std::string asyncErrors(const std::vector<ncclEpGroup_t>& groups);
+// True in every process when any rank's group reports an async error (collective).
+bool anyRankAsyncError(const std::vector<ncclEpGroup_t>& groups);
 
 // ---- random data -------------------------------------------------------------------------------
 
@@ -195,7 +218,7 @@ class EpSession {
   // New tokens (x, scales) and combine inputs (expert outputs, weights, biases) for every rank.
   void randomData(Rng& rng);
 
-  // Collective steps, each on all ranks (thread per GPU); results land in results().
+  // Collective steps, each on all local ranks; results land in results[local rank].
   void layout();
   void dispatch();
   void combine();
@@ -206,16 +229,17 @@ class EpSession {
     combine();
   }
 
-  // Compare results() with the reference; "" when all match. Combine: at most maxUlp BF16 ulps.
+  // Compare the local ranks' results with the reference; "" when all match. Combine: at most
+  // maxUlp BF16 ulps.
   std::string checkDispatch() const;
   std::string checkCombine(int maxUlp = 1, double* maxErr = nullptr, int* maxUlpSeen = nullptr) const;
   // Checks both with Boost.Test assertions (main thread) and reports the combine error.
   void expectAllCorrect(const std::string& what) const;
 
-  std::vector<ref::RankRouting> routing;
-  std::vector<ref::RankDispatch> expect;
-  std::vector<RankInputs> inputs;
-  std::vector<RankResult> results;
+  std::vector<ref::RankRouting> routing;    // every rank's (same in every process)
+  std::vector<ref::RankDispatch> expect;    // every rank's
+  std::vector<RankInputs> inputs;           // every rank's
+  std::vector<RankResult> results;          // filled for local ranks only
 
   // Direct access for tests that script their own sequence (graph capture, stress).
   RankState& rank(int r) { return *ranks_[r]; }
@@ -231,7 +255,8 @@ class EpSession {
   std::vector<std::unique_ptr<RankState>> ranks_;
 };
 
-// Device-side state of one rank of a session. Methods run on that rank's thread.
+// Device-side state of one rank of a session (only local ranks' are used). Methods run on that
+// rank's thread.
 class RankState {
  public:
   RankState(const EpSession& s, int rank) : s_(s), rank_(rank) {}

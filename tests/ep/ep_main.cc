@@ -1,12 +1,15 @@
 // Entry point of epx_ep_tests (GPU suites, CTest label "gpu"). Boost.Test header-only (the GPU
-// machine has no Boost installed). Without >= 2 GPUs the binary prints "SKIPPED" and exits 77,
-// which CTest reports as skipped; the host_api suite needs no GPU and runs anywhere.
+// machine has no Boost installed). Without a GPU the binary prints "SKIPPED" and exits 77, which
+// CTest reports as skipped; the host_api suite needs no GPU and runs anywhere.
+// Ranks: one per local GPU in this process (1 GPU = a 1-rank EP group, all experts local), or one
+// rank per process when EPX_MP_SIZE / EPX_MP_RANK / EPX_MP_ID_FILE are set (scripts/fake-nodes.sh).
 #define BOOST_TEST_MODULE epx_ep_tests
 #define BOOST_TEST_NO_MAIN
 #define BOOST_TEST_ALTERNATIVE_INIT_API
 #include <boost/test/included/unit_test.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -33,15 +36,30 @@ int main(int argc, char** argv) {
     if (a.rfind("--list_content", 0) == 0 || a == "--help" || a == "-?") hostOnly = true;  // no test runs
   }
   if (!hostOnly) {
-    const int n = epx::test::wantedRanks();
-    if (n < 2) {
-      std::printf("SKIPPED: needs >= 2 GPUs (found %d); the epx GPU EP tests did not run\n", n);
+    const int nDev = epx::testing::localGpuCount();
+    if (nDev < 1 || (!epx::testing::multiProcessRequested() && epx::test::wantedRanks() < 1)) {
+      std::printf("SKIPPED: needs >= 1 GPU (found %d, EPX_TEST_GPUS=%s); the epx GPU EP tests did not run\n", nDev,
+                  std::getenv("EPX_TEST_GPUS") ? std::getenv("EPX_TEST_GPUS") : "unset");
       std::fflush(stdout);
       return 77;
     }
-    std::printf("epx_ep_tests: %d GPUs, seed 0x%llx (set EPX_TEST_SEED to repeat)\n", n,
-                (unsigned long long)epx::test::baseSeed());
-    std::fflush(stdout);
+    try {
+      const int n = epx::test::nRanks();  // creates the communicators
+      const uint64_t seed = epx::test::baseSeed();
+      auto& mg = epx::test::gpus();
+      if (mg.multiProcess()) {
+        const int r = mg.localRanks()[0];
+        std::printf("epx_ep_tests: rank %d of %d (one process per rank), GPU %d of %d, seed 0x%llx%s\n", r, n,
+                    mg.device(r), nDev, (unsigned long long)seed, epx::test::quick() ? ", quick" : "");
+      } else {
+        std::printf("epx_ep_tests: %d rank(s) on %d GPU(s) in this process, seed 0x%llx (set EPX_TEST_SEED to repeat)%s\n",
+                    n, n, (unsigned long long)seed, epx::test::quick() ? ", quick" : "");
+      }
+      std::fflush(stdout);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "epx_ep_tests: cannot set up the ranks: %s\n", e.what());
+      return 1;
+    }
   }
   return boost::unit_test::unit_test_main(&init_unit_test, argc, argv);
 }

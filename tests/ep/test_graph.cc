@@ -3,6 +3,7 @@
 // written into the same input buffers before each replay. Every replay is checked.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 #include "epx/ref/bf16.h"
@@ -42,7 +43,9 @@ void enqueueSequence(EpSession& s, const RankContext& c, int T) {
   EPX_CHECK_EP(ncclEpCombine(st.handle, &in, &o, c.stream));
 }
 
+// Quick mode (EPX_TEST_QUICK=1): at most 10 replays per case.
 void runGraphCase(const CaseConfig& cfg, int T, int replays) {
+  if (quick()) replays = std::min(replays, 10);
   const uint64_t seed = nextSeed();
   Rng rng(seed);
   const std::string name = cfg.describe() + " T=" + std::to_string(T) + " seed=" + std::to_string(seed);
@@ -123,7 +126,7 @@ void runGraphCase(const CaseConfig& cfg, int T, int replays) {
     BOOST_CHECK_MESSAGE(a.empty(), name << " replay " << rep << ": " << a);
     if (rep % 25 == 0 || rep == replays - 1)
       BOOST_TEST_MESSAGE(name << " replay " << rep << ": combine max error " << maxErr << " (" << maxU << " ulp)");
-    if (failures >= 3) {
+    if (gpus().anyRank(failures >= 3)) {  // all processes stop together
       BOOST_ERROR(name << ": stopping after 3 failed replays");
       break;
     }

@@ -1,21 +1,36 @@
-// Host-only mock of the CUDA runtime, NCCL comm init and the ncclEp API, to dry-run the GPU test
-// harness (tests/ep) on a machine without GPUs: target epx_ep_mock (not built by default; run it
-// like epx_ep_tests, MOCK_GPUS=n for n fake ranks). The EP semantics come from epx::ref, argument
-// checks from the library's core (checks.cc/config.cc/errors.cc). MOCK_BREAK=1 corrupts one
-// dispatched row, MOCK_BREAK=2 one combined value: the suites must then fail.
+// Host-only mock of the CUDA runtime, NCCL comm init/host collectives and the ncclEp API, to dry-run
+// the GPU test harness (tests/ep) on a machine without GPUs: target epx_ep_mock (not built by
+// default; run it like epx_ep_tests, MOCK_GPUS=n for n fake GPUs). The EP semantics come from
+// epx::ref, argument checks from the library's core (checks.cc/config.cc/errors.cc). MOCK_BREAK=1
+// corrupts one dispatched row, MOCK_BREAK=2 one combined value: the suites must then fail.
 // Memory is host memory, streams run everything at once, graphs record closures.
+//
+// Ranks exchange data, never pointers, through an "exchange" per communicator: in memory between
+// the rank threads of one process (ncclCommInitAll), or through files between processes
+// (ncclCommInitRank: the ncclUniqueId names a new directory next to EPX_MP_ID_FILE, else under
+// $TMPDIR or /tmp; multi-process mode
+// of the harness, e.g. under scripts/fake-nodes.sh with MOCK_GPUS=1). Every collective ncclEp call
+// is one exchange in its group's sequence; a rank that does not arrive within the group's
+// timeoutMs gives the same async error (ncclRemoteError, naming the peer and the phase) as epx.
 #include <cuda_runtime.h>
+#include <dirent.h>
 #include <nccl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/agree.h"
@@ -45,64 +60,160 @@ void enqueue(cudaStream_t s, std::function<void()> f) {
     f();
 }
 
-struct Barrier {
-  std::mutex mu;
-  std::condition_variable cv;
-  int n, count = 0;
-  long gen = 0;
-  explicit Barrier(int n) : n(n) {}
-  void wait() {
-    std::unique_lock<std::mutex> l(mu);
-    long g = gen;
-    if (++count == n) {
-      count = 0;
-      ++gen;
-      cv.notify_all();
-    } else {
-      cv.wait(l, [&] { return gen != g; });
+// ---- exchange of blobs between the ranks of one communicator --------------------------------
+
+class Exchange {
+ public:
+  virtual ~Exchange() = default;
+  // Contributes `mine` to step (space, seq) and collects every rank's blob. False when some rank
+  // did not contribute within timeoutMs (their ranks in *missing).
+  virtual bool exchange(int rank, const std::string& space, long seq, const std::string& mine,
+                        std::vector<std::string>* all, int timeoutMs, std::vector<int>* missing) = 0;
+  virtual void finish(int /*rank*/) {}
+};
+
+// Rank threads of one process.
+class MemExchange : public Exchange {
+ public:
+  explicit MemExchange(int n) : n_(n) {}
+  bool exchange(int rank, const std::string& space, long seq, const std::string& mine, std::vector<std::string>* all,
+                int timeoutMs, std::vector<int>* missing) override {
+    std::unique_lock<std::mutex> l(mu_);
+    Slot& s = slots_[{space, seq}];
+    if (s.have.empty()) s.have.assign(n_, false), s.blobs.resize(n_);
+    s.blobs[rank] = mine;
+    s.have[rank] = true;
+    ++s.arrived;
+    cv_.notify_all();
+    const bool ok = cv_.wait_for(l, std::chrono::milliseconds(timeoutMs), [&] { return s.arrived == n_; });
+    if (!ok) {
+      for (int r = 0; r < n_; ++r)
+        if (!s.have[r]) missing->push_back(r);
+      return false;
     }
+    *all = s.blobs;
+    if (++s.readers == n_) slots_.erase({space, seq});
+    return true;
+  }
+
+ private:
+  struct Slot {
+    std::vector<std::string> blobs;
+    std::vector<bool> have;
+    int arrived = 0, readers = 0;
+  };
+  int n_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::pair<std::string, long>, Slot> slots_;
+};
+
+// Processes: one file per (space, seq, rank), written atomically, polled by the others. A rank
+// deletes its file of step k-1 once it has read every file of step k (everyone has then read k-1).
+class FileExchange : public Exchange {
+ public:
+  FileExchange(std::string dir, int n) : dir_(std::move(dir)), n_(n) {}
+  bool exchange(int rank, const std::string& space, long seq, const std::string& mine, std::vector<std::string>* all,
+                int timeoutMs, std::vector<int>* missing) override {
+    const std::string own = name(space, seq, rank);
+    {
+      const std::string tmp = own + ".tmp";
+      std::ofstream f(tmp, std::ios::binary);
+      f.write(mine.data(), std::streamsize(mine.size()));
+      f.close();
+      std::rename(tmp.c_str(), own.c_str());
+    }
+    all->assign(n_, std::string());
+    std::vector<bool> have(n_, false);
+    have[rank] = true;
+    (*all)[rank] = mine;
+    int got = 1;
+    const auto start = std::chrono::steady_clock::now();
+    while (got < n_) {
+      for (int r = 0; r < n_; ++r) {
+        if (have[r]) continue;
+        std::ifstream f(name(space, seq, r), std::ios::binary);
+        if (!f) continue;
+        std::ostringstream os;
+        os << f.rdbuf();
+        (*all)[r] = os.str();
+        have[r] = true;
+        ++got;
+      }
+      if (got == n_) break;
+      if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(timeoutMs)) {
+        for (int r = 0; r < n_; ++r)
+          if (!have[r]) missing->push_back(r);
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    if (seq > 0) std::remove(name(space, seq - 1, rank).c_str());
+    return true;
+  }
+  // The files of each space's last step stay (a peer may not have read them yet): small, in the
+  // directory of EPX_MP_ID_FILE when that is set (the launcher's log directory).
+
+ private:
+  std::string name(const std::string& space, long seq, int rank) const {
+    return dir_ + "/" + space + "." + std::to_string(seq) + "." + std::to_string(rank);
+  }
+  std::string dir_;
+  int n_;
+};
+
+struct FakeComm {
+  std::shared_ptr<Exchange> x;
+  int rank, n;
+  long seq = 0;        // host collectives (space "comm")
+  int groupCount = 0;  // groups created on this comm (same order on every rank)
+  bool aborted = false;
+};
+constexpr int kCommTimeoutMs = 300000;
+
+// Byte blobs.
+struct Writer {
+  std::string s;
+  template <class T>
+  void put(const T& v) { s.append(reinterpret_cast<const char*>(&v), sizeof(T)); }
+  void bytes(const void* p, size_t n) {
+    put(uint64_t(n));
+    if (n) s.append(static_cast<const char*>(p), n);
   }
 };
-struct HandleShared;
-struct GroupShared {
-  std::mutex mu;
-  std::vector<std::shared_ptr<HandleShared>> handles;
-  std::vector<int> handleCount;
-};
-struct World {
-  int n;
-  Barrier bar;
-  std::mutex mu;
-  std::vector<std::shared_ptr<GroupShared>> groups;
-  std::vector<int> groupCount;
-  std::vector<epx::AgreedConfig> agree;  // GroupCreate's config exchange (the library's ncclAllGather)
-  explicit World(int n) : n(n), bar(n), groupCount(n, 0), agree(n) {}
-};
-struct FakeComm {
-  std::shared_ptr<World> w;
-  int rank;
-};
-struct HandleShared {
-  std::vector<epx::ref::RankRouting> routing;
-  std::vector<const char*> x;
-  std::vector<const float*> scales, weights, cw;
-  std::vector<const uint16_t*> cx;
+struct Reader {
+  const std::string& s;
+  size_t off = 0;
+  template <class T>
+  T get() {
+    T v;
+    std::memcpy(&v, s.data() + off, sizeof(T));
+    off += sizeof(T);
+    return v;
+  }
+  std::string bytes() {
+    const size_t n = size_t(get<uint64_t>());
+    std::string b = s.substr(off, n);
+    off += n;
+    return b;
+  }
 };
 }  // namespace
 
 struct ncclEpGroup {
   FakeComm* comm;
-  std::shared_ptr<GroupShared> sh;
+  int idx = 0;  // creation index on the comm: the exchange space "g<idx>"
+  long seq = 0;
   int rank, n;
   epx::GroupConfig cfg;
   std::vector<char> window;
   ncclEpBuffers_t buf{};
   int asyncCode = 0;
   std::string asyncMsg;
+  bool broken = false;  // timed out: refuses new work
 };
 struct ncclEpHandle {
   ncclEpGroup* g;
-  std::shared_ptr<HandleShared> sh;
   epx::HandleConfig cfg;
   long long capacity = 0;
   bool laidOut = false;
@@ -112,6 +223,48 @@ struct ncclEpHandle {
   std::vector<epx::ref::RankRouting> routing;  // all ranks, ids as laid out (bad slots dropped)
   epx::ref::EpShape shape;
 };
+
+namespace {
+const char* kPhaseLayout = "count exchange (ncclEpDispatchLayout)";
+const char* kPhaseDispatch = "dispatch data";
+const char* kPhaseCombine = "combine data";
+
+// One collective step of the group; on a timeout the group records epx's async error.
+bool groupExchange(ncclEpGroup* g, const char* phase, const std::string& mine, std::vector<std::string>* all) {
+  std::vector<int> missing;
+  const long seq = g->seq++;
+  if (g->comm->x->exchange(g->rank, "g" + std::to_string(g->idx), seq, mine, all, g->cfg.timeoutMs, &missing))
+    return true;
+  char msg[512];
+  std::snprintf(msg, sizeof(msg),
+                "rank %d: timed out after %d ms in %s waiting for peer rank %d (peer never arrived); the group must be "
+                "destroyed",
+                g->rank, g->cfg.timeoutMs, phase, missing.empty() ? -1 : missing[0]);
+  g->asyncCode = ncclRemoteError;
+  g->asyncMsg = msg;
+  g->broken = true;
+  return false;
+}
+
+ncclResult_t refuseBroken(ncclEpGroup* g, const char* call) {
+  return fail(ncclRemoteError, std::string(call) + ": the group timed out earlier (" + g->asyncMsg +
+                                   "); destroy and recreate it on every rank");
+}
+
+size_t typeSize(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8: case ncclUint8: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+    default: return 0;
+  }
+}
+template <class T>
+void reduceInto(T* acc, const T* v, size_t n, ncclRedOp_t op) {
+  for (size_t i = 0; i < n; ++i) acc[i] = op == ncclMax ? std::max(acc[i], v[i]) : op == ncclMin ? std::min(acc[i], v[i]) : acc[i] + v[i];
+}
+}  // namespace
 
 extern "C" {
 cudaError_t cudaGetDeviceCount(int* n) {
@@ -145,15 +298,27 @@ cudaError_t cudaFree(void* p) {
   std::free(p);
   return cudaSuccess;
 }
+cudaError_t cudaMallocHost(void** p, size_t n) { return cudaMalloc(p, n); }
+cudaError_t cudaFreeHost(void* p) { return cudaFree(p); }
 cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind, cudaStream_t st) {
   enqueue(st, [=] { std::memcpy(d, s, n); });
+  return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) {
+  std::memcpy(d, s, n);
   return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t st) {
   enqueue(st, [=] { std::memset(p, v, n); });
   return cudaSuccess;
 }
+cudaError_t cudaMemset(void* p, int v, size_t n) {
+  std::memset(p, v, n);
+  return cudaSuccess;
+}
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 const char* cudaGetErrorString(cudaError_t) { return "mock cuda error"; }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode) {
@@ -187,13 +352,85 @@ cudaError_t cudaGraphDestroy(cudaGraph_t g) {
   return cudaSuccess;
 }
 
+// ---- NCCL: communicators and the host collectives the harness uses -------------------------------
+
 ncclResult_t ncclCommInitAll(ncclComm_t* comms, int n, const int*) {
-  auto w = std::make_shared<World>(n);
-  for (int i = 0; i < n; ++i) comms[i] = reinterpret_cast<ncclComm_t>(new FakeComm{w, i});
+  auto x = std::make_shared<MemExchange>(n);
+  for (int i = 0; i < n; ++i) comms[i] = reinterpret_cast<ncclComm_t>(new FakeComm{x, i, n});
   return ncclSuccess;
 }
-ncclResult_t ncclCommDestroy(ncclComm_t c) {
-  delete reinterpret_cast<FakeComm*>(c);
+ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+  std::string base;
+  if (const char* f = std::getenv("EPX_MP_ID_FILE"); f && std::strchr(f, '/'))
+    base = std::string(f, std::strrchr(f, '/'));
+  else if (const char* tmp = std::getenv("TMPDIR"); tmp && *tmp)
+    base = tmp;
+  else
+    base = "/tmp";
+  std::string templ = base + "/epx-mock-exchange-XXXXXX";
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data()) || std::strlen(buf.data()) >= sizeof(id->internal)) return ncclSystemError;
+  std::memset(id->internal, 0, sizeof(id->internal));
+  std::memcpy(id->internal, buf.data(), std::strlen(buf.data()));
+  return ncclSuccess;
+}
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int n, ncclUniqueId id, int rank) {
+  std::string dir(id.internal, strnlen(id.internal, sizeof(id.internal)));
+  auto* c = new FakeComm{std::make_shared<FileExchange>(dir, n), rank, n};
+  std::vector<std::string> all;
+  std::vector<int> missing;
+  if (!c->x->exchange(rank, "comm", c->seq++, "", &all, kCommTimeoutMs, &missing)) {  // init is collective
+    delete c;
+    return ncclSystemError;
+  }
+  *comm = reinterpret_cast<ncclComm_t>(c);
+  return ncclSuccess;
+}
+ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
+  auto* c = reinterpret_cast<FakeComm*>(comm);
+  const size_t ts = typeSize(type);
+  if (!c || c->aborted || ts == 0 || (op != ncclSum && op != ncclMax && op != ncclMin)) return ncclInvalidArgument;
+  enqueue(stream, [=] {
+    std::string mine(static_cast<const char*>(sendbuff), count * ts);
+    std::vector<std::string> all;
+    std::vector<int> missing;
+    if (!c->x->exchange(c->rank, "comm", c->seq++, mine, &all, kCommTimeoutMs, &missing)) {
+      std::fprintf(stderr, "mock ncclAllReduce: rank %d timed out\n", c->rank);
+      std::abort();
+    }
+    std::string acc = all[0];
+    for (int r = 1; r < c->n; ++r) {
+      switch (type) {
+        case ncclInt32: reduceInto((int32_t*)acc.data(), (const int32_t*)all[r].data(), count, op); break;
+        case ncclUint32: reduceInto((uint32_t*)acc.data(), (const uint32_t*)all[r].data(), count, op); break;
+        case ncclInt64: reduceInto((int64_t*)acc.data(), (const int64_t*)all[r].data(), count, op); break;
+        case ncclUint64: reduceInto((uint64_t*)acc.data(), (const uint64_t*)all[r].data(), count, op); break;
+        case ncclFloat32: reduceInto((float*)acc.data(), (const float*)all[r].data(), count, op); break;
+        case ncclFloat64: reduceInto((double*)acc.data(), (const double*)all[r].data(), count, op); break;
+        default: std::abort();
+      }
+    }
+    std::memcpy(recvbuff, acc.data(), acc.size());
+  });
+  return ncclSuccess;
+}
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {  // collective, like the real one
+  auto* c = reinterpret_cast<FakeComm*>(comm);
+  std::vector<std::string> all;
+  std::vector<int> missing;
+  if (!c || c->aborted) return ncclInvalidArgument;
+  return c->x->exchange(c->rank, "comm", c->seq++, "", &all, kCommTimeoutMs, &missing) ? ncclSuccess : ncclSystemError;
+}
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  auto* c = reinterpret_cast<FakeComm*>(comm);
+  if (c) c->x->finish(c->rank);
+  delete c;
+  return ncclSuccess;
+}
+ncclResult_t ncclCommAbort(ncclComm_t comm) {  // local: never waits for peers
+  delete reinterpret_cast<FakeComm*>(comm);
   return ncclSuccess;
 }
 const char* ncclGetErrorString(ncclResult_t r) {
@@ -221,7 +458,11 @@ ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t* config, nc
   auto* g = new ncclEpGroup;
   g->comm = fc;
   g->rank = fc->rank;
-  g->n = fc->w->n;
+  g->n = fc->n;
+  if (config && config->magic == NCCL_EP_CONFIG_MAGIC && config->algorithm == ncclEpAlgoLowLatency) {  // as epx
+    delete g;
+    return fail(ncclInvalidUsage, "GroupCreate: algorithm ncclEpAlgoLowLatency is not implemented");
+  }
   std::string err = epx::normalizeConfig(config, g->n, &g->cfg);
   if (!err.empty()) {
     delete g;
@@ -239,16 +480,7 @@ ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t* config, nc
       return fail(ncclInvalidUsage, "ncclEpGroupCreate: " + err);
     }
   }
-  {
-    std::lock_guard<std::mutex> l(fc->w->mu);
-    int idx = fc->w->groupCount[g->rank]++;
-    while (int(fc->w->groups.size()) <= idx) {
-      auto gs = std::make_shared<GroupShared>();
-      gs->handleCount.assign(g->n, 0);
-      fc->w->groups.push_back(gs);
-    }
-    g->sh = fc->w->groups[idx];
-  }
+  g->idx = fc->groupCount++;
   const size_t rows = size_t(g->n) * g->cfg.maxTokensPerRank, H = g->cfg.hidden, K = g->cfg.topk;
   size_t off = 0;
   auto take = [&](size_t b) {
@@ -267,7 +499,13 @@ ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t* config, nc
   g->buf.recvSrcInfo = reinterpret_cast<int32_t*>(base + oInfo);
   g->buf.combineX = base + oC;
   g->buf.rows = int(rows);
-  fc->w->bar.wait();
+  std::vector<std::string> all;
+  std::vector<int> missing;
+  // Creation is collective (window registration): wait for everyone, without a timeout of its own.
+  if (!fc->x->exchange(g->rank, "g" + std::to_string(g->idx), g->seq++, "", &all, kCommTimeoutMs, &missing)) {
+    delete g;
+    return fail(ncclSystemError, "GroupCreate: peers did not arrive");
+  }
   *out = g;
   return ncclSuccess;
 }
@@ -304,21 +542,6 @@ ncclResult_t ncclEpHandleCreate(ncclEpGroup_t g, const ncclEpHandleConfig_t* con
     return fail(ncclInvalidArgument, "HandleCreate: " + err);
   }
   h->capacity = epx::capacityRows(g->cfg, g->n, h->cfg);
-  {
-    std::lock_guard<std::mutex> l(g->sh->mu);
-    int idx = g->sh->handleCount[g->rank]++;
-    while (int(g->sh->handles.size()) <= idx) {
-      auto hs = std::make_shared<HandleShared>();
-      hs->routing.resize(g->n);
-      hs->x.resize(g->n);
-      hs->scales.resize(g->n);
-      hs->weights.resize(g->n);
-      hs->cw.resize(g->n);
-      hs->cx.resize(g->n);
-      g->sh->handles.push_back(hs);
-    }
-    h->sh = g->sh->handles[idx];
-  }
   h->shape.nRanks = g->n;
   h->shape.hidden = g->cfg.hidden;
   h->shape.topk = g->cfg.topk;
@@ -357,6 +580,7 @@ ncclResult_t ncclEpDispatchLayout(ncclEpHandle_t h, const ncclEpRouting_t* routi
   if (!h) return fail(ncclInvalidArgument, "Layout: handle NULL");
   std::string err = epx::checkRouting(h->g->cfg, routing);
   if (!err.empty()) return fail(ncclInvalidArgument, "Layout: " + err);
+  if (h->g->broken) return refuseBroken(h->g, "ncclEpDispatchLayout");
   const void* ids = routing->topkIdx;
   const bool i64 = routing->topkIdxType == ncclInt64;
   const int T = routing->numTokens;
@@ -364,14 +588,15 @@ ncclResult_t ncclEpDispatchLayout(ncclEpHandle_t h, const ncclEpRouting_t* routi
   h->laidOut = true;
   h->dispatched = false;
   auto result = std::make_shared<std::string>();
-  enqueue(stream, [h, ids, i64, T, result] {
+  auto timedOut = std::make_shared<bool>(false);
+  enqueue(stream, [h, ids, i64, T, result, timedOut] {
     ncclEpGroup* g = h->g;
+    if (g->broken) return;
     const int K = g->cfg.topk;
     epx::ref::RankRouting rr;
     rr.numTokens = T;
     for (int i = 0; i < T * K; ++i)
       rr.topkIdx.push_back(i64 ? static_cast<const int64_t*>(ids)[i] : static_cast<const int32_t*>(ids)[i]);
-    rr.topkWeights.assign(size_t(T) * K, 0.f);
     std::string bad = epx::ref::validateRouting(h->shape, rr);
     if (!bad.empty()) {  // drop bad slots
       for (int t = 0; t < T; ++t)
@@ -382,20 +607,35 @@ ncclResult_t ncclEpDispatchLayout(ncclEpHandle_t h, const ncclEpRouting_t* routi
             if (e >= 0 && rr.topkIdx[size_t(t) * K + j] == e) e = -1;
         }
       if (h->cfg.capacity) {
-        g->asyncCode = 4;
+        g->asyncCode = ncclInvalidArgument;
         g->asyncMsg = "bad id: " + bad;
       }
       *result = bad;
     }
-    h->sh->routing[g->rank] = rr;
-    g->comm->w->bar.wait();
-    h->routing = h->sh->routing;
-    g->comm->w->bar.wait();
+    Writer w;
+    w.put(int32_t(T));
+    w.bytes(rr.topkIdx.data(), rr.topkIdx.size() * 8);
+    std::vector<std::string> all;
+    if (!groupExchange(g, kPhaseLayout, w.s, &all)) {
+      *timedOut = true;
+      return;
+    }
+    h->routing.assign(g->n, {});
+    for (int r = 0; r < g->n; ++r) {
+      Reader rd{all[r]};
+      auto& o = h->routing[r];
+      o.numTokens = rd.get<int32_t>();
+      std::string b = rd.bytes();
+      o.topkIdx.resize(b.size() / 8);
+      if (!b.empty()) std::memcpy(o.topkIdx.data(), b.data(), b.size());
+      o.topkWeights.assign(o.topkIdx.size(), 0.f);
+    }
     auto d = epx::ref::dispatch(h->shape, h->routing);
     h->numRows = d[g->rank].numRows;
     h->numRecvTokens = d[g->rank].numTokens;
     h->counts.assign(d[g->rank].expertCounts.begin(), d[g->rank].expertCounts.end());
   });
+  if (!h->cfg.capacity && *timedOut) return fail(ncclRemoteError, "Layout: " + h->g->asyncMsg);
   if (!h->cfg.capacity && !result->empty()) return fail(ncclInvalidArgument, "Layout: " + *result);
   return ncclSuccess;
 }
@@ -406,21 +646,34 @@ ncclResult_t ncclEpDispatch(ncclEpHandle_t h, const ncclEpDispatchInputs_t* in, 
   std::string err = epx::checkDispatch(view(h), in, out);
   if (!err.empty()) return fail(ncclInvalidArgument, "Dispatch: " + err);
   h->dispatched = true;
+  if (h->g->broken) return refuseBroken(h->g, "ncclEpDispatch");
   const ncclEpDispatchInputs_t I = *in;
   const ncclEpDispatchOutputs_t O = *out;
   enqueue(stream, [h, I, O] {
     ncclEpGroup* g = h->g;
+    if (g->broken) return;
     const int r = g->rank, n = g->n, K = g->cfg.topk, H = g->cfg.hidden, Le = g->cfg.numExperts / n;
     const bool fp8 = I.xType == ncclFloat8e4m3;
     const size_t rb = size_t(H) * (fp8 ? 1 : 2), sc = size_t(H) / 128;
-    h->sh->x[r] = static_cast<const char*>(I.x);
-    h->sh->scales[r] = I.xScales;
-    h->sh->weights[r] = I.topkWeights;
-    g->comm->w->bar.wait();
+    const size_t T = size_t(h->numTokens);
+    Writer w;
+    w.bytes(I.x, T * rb);
+    w.bytes(I.xScales, I.xScales ? T * sc * 4 : 0);
+    w.put(int32_t(I.topkWeights != nullptr));
+    w.bytes(I.topkWeights, I.topkWeights ? T * K * 4 : 0);
+    std::vector<std::string> all;
+    if (!groupExchange(g, kPhaseDispatch, w.s, &all)) return;
+    std::vector<std::string> xs(n), scs(n);
     auto rt = h->routing;
-    for (int s = 0; s < n; ++s)
+    for (int s = 0; s < n; ++s) {
+      Reader rd{all[s]};
+      xs[s] = rd.bytes();
+      scs[s] = rd.bytes();
+      const bool hasW = rd.get<int32_t>() != 0;
+      std::string wb = rd.bytes();
       for (size_t i = 0; i < rt[s].topkWeights.size(); ++i)
-        rt[s].topkWeights[i] = h->sh->weights[s] ? h->sh->weights[s][i] : 0.f;
+        rt[s].topkWeights[i] = hasW ? reinterpret_cast<const float*>(wb.data())[i] : 0.f;
+    }
     auto d = epx::ref::dispatch(h->shape, rt)[r];
     const bool dedup = !h->cfg.expanded;
     char* rx = static_cast<char*>(O.recvX);
@@ -435,23 +688,24 @@ ncclResult_t ncclEpDispatch(ncclEpHandle_t h, const ncclEpDispatchInputs_t* in, 
         if (O.recvSrcInfo) O.recvSrcInfo[2 * row] = -1, O.recvSrcInfo[2 * row + 1] = -1;
         continue;
       }
-      std::memcpy(rx + row * rb, h->sh->x[src] + size_t(t) * rb, rb);
-      if (fp8) std::memcpy(O.recvScales + row * sc, h->sh->scales[src] + size_t(t) * sc, sc * 4);
-      auto meta = [&](int32_t* idx, float* w, int32_t* info) {
+      std::memcpy(rx + row * rb, xs[src].data() + size_t(t) * rb, rb);
+      const float* srcScales = reinterpret_cast<const float*>(scs[src].data());
+      if (fp8) std::memcpy(O.recvScales + row * sc, srcScales + size_t(t) * sc, sc * 4);
+      auto meta = [&](int32_t* idx, float* wt, int32_t* info) {
         if (dedup) {
           for (int k = 0; k < K; ++k) {
             if (idx) idx[size_t(row) * K + k] = d.recvTopkIdx[size_t(row) * K + k];
-            if (w) w[size_t(row) * K + k] = d.recvWeights[size_t(row) * K + k];
+            if (wt) wt[size_t(row) * K + k] = d.recvWeights[size_t(row) * K + k];
           }
-        } else if (w) {
-          w[row] = d.recvWeights[row];
+        } else if (wt) {
+          wt[row] = d.recvWeights[row];
         }
         if (info) info[2 * row] = src, info[2 * row + 1] = t;
       };
       meta(O.recvTopkIdx, O.recvTopkWeights, O.recvSrcInfo);
       if (dedup) {
         meta(g->buf.recvTopkIdx, g->buf.recvTopkWeights, g->buf.recvSrcInfo);
-        if (fp8 && g->buf.recvScales) std::memcpy(g->buf.recvScales + row * sc, h->sh->scales[src] + size_t(t) * sc, sc * 4);
+        if (fp8 && g->buf.recvScales) std::memcpy(g->buf.recvScales + row * sc, srcScales + size_t(t) * sc, sc * 4);
       }
     }
     for (int le = 0; le <= Le; ++le) {
@@ -460,7 +714,6 @@ ncclResult_t ncclEpDispatch(ncclEpHandle_t h, const ncclEpDispatchInputs_t* in, 
     }
     if (O.numRecvRows) *O.numRecvRows = d.numRows;
     if (std::getenv("MOCK_BREAK") && std::atoi(std::getenv("MOCK_BREAK")) == 1 && d.numRows > 0) std::memset(rx + (d.numRows - 1) * rb, 0xff, rb);
-    g->comm->w->bar.wait();
   });
   return ncclSuccess;
 }
@@ -471,17 +724,36 @@ ncclResult_t ncclEpCombine(ncclEpHandle_t h, const ncclEpCombineInputs_t* in, co
   std::string err = epx::checkCombine(view(h), in, out);
   if (!err.empty()) return fail(ncclInvalidArgument, "Combine: " + err);
   if (err = epx::checkCombineAfterDispatch(view(h)); !err.empty()) return fail(ncclInvalidUsage, "Combine: " + err);
+  if (h->g->broken) return refuseBroken(h->g, "ncclEpCombine");
   const ncclEpCombineInputs_t I = *in;
   const ncclEpCombineOutputs_t O = *out;
   enqueue(stream, [h, I, O] {
     ncclEpGroup* g = h->g;
+    if (g->broken) return;
     const int r = g->rank, n = g->n, K = g->cfg.topk, H = g->cfg.hidden;
-    h->sh->cx[r] = static_cast<const uint16_t*>(I.x);
-    h->sh->cw[r] = I.topkWeights;
-    g->comm->w->bar.wait();
     auto disp = epx::ref::dispatch(h->shape, h->routing);
+    const size_t myRows = size_t(disp[r].numRows);
+    const size_t wPerRow = h->cfg.expanded ? 1 : size_t(K);
+    Writer w;
+    w.bytes(I.x, myRows * H * 2);
+    w.put(int32_t(I.topkWeights != nullptr));
+    w.bytes(I.topkWeights, I.topkWeights ? myRows * wPerRow * 4 : 0);
+    std::vector<std::string> all;
+    if (!groupExchange(g, kPhaseCombine, w.s, &all)) return;
     std::vector<std::vector<uint16_t>> eo(n), b0, b1;
-    for (int d = 0; d < n; ++d) eo[d].assign(h->sh->cx[d], h->sh->cx[d] + size_t(disp[d].numRows) * H);
+    std::vector<std::vector<float>> cw(n);
+    std::vector<bool> hasCw(n);
+    for (int d = 0; d < n; ++d) {
+      Reader rd{all[d]};
+      std::string xb = rd.bytes();
+      eo[d].resize(xb.size() / 2);
+      if (!xb.empty()) std::memcpy(eo[d].data(), xb.data(), xb.size());
+      hasCw[d] = rd.get<int32_t>() != 0;
+      std::string wb = rd.bytes();
+      const size_t cnt = size_t(disp[d].numRows) * wPerRow;
+      cw[d].assign(cnt, 0.f);
+      if (hasCw[d] && wb.size() >= cnt * 4 && cnt) std::memcpy(cw[d].data(), wb.data(), cnt * 4);
+    }
     const int T = h->routing[r].numTokens;
     if (I.bias0) {
       b0.resize(n);
@@ -495,16 +767,9 @@ ncclResult_t ncclEpCombine(ncclEpHandle_t h, const ncclEpCombineInputs_t* in, co
     if (std::getenv("MOCK_BREAK") && std::atoi(std::getenv("MOCK_BREAK")) == 2 && !res[r].empty()) res[r][res[r].size() / 2] += 2;
     std::memcpy(O.out, res[r].data(), res[r].size() * 2);
     if (O.combinedTopkWeights) {
-      std::vector<std::vector<float>> w(n);
-      for (int d = 0; d < n; ++d) {
-        size_t cnt = size_t(disp[d].numRows) * (h->cfg.expanded ? 1 : K);
-        if (h->sh->cw[d]) w[d].assign(h->sh->cw[d], h->sh->cw[d] + cnt);
-        else w[d].assign(cnt, 0.f);
-      }
-      auto cw = epx::ref::combineWeights(h->shape, h->routing, disp, w);
-      std::memcpy(O.combinedTopkWeights, cw[r].data(), cw[r].size() * 4);
+      auto cws = epx::ref::combineWeights(h->shape, h->routing, disp, cw);
+      std::memcpy(O.combinedTopkWeights, cws[r].data(), cws[r].size() * 4);
     }
-    g->comm->w->bar.wait();
   });
   return ncclSuccess;
 }

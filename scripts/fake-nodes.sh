@@ -1,0 +1,245 @@
+#!/usr/bin/env bash
+# Runs a program as N ranks, one process each, every group of -g ranks its own NCCL "node"
+# (distinct NCCL_HOSTID), all on the local GPUs (rank r uses GPU r % GPUs): multi-node epx on one
+# GPU. See docs/fake-nodes.md and /work/shared/reference/one-gpu-testing.md.
+#
+#   scripts/fake-nodes.sh -n N [-g ranks-per-node] [-t timeout_s] [-l logdir] -- <binary> [args]
+#
+#   -n N   ranks (processes)                       -g G   ranks per fake node (default 1)
+#   -t S   wall-clock limit for the whole job in s (default 600); past it every rank is killed
+#   -l DIR logs: DIR/rank<r>.log per rank, DIR/summary.txt (default: a new /tmp/epx-fake-nodes.*)
+#
+# Each rank gets EPX_MP_SIZE=N, EPX_MP_RANK=r, EPX_MP_ID_FILE=DIR/nccl-unique-id (the harness
+# multi-process mode: host/testing/include/epx/testing/multigpu.h), NCCL_HOSTID=epx-fake-node-<r/G>,
+# NCCL_NET_PLUGIN=<absolute path of libnccl-net-epx.so> (EPX_PLUGIN_SO, else found next to the
+# binary, in ../lib, in a build tree's plugin/, or in .devbuild/lib; EPX_PLUGIN_SO=none: NCCL's
+# own transports), EPX_SOCKET_IFNAME=lo (unless set), NCCL_NVLS_ENABLE=0 NCCL_MNNVL_ENABLE=0,
+# CUDA_MODULE_LOADING=EAGER (a lazily loaded kernel launched while a GIN kernel spins stalls:
+# docs/plugins.md) and one EPX_TEST_SEED for all (the caller's, else random). Everything else in the
+# environment passes through (EPX_GIN_EMU_GBPS, EPX_GIN_EMU_LATENCY_US, NCCL_DEBUG,
+# CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, ...).
+#
+# MPS: the processes' kernels run concurrently only under MPS (without it the GPU time-slices and
+# a kernel spinning on a peer waits for the peer's slice). Unless EPX_MPS=0, an MPS control daemon
+# is started when none is running (pipe/log directories under /tmp; nvidia-cuda-mps-control from
+# PATH or /usr/local/nvidia/bin) and stopped at the end; when it cannot start, the job runs without
+# MPS and says so. Ranks of one fake node (-g > 1) must be on distinct GPUs (NCCL rejects two ranks
+# of one host on one GPU).
+#
+# When a rank fails (non-zero exit), the others get EPX_FAKE_NODES_GRACE_S (default 15) seconds to
+# finish, then SIGTERM, then SIGKILL. Exit status: 0 all ranks exited 0; 77 all ranks exited 77
+# (skipped, e.g. no GPU); 124 the time limit was hit; 1 otherwise; 2 bad usage.
+set -u
+
+usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+n=0 g=1 limit=600 logdir=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    -n) n=${2:?}; shift 2 ;;
+    -g) g=${2:?}; shift 2 ;;
+    -t) limit=${2:?}; shift 2 ;;
+    -l) logdir=${2:?}; shift 2 ;;
+    -h|--help) usage ;;
+    --) shift; break ;;
+    *) echo "fake-nodes: unknown option '$1'" >&2; usage ;;
+  esac
+done
+[ $# -ge 1 ] || { echo "fake-nodes: no program given (after --)" >&2; usage; }
+case "$n$g$limit" in *[!0-9]*) echo "fake-nodes: -n, -g, -t take integers" >&2; exit 2 ;; esac
+[ "$n" -ge 1 ] && [ "$g" -ge 1 ] || { echo "fake-nodes: need -n >= 1 and -g >= 1" >&2; exit 2; }
+
+bin=$1; shift
+if [[ $bin != */* ]]; then bin=$(command -v "$bin") || { echo "fake-nodes: program not found in PATH" >&2; exit 2; }; fi
+[ -x "$bin" ] || { echo "fake-nodes: $bin is not an executable" >&2; exit 2; }
+bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
+bindir=$(dirname "$bin")
+repo=$(cd "$(dirname "$0")/.." && pwd)
+
+# ---- the net/GIN plugin --------------------------------------------------------------------------
+so=${EPX_PLUGIN_SO:-}
+if [ -z "$so" ]; then
+  for c in "$bindir/libnccl-net-epx.so" "$bindir/../lib/libnccl-net-epx.so" "$bindir/../plugin/libnccl-net-epx.so" \
+           "$bindir/../../plugin/libnccl-net-epx.so" "$bindir/../../../plugin/libnccl-net-epx.so" \
+           "$repo/.devbuild/lib/libnccl-net-epx.so"; do
+    [ -e "$c" ] && { so=$c; break; }
+  done
+fi
+if [ "$so" = none ]; then
+  echo "fake-nodes: EPX_PLUGIN_SO=none: NCCL's own transports, no EPX GIN plugin"
+  so=""
+elif [ -z "$so" ] || [ ! -e "$so" ]; then
+  echo "fake-nodes: libnccl-net-epx.so not found (set EPX_PLUGIN_SO=<path>, or EPX_PLUGIN_SO=none)" >&2
+  exit 2
+else
+  so=$(cd "$(dirname "$so")" && pwd)/$(basename "$so")
+fi
+
+# ---- logs ----------------------------------------------------------------------------------------
+if [ -z "$logdir" ]; then logdir=$(mktemp -d /tmp/epx-fake-nodes.XXXXXX); else mkdir -p "$logdir"; fi
+logdir=$(cd "$logdir" && pwd)
+idfile=$logdir/nccl-unique-id
+rm -f "$idfile" "$idfile".tmp.* "$logdir"/rank*.log
+summary=$logdir/summary.txt
+: > "$summary"
+say() { echo "fake-nodes: $*" | tee -a "$summary"; }
+
+seed=${EPX_TEST_SEED:-}
+if [ -z "$seed" ]; then seed=$(od -An -N8 -tu8 /dev/urandom | tr -d ' '); fi
+
+nodes=$(( (n + g - 1) / g ))
+ngpu=0
+if command -v nvidia-smi >/dev/null 2>&1; then ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU') || ngpu=0; fi
+if [ "$g" -gt 1 ] && [ "$ngpu" -gt 0 ] && [ "$g" -gt "$ngpu" ]; then
+  say "WARNING: $g ranks per node but $ngpu GPU(s): ranks of one node would share a GPU, which NCCL rejects"
+fi
+
+# ---- MPS -----------------------------------------------------------------------------------------
+mps_started=0
+mps_ctl=$(command -v nvidia-cuda-mps-control 2>/dev/null || true)
+[ -z "$mps_ctl" ] && [ -x /usr/local/nvidia/bin/nvidia-cuda-mps-control ] && mps_ctl=/usr/local/nvidia/bin/nvidia-cuda-mps-control
+mps_note=""
+if [ "${EPX_MPS:-1}" = 0 ]; then
+  mps_note="off (EPX_MPS=0): the GPU time-slices between the ranks' processes"
+  unset CUDA_MPS_PIPE_DIRECTORY
+elif [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ] && [ -e "$CUDA_MPS_PIPE_DIRECTORY/control" ]; then
+  mps_note="using the running daemon (CUDA_MPS_PIPE_DIRECTORY=$CUDA_MPS_PIPE_DIRECTORY)"
+elif [ -e /tmp/nvidia-mps/control ]; then
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps
+  mps_note="using the running daemon (CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps)"
+elif [ "$ngpu" -eq 0 ]; then
+  mps_note="not started (no GPU found by nvidia-smi)"
+  unset CUDA_MPS_PIPE_DIRECTORY
+elif [ -z "$mps_ctl" ]; then
+  mps_note="NOT AVAILABLE (nvidia-cuda-mps-control not in PATH or /usr/local/nvidia/bin): the GPU time-slices between the ranks' processes; GIN waits get much slower"
+  unset CUDA_MPS_PIPE_DIRECTORY
+else
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/epx-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/epx-mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if "$mps_ctl" -d >>"$logdir/mps-start.txt" 2>&1; then
+    for _ in $(seq 50); do [ -e "$CUDA_MPS_PIPE_DIRECTORY/control" ] && break; sleep 0.1; done
+  fi
+  if [ -e "$CUDA_MPS_PIPE_DIRECTORY/control" ]; then
+    mps_started=1
+    mps_note="started ($mps_ctl -d, pipes in $CUDA_MPS_PIPE_DIRECTORY, log in $CUDA_MPS_LOG_DIRECTORY)"
+  else
+    mps_note="COULD NOT START ($mps_ctl -d: $(tr '\n' ' ' <"$logdir/mps-start.txt" 2>/dev/null)); running WITHOUT MPS: the GPU time-slices between the ranks' processes"
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  fi
+fi
+stop_mps() {
+  if [ "$mps_started" = 1 ]; then
+    echo quit | "$mps_ctl" >/dev/null 2>&1 || true
+    mps_started=0
+  fi
+}
+trap stop_mps EXIT
+case $mps_note in *NOT*|*COULD*) echo "fake-nodes: ************************************************************" >&2
+  echo "fake-nodes: *** MPS $mps_note" >&2
+  echo "fake-nodes: ************************************************************" >&2 ;; esac
+
+say "$n rank(s) on $nodes fake node(s) ($g per node), $ngpu GPU(s), limit ${limit} s, seed $seed"
+say "program: $bin $*"
+say "plugin: ${so:-none}; MPS: $mps_note"
+say "logs: $logdir"
+for v in EPX_GIN_EMU_GBPS EPX_GIN_EMU_LATENCY_US EPX_TEST_QUICK CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; do
+  [ -n "${!v:-}" ] && say "$v=${!v}"
+done
+
+# ---- ranks ---------------------------------------------------------------------------------------
+declare -a pid rc start_s end_s
+t0=$(date +%s.%N)
+now() { date +%s.%N; }
+for ((r = 0; r < n; ++r)); do
+  node=$(( r / g ))
+  (
+    export EPX_MP_SIZE=$n EPX_MP_RANK=$r EPX_MP_ID_FILE=$idfile
+    export NCCL_HOSTID=epx-fake-node-$node
+    [ -n "$so" ] && export NCCL_NET_PLUGIN=$so
+    export EPX_SOCKET_IFNAME=${EPX_SOCKET_IFNAME:-lo}
+    export NCCL_NVLS_ENABLE=0 NCCL_MNNVL_ENABLE=0 CUDA_MODULE_LOADING=EAGER EPX_TEST_SEED=$seed
+    exec "$bin" "$@"
+  ) >"$logdir/rank$r.log" 2>&1 &
+  pid[$r]=$!
+  rc[$r]=""
+  start_s[$r]=$(now)
+done
+
+alive() {  # running and not a zombie
+  local st
+  st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+  [ -n "$st" ] && [ "$st" != Z ]
+}
+kill_all() {  # signal every rank still running
+  local sig=$1 r
+  for ((r = 0; r < n; ++r)); do [ -z "${rc[$r]}" ] && kill -"$sig" "${pid[$r]}" 2>/dev/null; done
+}
+interrupted=0
+on_signal() { interrupted=1; kill_all TERM; sleep 2; kill_all KILL; }
+trap on_signal INT TERM
+
+grace=${EPX_FAKE_NODES_GRACE_S:-15}
+first_fail=""
+timed_out=0
+killed_at=""
+left=$n
+while [ "$left" -gt 0 ]; do
+  for ((r = 0; r < n; ++r)); do
+    [ -n "${rc[$r]}" ] && continue
+    if ! alive "${pid[$r]}"; then
+      wait "${pid[$r]}"; rc[$r]=$?
+      end_s[$r]=$(now)
+      left=$((left - 1))
+      if [ "${rc[$r]}" -ne 0 ] && [ -z "$first_fail" ]; then
+        first_fail=$(now)
+        [ "$left" -gt 0 ] && say "rank $r exited ${rc[$r]}: the others get ${grace} s, then are killed"
+      fi
+    fi
+  done
+  [ "$left" -eq 0 ] && break
+  t=$(now)
+  if [ -z "$killed_at" ]; then
+    if awk -v a="$t" -v b="$t0" -v l="$limit" 'BEGIN{exit !(a - b > l)}'; then
+      timed_out=1; killed_at=$t
+      say "time limit ${limit} s reached: killing the $left rank(s) still running"
+      kill_all TERM
+    elif [ -n "$first_fail" ] && awk -v a="$t" -v b="$first_fail" -v l="$grace" 'BEGIN{exit !(a - b > l)}'; then
+      killed_at=$t
+      say "grace period over: killing the $left rank(s) still running"
+      kill_all TERM
+    elif [ "$interrupted" = 1 ]; then
+      killed_at=$t
+    fi
+  elif awk -v a="$t" -v b="$killed_at" 'BEGIN{exit !(a - b > 5)}'; then
+    kill_all KILL
+  fi
+  sleep 0.2
+done
+
+# ---- summary -------------------------------------------------------------------------------------
+ok=0 skipped=0 failed=0
+for ((r = 0; r < n; ++r)); do
+  c=${rc[$r]}
+  secs=$(awk -v a="${end_s[$r]}" -v b="${start_s[$r]}" 'BEGIN{printf "%.1f", a - b}')
+  case $c in
+    0) ok=$((ok + 1)); what="ok" ;;
+    77) skipped=$((skipped + 1)); what="skipped" ;;
+    124|137|143) failed=$((failed + 1)); what="killed/timeout" ;;
+    *) failed=$((failed + 1)); what="FAILED" ;;
+  esac
+  last=$(sed 's/\x1b\[[0-9;]*m//g' "$logdir/rank$r.log" 2>/dev/null | grep -v '^[[:space:]]*$' | tail -1 | cut -c1-110)
+  say "$(printf 'rank %-3d node %-3d exit %-3s %-14s %7s s  %s' "$r" $((r / g)) "$c" "$what" "$secs" "$last")"
+done
+for ((r = 0; r < n; ++r)); do
+  c=${rc[$r]}
+  if [ "$c" -ne 0 ] && [ "$c" -ne 77 ]; then
+    echo "---- rank $r: last 25 lines of $logdir/rank$r.log" | tee -a "$summary"
+    tail -25 "$logdir/rank$r.log" | sed 's/\x1b\[[0-9;]*m//g' | tee -a "$summary"
+  fi
+done
+stop_mps
+if [ "$interrupted" = 1 ]; then say "interrupted"; exit 130; fi
+if [ "$timed_out" = 1 ]; then say "result: TIMEOUT after ${limit} s"; exit 124; fi
+if [ "$failed" -eq 0 ] && [ "$skipped" -eq "$n" ]; then say "result: SKIPPED (every rank exited 77)"; exit 77; fi
+if [ "$failed" -eq 0 ] && [ "$skipped" -eq 0 ]; then say "result: OK ($n ranks)"; exit 0; fi
+say "result: FAILED ($failed failed, $skipped skipped, $ok ok of $n)"
+exit 1
