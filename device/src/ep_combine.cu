@@ -42,7 +42,7 @@ __device__ __forceinline__ ReturnRow returnRowOf(const Common& c, const Route& r
 // combineX, weights = the dispatch's recvTopkWeights) is put from there without staging. (The host
 // refuses combineX as the expanded layout's input: there it is the staging area.)
 __device__ __forceinline__ bool inWindow(const CombineArgs& a, const Transport& tr, const void* p, uint64_t off) {
-  return !a.r.expanded && p == tr.localBase() + off;
+  return !a.r.expanded && p == a.c.userBase + off;
 }
 
 // Bytes of one returned row: BF16, or FP32 partial sums (exact combine, expanded layout only).
@@ -205,7 +205,7 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_consta
     ses.waitArrivals(tr, kOpCombine, kPhaseCombineData, true, true, ginRows);
     if (!ses.abort) reduceTokens<false, WireRow>(a, tr, globalWarp, numWarps, lane, rows);
   }
-  if (gin && threadIdx.x == 0) tr.flushGin();  // combineX / weights are the caller's again
+  if (gin) tr.flushGin();  // combineX / weights are the caller's again
   ses.end(tr, kOpCombine, ginRows);
 }
 

@@ -158,18 +158,22 @@ __device__ void copyDedup(const DispatchArgs& a, const RowArrays& in, int total,
                           int lane) {
   const int K = a.c.topk, scaleWords = a.scaleRowBytes / 4;
   const bool copyX = !a.zeroCopy;
+  // An output that is the window's own array (as the caller addresses it) needs no copy.
+  const RowArrays win(a.c.userBase, RowOffsets::recv(a.c.wl));
+  const bool copyScales = scaleWords && a.recvScales && a.recvScales != win.scales;
+  const bool copyIdx = a.recvTopkIdx && a.recvTopkIdx != win.idx;
+  const bool copyW = a.recvTopkWeights && a.recvTopkWeights != win.weights;
+  const bool copyInfo = a.recvSrcInfo && a.recvSrcInfo != win.info;
   for (int i = globalWarp; i < total; i += numWarps) {
     const size_t row = size_t(i);
     if (copyX) warpCopy16<true>(a.recvX + row * a.xRowBytes, in.x + row * a.xRowBytes, a.xRowBytes, lane);
-    if (scaleWords && a.recvScales && a.recvScales != in.scales)
+    if (copyScales)
       for (int j = lane; j < scaleWords; j += 32) a.recvScales[row * scaleWords + j] = ((volatile float*)in.scales)[row * scaleWords + j];
     if (lane < K) {
-      if (a.recvTopkIdx && a.recvTopkIdx != in.idx) a.recvTopkIdx[row * K + lane] = ((volatile int32_t*)in.idx)[row * K + lane];
-      if (a.recvTopkWeights && a.recvTopkWeights != in.weights)
-        a.recvTopkWeights[row * K + lane] = ((volatile float*)in.weights)[row * K + lane];
+      if (copyIdx) a.recvTopkIdx[row * K + lane] = ((volatile int32_t*)in.idx)[row * K + lane];
+      if (copyW) a.recvTopkWeights[row * K + lane] = ((volatile float*)in.weights)[row * K + lane];
     }
-    if (lane < 2 && a.recvSrcInfo && a.recvSrcInfo != in.info)
-      a.recvSrcInfo[row * 2 + lane] = ((volatile int32_t*)in.info)[row * 2 + lane];
+    if (lane < 2 && copyInfo) a.recvSrcInfo[row * 2 + lane] = ((volatile int32_t*)in.info)[row * 2 + lane];
   }
 }
 
@@ -287,7 +291,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const __grid_const
       if (threadIdx.x == 0 && a.numRecvRows) *a.numRecvRows = r.totals->outRows;
     }
   }
-  if (gin && threadIdx.x == 0) tr.flushGin();  // staging is reused by the next dispatch
+  if (gin) tr.flushGin();  // staging is reused by the next dispatch
   ses.end(tr, kOpDispatch, ginRows);
 }
 

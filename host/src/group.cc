@@ -71,6 +71,7 @@ std::string checkCoResident(int nCtas, int numSMs, int nRanks) {
 epx::dev::Common ncclEpGroup::common() const {
   epx::dev::Common c{};
   c.window = window;
+  c.userBase = static_cast<char*>(buffer);
   c.wl = wl;
   c.rank = rank;
   c.nRanks = nRanks;

@@ -255,7 +255,9 @@ const char* ncclEpGetLastError(void);
 /*
  * Device-side error of the group. Does not synchronize. *asyncError = ncclSuccess when none;
  * ncclRemoteError after a device wait timed out (a peer never arrived within timeoutMs; the group
- * then refuses new work and must be destroyed and recreated on every rank); ncclInvalidArgument
+ * then refuses new work and must be destroyed and recreated on every rank; with network peers,
+ * GIN traffic of the failed operation may still be in flight, so destroy the communicator too);
+ * ncclInvalidArgument
  * when a capacity-mode layout found invalid expert ids (those slots were dropped; the group stays
  * usable). msg (may be NULL) receives a description naming the stalled peer or the bad token,
  * truncated to msgLen. Errors: ncclInvalidArgument for NULL group/asyncError.
@@ -342,8 +344,10 @@ ncclResult_t ncclEpDispatchLayout(ncclEpHandle_t handle, const ncclEpRouting_t* 
 ncclResult_t ncclEpDispatch(ncclEpHandle_t handle, const ncclEpDispatchInputs_t* in,
                             const ncclEpDispatchOutputs_t* out, cudaStream_t stream);
 
-/* Return expert outputs to their source tokens and sum them (collective, stream-ordered). Needs a
- * dispatch of the handle's current route: after ncclEpDispatchLayout, ncclEpDispatch must have been
+/* Return expert outputs to their source tokens and sum them (collective, stream-ordered).
+ * In-place input (x = the group's combineX, deduplicated layout) must be used by every rank of the
+ * group for the same call, or by none: NVLink peers then read each other's rows instead of sending
+ * them. Needs a dispatch of the handle's current route: after ncclEpDispatchLayout, ncclEpDispatch must have been
  * called on the handle before ncclEpCombine. Dispatching again on the same layout (cached dispatch)
  * and combining several times after one dispatch are allowed.
  * Errors (before launching): ncclInvalidArgument for a handle without a layout, x not BF16, NULL or

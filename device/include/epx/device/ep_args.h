@@ -70,6 +70,8 @@ struct AsyncError {
 struct Common {
   alignas(16) unsigned char devComm[kDevCommBytes];  // ncclDevComm (opaque here)
   ncclWindow_t window;
+  char* userBase;  // the window at the caller's address (ncclMemAlloc): ncclGetLocalPointer returns
+                   // another alias, so caller pointers are compared against this one
   WindowLayout wl;
   int rank, nRanks, lsaRank, lsaSize;
   int ginContexts;   // GIN contexts of the device communicator (0: every peer is an LSA peer)

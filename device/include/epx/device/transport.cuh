@@ -117,9 +117,13 @@ struct Transport {
     addReleaseSys(flag(lsaBase(peer), kind, c.rank), value);
   }
 
-  // GIN: `bytes` from this rank's window at srcOff to peer's window at dstOff on context ctx.
+  // GIN: `bytes` from this rank's window at srcOff to peer's window at dstOff on context ctx. The
+  // source rows may have been written by other threads of the CTA (ordered by a __syncthreads
+  // before the call): the system-scope fence makes them visible to the NIC / copy engine on every
+  // backend (GDAKI fences only when told the data was already released at system scope).
   __device__ void put(int peer, uint64_t dstOff, uint64_t srcOff, uint64_t bytes, int ctx) const {
     if (bytes == 0) return;
+    __threadfence_system();
     ncclGin gin(devComm(), ctx);
     gin.put(ncclTeamWorld(devComm()), peer, c.window, dstOff, c.window, srcOff, bytes);
   }
@@ -128,6 +132,7 @@ struct Transport {
   // (after this put and every earlier put on that context to that peer). bytes may be 0.
   __device__ void putSignal(int peer, uint64_t dstOff, uint64_t srcOff, uint64_t bytes, int kind, uint32_t value,
                             int ctx) const {
+    __threadfence_system();
     ncclGin gin(devComm(), ctx);
     const ncclGin_SignalAdd add{ginSignalId(kind, c.rank, c.nRanks), value};
     if (bytes == 0)
@@ -136,12 +141,13 @@ struct Transport {
       gin.put(ncclTeamWorld(devComm()), peer, c.window, dstOff, c.window, srcOff, bytes, add);
   }
 
-  // Every GIN source buffer this rank posted is consumed (not: arrived) — before the kernel ends,
-  // so the caller may overwrite its buffers and the next op may reuse the staging area.
+  // Every GIN source buffer this CTA posted is consumed (not: arrived) — before the kernel ends,
+  // so the caller may overwrite its buffers and the next op may reuse the staging area. Called by
+  // every thread of the CTA (the puts were posted by several threads).
   __device__ void flushGin() const {
     for (int ctx = 0; ctx < c.ginContexts; ++ctx) {
       ncclGin gin(devComm(), ctx);
-      gin.flush(ncclCoopThread{});
+      gin.flush(ncclCoopCta{});
     }
   }
 
