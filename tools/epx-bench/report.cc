@@ -244,7 +244,8 @@ void Report::printEpx(const EpxRow& row, const RoutingInfo& r, const BaselineSum
   else std::printf(" | %5s |", "-");
   if (floorCols_) {
     auto fl = [](double us, double floorUs) {
-      if (us > 0 && floorUs > 0) std::printf(" %6.2f", us / floorUs);
+      const double x = us / floorUs;
+      if (us > 0 && floorUs > 0) std::printf(x < 100 ? " %6.2f" : x < 1000 ? " %6.1f" : " %6.0f", x);
       else std::printf(" %6s", "-");
     };
     fl(row.bf16Us, r.net.us16);
