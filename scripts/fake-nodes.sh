@@ -88,14 +88,13 @@ seed=${EPX_TEST_SEED:-}
 if [ -z "$seed" ]; then seed=$(od -An -N8 -tu8 /dev/urandom | tr -d ' '); fi
 
 nodes=$(( (n + g - 1) / g ))
-ngpu=0
-if command -v nvidia-smi >/dev/null 2>&1; then ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU') || ngpu=0; fi
+. "$repo/scripts/mps.sh"
+ngpu=$(gpu_count)
 if [ "$g" -gt 1 ] && [ "$ngpu" -gt 0 ] && [ "$g" -gt "$ngpu" ]; then
   say "WARNING: $g ranks per node but $ngpu GPU(s): ranks of one node would share a GPU, which NCCL rejects"
 fi
 
 # ---- MPS -----------------------------------------------------------------------------------------
-. "$repo/scripts/mps.sh"
 mps_up "$logdir"
 trap mps_down EXIT
 mps_loud fake-nodes

@@ -18,6 +18,14 @@ MPS_NOTE=""
 MPS_CTL=$(command -v nvidia-cuda-mps-control 2>/dev/null || true)
 [ -z "$MPS_CTL" ] && [ -x /usr/local/nvidia/bin/nvidia-cuda-mps-control ] && MPS_CTL=/usr/local/nvidia/bin/nvidia-cuda-mps-control
 
+gpu_count() {  # GPUs on this machine: nvidia-smi (PATH or /usr/local/nvidia/bin), else /dev/nvidia<N>
+  local smi n
+  smi=$(command -v nvidia-smi 2>/dev/null || true)
+  [ -z "$smi" ] && [ -x /usr/local/nvidia/bin/nvidia-smi ] && smi=/usr/local/nvidia/bin/nvidia-smi
+  if [ -n "$smi" ] && n=$("$smi" -L 2>/dev/null | grep -c '^GPU') && [ "$n" -gt 0 ]; then echo "$n"; return; fi
+  ls /dev 2>/dev/null | grep -c '^nvidia[0-9][0-9]*$'
+}
+
 _mps_answers() {  # pipe dir: a daemon answers there (bounded: a stale pipe must not block us)
   [ -e "$1/control" ] || return 1
   [ -n "$MPS_CTL" ] || return 0
@@ -25,9 +33,9 @@ _mps_answers() {  # pipe dir: a daemon answers there (bounded: a stale pipe must
 }
 
 mps_up() {
-  local logdir=${1:-/tmp} ngpu=0 d
+  local logdir=${1:-/tmp} ngpu d
   MPS_STARTED=0
-  if command -v nvidia-smi >/dev/null 2>&1; then ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU') || ngpu=0; fi
+  ngpu=$(gpu_count)
   if [ "${EPX_MPS:-1}" = 0 ]; then
     MPS_NOTE="off (EPX_MPS=0): the GPU time-slices between processes"
     unset CUDA_MPS_PIPE_DIRECTORY
@@ -41,7 +49,7 @@ mps_up() {
     fi
   done
   if [ "$ngpu" -eq 0 ]; then
-    MPS_NOTE="not started (no GPU found by nvidia-smi)"
+    MPS_NOTE="not started (no GPU found)"
     unset CUDA_MPS_PIPE_DIRECTORY
     return 0
   fi
