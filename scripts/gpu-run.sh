@@ -73,7 +73,7 @@ if [[ $what == fakenodes ]]; then
   bench() {
     EPX_GIN_EMU_GBPS=50 EPX_GIN_EMU_LATENCY_US=3 $FN -n "$1" -t "$lim" -l "$L/bench-mp$1" -- $B/epx-bench \
       --tokens 4096 --hidden 7168 --topk 8 --experts 256 --sms 8,16,24 --routing both --iters 10 --warmup 3 \
-      --csv "$L/bench-mp$1.csv" "${bench_args[@]}" > "$L/bench-mp$1.txt" 2>&1
+      --csv "$L/bench-mp$1.csv" ${bench_args[@]+"${bench_args[@]}"} > "$L/bench-mp$1.txt" 2>&1
     local r=$?
     cp "$L/bench-mp$1/rank0.log" "$L/bench-mp$1.table.txt" 2>/dev/null
     return $r
