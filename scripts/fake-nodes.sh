@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs a program as N ranks, one process each, every group of -g ranks its own NCCL "node"
 # (distinct NCCL_HOSTID), all on the local GPUs (rank r uses GPU r % GPUs): multi-node epx on one
-# GPU. See docs/fake-nodes.md and /work/shared/reference/one-gpu-testing.md.
+# GPU. See docs/fake-nodes.md.
 #
 #   scripts/fake-nodes.sh -n N [-g ranks-per-node] [-t timeout_s] [-l logdir] -- <binary> [args]
 #
@@ -10,7 +10,8 @@
 #   -l DIR logs: DIR/rank<r>.log per rank, DIR/summary.txt (default: a new /tmp/epx-fake-nodes.*)
 #
 # Each rank gets EPX_MP_SIZE=N, EPX_MP_RANK=r, EPX_MP_ID_FILE=DIR/nccl-unique-id (the harness
-# multi-process mode: host/testing/include/epx/testing/multigpu.h), NCCL_HOSTID=epx-fake-node-<r/G>,
+# multi-process mode: host/testing/include/epx/testing/multigpu.h), EPX_MP_RANKS_PER_NODE=G,
+# NCCL_HOSTID=epx-fake-node-<r/G>,
 # NCCL_NET_PLUGIN=<absolute path of libnccl-net-epx.so> (EPX_PLUGIN_SO, else found next to the
 # binary, in ../lib, in a build tree's plugin/, or in .devbuild/lib; EPX_PLUGIN_SO=none: NCCL's
 # own transports), EPX_SOCKET_IFNAME=lo (unless set), NCCL_NVLS_ENABLE=0 NCCL_MNNVL_ENABLE=0,
@@ -19,19 +20,19 @@
 # environment passes through (EPX_GIN_EMU_GBPS, EPX_GIN_EMU_LATENCY_US, NCCL_DEBUG,
 # CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, ...).
 #
-# MPS: the processes' kernels run concurrently only under MPS (without it the GPU time-slices and
-# a kernel spinning on a peer waits for the peer's slice). Unless EPX_MPS=0, an MPS control daemon
-# is started when none is running (pipe/log directories under /tmp; nvidia-cuda-mps-control from
-# PATH or /usr/local/nvidia/bin) and stopped at the end; when it cannot start, the job runs without
-# MPS and says so. Ranks of one fake node (-g > 1) must be on distinct GPUs (NCCL rejects two ranks
-# of one host on one GPU).
+# MPS (scripts/mps.sh): the processes' kernels run concurrently only under MPS (without it the GPU
+# time-slices and a kernel spinning on a peer waits for the peer's slice). Unless EPX_MPS=0, an MPS
+# control daemon is started when none is running (pipe/log directories under /tmp;
+# nvidia-cuda-mps-control from PATH or /usr/local/nvidia/bin) and stopped at the end; when it
+# cannot start, the job runs without MPS and says so loudly. Ranks of one fake node (-g > 1) must
+# be on distinct GPUs (NCCL rejects two ranks of one host on one GPU).
 #
 # When a rank fails (non-zero exit), the others get EPX_FAKE_NODES_GRACE_S (default 15) seconds to
 # finish, then SIGTERM, then SIGKILL. Exit status: 0 all ranks exited 0; 77 all ranks exited 77
 # (skipped, e.g. no GPU); 124 the time limit was hit; 1 otherwise; 2 bad usage.
 set -u
 
-usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,/^set -u/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 2; }
 n=0 g=1 limit=600 logdir=""
 while [ $# -gt 0 ]; do
   case $1 in
@@ -87,59 +88,20 @@ seed=${EPX_TEST_SEED:-}
 if [ -z "$seed" ]; then seed=$(od -An -N8 -tu8 /dev/urandom | tr -d ' '); fi
 
 nodes=$(( (n + g - 1) / g ))
-ngpu=0
-if command -v nvidia-smi >/dev/null 2>&1; then ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU') || ngpu=0; fi
+. "$repo/scripts/mps.sh"
+ngpu=$(gpu_count)
 if [ "$g" -gt 1 ] && [ "$ngpu" -gt 0 ] && [ "$g" -gt "$ngpu" ]; then
   say "WARNING: $g ranks per node but $ngpu GPU(s): ranks of one node would share a GPU, which NCCL rejects"
 fi
 
 # ---- MPS -----------------------------------------------------------------------------------------
-mps_started=0
-mps_ctl=$(command -v nvidia-cuda-mps-control 2>/dev/null || true)
-[ -z "$mps_ctl" ] && [ -x /usr/local/nvidia/bin/nvidia-cuda-mps-control ] && mps_ctl=/usr/local/nvidia/bin/nvidia-cuda-mps-control
-mps_note=""
-if [ "${EPX_MPS:-1}" = 0 ]; then
-  mps_note="off (EPX_MPS=0): the GPU time-slices between the ranks' processes"
-  unset CUDA_MPS_PIPE_DIRECTORY
-elif [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ] && [ -e "$CUDA_MPS_PIPE_DIRECTORY/control" ]; then
-  mps_note="using the running daemon (CUDA_MPS_PIPE_DIRECTORY=$CUDA_MPS_PIPE_DIRECTORY)"
-elif [ -e /tmp/nvidia-mps/control ]; then
-  export CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps
-  mps_note="using the running daemon (CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps)"
-elif [ "$ngpu" -eq 0 ]; then
-  mps_note="not started (no GPU found by nvidia-smi)"
-  unset CUDA_MPS_PIPE_DIRECTORY
-elif [ -z "$mps_ctl" ]; then
-  mps_note="NOT AVAILABLE (nvidia-cuda-mps-control not in PATH or /usr/local/nvidia/bin): the GPU time-slices between the ranks' processes; GIN waits get much slower"
-  unset CUDA_MPS_PIPE_DIRECTORY
-else
-  export CUDA_MPS_PIPE_DIRECTORY=/tmp/epx-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/epx-mps-log
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  if "$mps_ctl" -d >>"$logdir/mps-start.txt" 2>&1; then
-    for _ in $(seq 50); do [ -e "$CUDA_MPS_PIPE_DIRECTORY/control" ] && break; sleep 0.1; done
-  fi
-  if [ -e "$CUDA_MPS_PIPE_DIRECTORY/control" ]; then
-    mps_started=1
-    mps_note="started ($mps_ctl -d, pipes in $CUDA_MPS_PIPE_DIRECTORY, log in $CUDA_MPS_LOG_DIRECTORY)"
-  else
-    mps_note="COULD NOT START ($mps_ctl -d: $(tr '\n' ' ' <"$logdir/mps-start.txt" 2>/dev/null)); running WITHOUT MPS: the GPU time-slices between the ranks' processes"
-    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-  fi
-fi
-stop_mps() {
-  if [ "$mps_started" = 1 ]; then
-    echo quit | "$mps_ctl" >/dev/null 2>&1 || true
-    mps_started=0
-  fi
-}
-trap stop_mps EXIT
-case $mps_note in *NOT*|*COULD*) echo "fake-nodes: ************************************************************" >&2
-  echo "fake-nodes: *** MPS $mps_note" >&2
-  echo "fake-nodes: ************************************************************" >&2 ;; esac
+mps_up "$logdir"
+trap mps_down EXIT
+mps_loud fake-nodes
 
 say "$n rank(s) on $nodes fake node(s) ($g per node), $ngpu GPU(s), limit ${limit} s, seed $seed"
 say "program: $bin $*"
-say "plugin: ${so:-none}; MPS: $mps_note"
+say "plugin: ${so:-none}; MPS: $MPS_NOTE"
 say "logs: $logdir"
 for v in EPX_GIN_EMU_GBPS EPX_GIN_EMU_LATENCY_US EPX_TEST_QUICK CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; do
   [ -n "${!v:-}" ] && say "$v=${!v}"
@@ -152,7 +114,7 @@ now() { date +%s.%N; }
 for ((r = 0; r < n; ++r)); do
   node=$(( r / g ))
   (
-    export EPX_MP_SIZE=$n EPX_MP_RANK=$r EPX_MP_ID_FILE=$idfile
+    export EPX_MP_SIZE=$n EPX_MP_RANK=$r EPX_MP_ID_FILE=$idfile EPX_MP_RANKS_PER_NODE=$g
     export NCCL_HOSTID=epx-fake-node-$node
     [ -n "$so" ] && export NCCL_NET_PLUGIN=$so
     export EPX_SOCKET_IFNAME=${EPX_SOCKET_IFNAME:-lo}
@@ -236,7 +198,7 @@ for ((r = 0; r < n; ++r)); do
     tail -25 "$logdir/rank$r.log" | sed 's/\x1b\[[0-9;]*m//g' | tee -a "$summary"
   fi
 done
-stop_mps
+mps_down
 if [ "$interrupted" = 1 ]; then say "interrupted"; exit 130; fi
 if [ "$timed_out" = 1 ]; then say "result: TIMEOUT after ${limit} s"; exit 124; fi
 if [ "$failed" -eq 0 ] && [ "$skipped" -eq "$n" ]; then say "result: SKIPPED (every rank exited 77)"; exit 77; fi

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds here (no GPU needed) and packs what the GPU machine needs into .devbuild/: the GPU test
-# binaries, epx-bench, epx-topo, libepx and the non-CUDA shared libraries they load (Boost, hwloc,
-# ...), which that machine lacks. Used with scripts/gpu-run.sh through the device tool (carry .devbuild).
+# binaries, epx-bench, epx-topo, libepx, libnccl-net-epx.so (the net/GIN plugin that
+# scripts/fake-nodes.sh and plugin-gpu-check.sh load) and the non-CUDA shared libraries they load
+# (Boost, hwloc, ...), which that machine lacks. Used with scripts/gpu-run.sh through the device
+# tool (carry .devbuild; the scripts themselves travel with the working tree).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${EPX_BUILD_DIR:-build}
@@ -19,4 +21,8 @@ for f in .devbuild/bin/* .devbuild/lib/*.so*; do
   ldd "$f" 2>/dev/null | awk '/=> \//{print $3}'
 done | sort -u | grep -Ev '/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|ld-linux|libcuda|libcudart|libnccl|libnvidia)[.-]' |
   while read -r lib; do cp -L "$lib" .devbuild/lib/; done
+# What gpu-run.sh fakenodes / plugin need.
+for f in .devbuild/bin/epx_ep_tests .devbuild/bin/epx-bench .devbuild/bin/plugin_gpu_check .devbuild/lib/libnccl-net-epx.so; do
+  [ -e "$f" ] || echo "gpu-bundle: WARNING: $f missing (gpu-run.sh fakenodes/plugin need it)" >&2
+done
 du -sh .devbuild

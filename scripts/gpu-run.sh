@@ -1,7 +1,22 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (device tool) from the repo root, with .devbuild/ carried:
 #   GPU tests (label gpu), epx-topo, epx-bench; logs under $OUT (or ./gpu-logs).
-# Usage: scripts/gpu-run.sh [tests|plugin|bench|topo|all] [extra epx-bench args...]
+# Usage: scripts/gpu-run.sh [tests|plugin|bench|topo|all|fakenodes] [extra epx-bench args...]
+#
+# fakenodes (one GPU is enough; not part of "all"): multi-node epx with one process per rank on
+# fake NCCL nodes (scripts/fake-nodes.sh, MPS), in this order, logs under $OUT/fakenodes/ and one
+# line per step in $OUT/fakenodes-summary.txt:
+#   1. the EP suite at 1 rank, single process (EPX_TEST_GPUS=1)
+#   2. the EP suite under fake-nodes.sh at 2, 4 and 8 processes (one rank per fake node)
+#   3. the dead-peer test (--run_test=dead_peer): exact mode at 2 ranks, capacity mode at 4
+#   4. epx-bench at 2, 4, 8 fake nodes with EPX_GIN_EMU_GBPS=50 EPX_GIN_EMU_LATENCY_US=3: 4096
+#      tokens/rank, hidden 7168, top-8 of 256 experts, SM budgets 8,16,24, uniform and grouped
+#      (group-limited) routing, --iters 10 --warmup 3 (the NCCL baseline runs over TCP loopback)
+# EPX_TEST_QUICK=1 unless set (the suites' quick case lists: graph replays 100 -> 10, stress
+# iterations 1000 -> 100, the DeepSeek-V3 case at 1024 instead of 4096 tokens/rank, zero-copy large
+# shape 1024 -> 256 tokens/rank; nothing else is left out). Each step has its own time limit, and
+# all of them together at most EPX_FAKENODES_BUDGET_S (default 540) s; a step that no longer fits
+# is reported as skipped. Extra arguments go to epx-bench.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
@@ -30,6 +45,52 @@ if [[ $what == all || $what == plugin ]] && [ -x $B/plugin_gpu_check ]; then
   pdir=$(mktemp -d); cp $B/plugin_gpu_check .devbuild/lib/libnccl-net-epx.so "$pdir"/
   timeout 240 scripts/plugin-gpu-check.sh "$pdir" "$pdir/logs" > "$OUT/plugin-check.txt" 2>&1; r=$?
   echo "plugin-gpu-check: exit $r" | tee -a "$OUT/summary.txt"; tail -40 "$OUT/plugin-check.txt"
+fi
+if [[ $what == fakenodes ]]; then
+  FN=scripts/fake-nodes.sh
+  L=$OUT/fakenodes; mkdir -p "$L"
+  S=$OUT/fakenodes-summary.txt; : > "$S"
+  export EPX_TEST_QUICK=${EPX_TEST_QUICK:-1}
+  budget=${EPX_FAKENODES_BUDGET_S:-540}; t_start=$(date +%s)
+  # step <name> <limit s> <command...>: the command gets $lim (the limit, clipped to the budget).
+  step() {
+    local name=$1 want=$2; shift 2
+    local left=$(( budget - ($(date +%s) - t_start) ))
+    lim=$(( want < left ? want : left ))
+    if [ "$lim" -lt 20 ]; then
+      echo "$name: SKIPPED (time budget of $budget s used up)" | tee -a "$S"; rc=1; return
+    fi
+    local t0=$(date +%s)
+    "$@"; local r=$?
+    local verdict=ok; [ $r -eq 77 ] && verdict=skipped; [ $r -ne 0 ] && [ $r -ne 77 ] && verdict=FAILED && rc=1
+    [ $r -eq 124 ] && verdict="TIMEOUT (${lim} s)"
+    echo "$name: $verdict, exit $r, $(( $(date +%s) - t0 )) s (limit ${lim} s)" | tee -a "$S"
+  }
+  ep1() { EPX_TEST_GPUS=1 timeout "$lim" $B/epx_ep_tests --log_level=test_suite > "$L/ep-1rank.log" 2>&1; }
+  epn() { $FN -n "$1" -t "$lim" -l "$L/ep-mp$1" -- $B/epx_ep_tests --log_level=test_suite > "$L/ep-mp$1.txt" 2>&1; }
+  dead() { EPX_DEAD_PEER_MODE=$2 $FN -n "$1" -t "$lim" -l "$L/dead-peer-$2-mp$1" -- $B/epx_ep_tests \
+             --run_test=dead_peer --log_level=message > "$L/dead-peer-$2-mp$1.txt" 2>&1; }
+  bench() {
+    EPX_GIN_EMU_GBPS=50 EPX_GIN_EMU_LATENCY_US=3 $FN -n "$1" -t "$lim" -l "$L/bench-mp$1" -- $B/epx-bench \
+      --tokens 4096 --hidden 7168 --topk 8 --experts 256 --sms 8,16,24 --routing both --iters 10 --warmup 3 \
+      --csv "$L/bench-mp$1.csv" ${bench_args[@]+"${bench_args[@]}"} > "$L/bench-mp$1.txt" 2>&1
+    local r=$?
+    cp "$L/bench-mp$1/rank0.log" "$L/bench-mp$1.table.txt" 2>/dev/null
+    return $r
+  }
+  bench_args=("$@")
+  step "ep suite, 1 rank (single process)" 60 ep1
+  step "ep suite, 2 fake nodes" 60 epn 2
+  step "ep suite, 4 fake nodes" 80 epn 4
+  step "ep suite, 8 fake nodes" 110 epn 8
+  step "dead peer, exact mode, 2 fake nodes" 30 dead 2 exact
+  step "dead peer, capacity mode, 4 fake nodes" 35 dead 4 capacity
+  step "epx-bench, 2 fake nodes" 50 bench 2
+  step "epx-bench, 4 fake nodes" 60 bench 4
+  step "epx-bench, 8 fake nodes" 90 bench 8
+  echo "fakenodes: total $(( $(date +%s) - t_start )) s; logs in $L" | tee -a "$S"
+  for f in "$L"/bench-mp*.table.txt; do [ -e "$f" ] && { echo "== $f"; grep -v '^epx_ep\|^$' "$f" | tail -25; }; done
+  exit $rc
 fi
 if [[ $what == all || $what == bench ]]; then
   timeout 400 $B/epx-bench "$@" 2>&1 | tee "$OUT/bench.txt"; [ "${PIPESTATUS[0]}" -ne 0 ] && rc=1

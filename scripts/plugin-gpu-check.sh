@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Runs the plugin's GPU checks on a 2-GPU host: two processes with distinct NCCL_HOSTID, so NCCL
-# sees two nodes and routes host collectives through libnccl-net-epx.so's socket transport and GIN
-# through its ipc backend. Then the same host collectives with NCCL's built-in socket transport
-# for comparison.
+# Runs the plugin's GPU checks: two processes with distinct NCCL_HOSTID, so NCCL sees two nodes and
+# routes host collectives through libnccl-net-epx.so's socket transport and GIN through its ipc
+# backend. Then the same host collectives with NCCL's built-in socket transport for comparison.
+# With 2+ GPUs each process has its own GPU; with 1 GPU both share it under MPS (scripts/mps.sh:
+# started if none runs, stopped at the end; without MPS the GIN waits only progress when the
+# peer's time slice comes, and the run says so).
 #   scripts/plugin-gpu-check.sh <dir with libnccl-net-epx.so and plugin_gpu_check> [log dir]
 # (or EPX_PLUGIN_SO / EPX_GPU_CHECK_BIN pointing at each).
 # Needs NCCL >= 2.28.9 (GIN): set EPX_NCCL_LIB to its lib directory if the default is older.
@@ -19,8 +21,15 @@ mkdir -p "$logs"
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "SKIPPED: plugin GPU checks need NVIDIA GPUs (none found)"; exit 77
 fi
-ngpu=$(nvidia-smi -L | wc -l)
-if [ "$ngpu" -lt 2 ]; then echo "SKIPPED: plugin GPU checks need 2 GPUs, found $ngpu"; exit 77; fi
+ngpu=$(nvidia-smi -L | grep -c '^GPU')
+if [ "$ngpu" -lt 1 ]; then echo "SKIPPED: plugin GPU checks need a GPU, found none"; exit 77; fi
+if [ "$ngpu" -lt 2 ]; then
+  . "$(cd "$(dirname "$0")" && pwd)/mps.sh"
+  mps_up "$logs"
+  trap mps_down EXIT
+  mps_loud plugin-gpu-check
+  echo "== 1 GPU: both processes on GPU 0, MPS: $MPS_NOTE"
+fi
 nccl_lib=${EPX_NCCL_LIB:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib}
 [ -d "$nccl_lib" ] && export LD_LIBRARY_PATH="$nccl_lib:${LD_LIBRARY_PATH:-}"
 export NCCL_NVLS_ENABLE=0 NCCL_MNNVL_ENABLE=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,TUNING

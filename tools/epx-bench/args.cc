@@ -16,7 +16,9 @@ void usage(FILE* f) {
       "usage: epx-bench [options]\n"
       "Times epx EP dispatch/combine on the local GPUs against a plain NCCL all-to-all dispatcher\n"
       "and the NVLink peer-copy ceiling, and checks the results against the CPU reference.\n"
-      "  --gpus N            ranks (one per GPU), default all local GPUs (2..8)\n"
+      "  --gpus N            ranks (one per GPU), default all local GPUs (1..8); in multi-process\n"
+      "                      mode (EPX_MP_SIZE/EPX_MP_RANK/EPX_MP_ID_FILE, scripts/fake-nodes.sh)\n"
+      "                      the job has EPX_MP_SIZE ranks, one per process, and --gpus must match\n"
       "  --tokens T          tokens per rank (default 4096)\n"
       "  --hidden H          channels per token (default 7168)\n"
       "  --topk K            experts per token (default 8)\n"
@@ -38,7 +40,12 @@ void usage(FILE* f) {
       "  --no-check          skip the correctness check\n"
       "  --no-baseline       skip the NCCL all-to-all dispatcher\n"
       "  --no-ceiling        skip the NVLink peer-copy ceiling\n"
-      "  --csv FILE          also write one CSV row per measurement to FILE\n"
+      "  --csv FILE          also write one CSV row per measurement to FILE (rank 0)\n"
+      "  --net-gbps X        line rate of the NIC between nodes, GB/s per direction per rank, for\n"
+      "                      the network floor (default EPX_GIN_EMU_GBPS; unset: no floor)\n"
+      "  --net-latency-us L  one-way latency added to the floor (default EPX_GIN_EMU_LATENCY_US, or 0)\n"
+      "  --ranks-per-node G  ranks per node for the floor (default EPX_MP_RANKS_PER_NODE, or 1 in\n"
+      "                      multi-process mode; single process: all ranks on one node)\n"
       "  -h, --help          this text\n");
 }
 
@@ -55,6 +62,18 @@ long toInt(const char* opt, const char* v, long lo, long hi) {
   if (errno || end == v || *end != '\0' || x < lo || x > hi) {
     std::ostringstream os;
     os << opt << ": '" << v << "' is not an integer in [" << lo << ", " << hi << "]";
+    bad(os.str());
+  }
+  return x;
+}
+
+double toDouble(const char* opt, const char* v, double lo, double hi) {
+  char* end = nullptr;
+  errno = 0;
+  double x = std::strtod(v, &end);
+  if (errno || end == v || *end != '\0' || !(x >= lo && x <= hi)) {
+    std::ostringstream os;
+    os << opt << ": '" << v << "' is not a number in [" << lo << ", " << hi << "]";
     bad(os.str());
   }
   return x;
@@ -140,9 +159,22 @@ Options parseArgs(int argc, char** argv) {
       o.ceiling = false;
     } else if (!std::strcmp(a, "--csv")) {
       o.csv = val();
+    } else if (!std::strcmp(a, "--net-gbps")) {
+      o.netGBps = toDouble(a, val(), 1e-6, 1e6);
+    } else if (!std::strcmp(a, "--net-latency-us")) {
+      o.netLatencyUs = toDouble(a, val(), 0, 1e7);
+    } else if (!std::strcmp(a, "--ranks-per-node")) {
+      o.ranksPerNode = int(toInt(a, val(), 1, 1 << 20));
     } else {
       bad(std::string("unknown option '") + a + "'");
     }
+  }
+  // Network floor defaults from the GIN plugin's NIC emulation settings.
+  if (o.netGBps < 0)
+    if (const char* e = std::getenv("EPX_GIN_EMU_GBPS"); e && *e) o.netGBps = toDouble("EPX_GIN_EMU_GBPS", e, 1e-6, 1e6);
+  if (o.netLatencyUs < 0) {
+    const char* e = std::getenv("EPX_GIN_EMU_LATENCY_US");
+    o.netLatencyUs = e && *e ? toDouble("EPX_GIN_EMU_LATENCY_US", e, 0, 1e7) : 0.0;
   }
   if (o.topk > o.experts) bad("--topk must not exceed --experts");
   if (o.hidden % 8) bad("--hidden must be a multiple of 8");

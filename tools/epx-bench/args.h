@@ -27,6 +27,13 @@ struct Options {
   bool ceiling = true;       // NVLink peer-copy ceiling
   unsigned long long seed = 1;
   std::string csv;           // CSV output file, empty = none
+  // Network floor (ranks on different NCCL nodes, e.g. fake nodes): the line rate and one-way
+  // latency of the emulated NIC; < 0 = from EPX_GIN_EMU_GBPS / EPX_GIN_EMU_LATENCY_US (unset: no
+  // floor). ranksPerNode: ranks per node; 0 = EPX_MP_RANKS_PER_NODE in multi-process mode (else 1),
+  // all ranks in single-process mode.
+  double netGBps = -1;
+  double netLatencyUs = -1;
+  int ranksPerNode = 0;
 };
 
 // Parses argv; on --help prints usage and exits 0, on a bad option prints why and exits 2.

@@ -41,7 +41,7 @@ bool sameFloat(float a, float b) { return a == b; }
 
 CheckResult checkEpx(const BenchShape& s, const EpxRunSpec& spec,
                      const std::vector<epx::ref::RankRouting>& routing,
-                     const std::vector<EpxCapture>& caps, uint64_t checkSeed) {
+                     const std::vector<EpxCapture>& caps, uint64_t checkSeed, const std::vector<bool>& local) {
   const int n = s.nRanks, H = s.hidden, K = s.topk;
   const bool expanded = spec.layout == ncclEpLayoutExpanded;
   epx::ref::EpShape rs;
@@ -57,6 +57,7 @@ CheckResult checkEpx(const BenchShape& s, const EpxRunSpec& spec,
   bool rowsMatch = true;
   const size_t nSc = size_t(H / 128);
   for (int d = 0; d < n; ++d) {
+    if (!local[size_t(d)]) continue;  // another process checks it
     const EpxCapture& c = caps[d];
     const epx::ref::RankDispatch& D = disp[d];
     if (!c.valid) {
@@ -153,11 +154,19 @@ CheckResult checkEpx(const BenchShape& s, const EpxRunSpec& spec,
     std::vector<std::vector<uint16_t>> expertOut(n);
     for (int d = 0; d < n; ++d) {
       const uint64_t ke = streamKey(checkSeed, kTensorExpertOut, uint64_t(d));
-      expertOut[d].resize(size_t(disp[d].numRows) * H);
-      for (size_t i = 0; i < expertOut[d].size(); ++i) expertOut[d][i] = randBf16(ke, i);
+      expertOut[d].assign(size_t(disp[d].numRows) * H, 0);
+      // Only rows that return to a checked (local) rank matter: the others stay 0 (in
+      // multi-process mode this saves generating every other rank's expert outputs).
+      for (int row = 0; row < disp[d].numRows; ++row) {
+        const int src = disp[d].srcRank[size_t(row)];
+        if (src < 0 || !local[size_t(src)]) continue;
+        for (size_t h = 0; h < size_t(H); ++h)
+          expertOut[d][size_t(row) * H + h] = randBf16(ke, size_t(row) * H + h);
+      }
     }
     const auto want = epx::ref::combine(rs, routing, disp, expertOut, {}, {});
     for (int r = 0; r < n; ++r) {
+      if (!local[size_t(r)]) continue;
       const auto& got = caps[r].out;
       int64_t bad = 0;
       size_t first = 0;

@@ -15,9 +15,10 @@ struct CheckResult {
   std::string msg;  // first problems, "" when ok
 };
 
-// routing: every rank's check routing; caps: every rank's captured outputs.
+// routing: every rank's check routing; caps: the captured outputs of the ranks with local[r] set
+// (this process's ranks: in multi-process mode every process checks its own rank).
 CheckResult checkEpx(const BenchShape& s, const EpxRunSpec& spec,
                      const std::vector<epx::ref::RankRouting>& routing,
-                     const std::vector<EpxCapture>& caps, uint64_t checkSeed);
+                     const std::vector<EpxCapture>& caps, uint64_t checkSeed, const std::vector<bool>& local);
 
 }  // namespace epxbench

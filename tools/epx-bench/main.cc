@@ -1,13 +1,18 @@
 // epx-bench: times epx EP dispatch/combine on the local GPUs (one thread and one NCCL communicator
 // per GPU) against a plain NCCL all-to-all dispatcher and the NVLink peer-copy ceiling measured in
 // the same run, and checks every configuration against the CPU reference. See docs/bench.md.
+// Multi-process mode (EPX_MP_SIZE / EPX_MP_RANK / EPX_MP_ID_FILE, scripts/fake-nodes.sh): one rank
+// per process, ranks on (fake) NCCL nodes; rank 0 prints, every rank checks its own outputs; the
+// NVLink ceiling is skipped; with EPX_GIN_EMU_GBPS a network floor is printed.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,11 +30,11 @@
 namespace epxbench {
 namespace {
 
-constexpr int kMaxRanks = 8;        // one NVLink domain in this release
+constexpr int kMaxRanks = 8;        // single process: one NVLink domain in this release
 constexpr int kCeilingFewCtas = 24;
 
 RoutingInfo describe(RoutingKind kind, const BenchShape& s, const std::vector<epx::ref::RankRouting>& routing) {
-  RoutingInfo info{kind, routingDescription(kind, s), trafficOf(s, routing), {}, {}, {}, 0, 0};
+  RoutingInfo info{kind, routingDescription(kind, s), trafficOf(s, routing), {}, {}, {}, 0, 0, {}};
   const double row16 = 2.0 * s.hidden, row8 = s.hidden % 128 ? 0.0 : s.hidden + s.hidden / 128 * 4.0;
   double recv = 0, remote = 0, maxRemote = 0;
   for (int d = 0; d < s.nRanks; ++d) {
@@ -46,6 +51,39 @@ RoutingInfo describe(RoutingKind kind, const BenchShape& s, const std::vector<ep
   return info;
 }
 
+// Rows between ranks of different nodes (node = rank / ranksPerNode): max over ranks of
+// max(rows out, rows in), as bytes and as time at the NIC rate plus one latency.
+NetFloor netFloor(const BenchShape& s, const Traffic& t, int ranksPerNode, const Options& opt) {
+  NetFloor f;
+  if (opt.netGBps <= 0) return f;
+  f.on = true;
+  double maxRows = 0;
+  for (int a = 0; a < s.nRanks; ++a) {
+    int64_t out = 0, in = 0;
+    for (int b = 0; b < s.nRanks; ++b)
+      if (a / ranksPerNode != b / ranksPerNode) {
+        out += t.at(a, b);
+        in += t.at(b, a);
+      }
+    maxRows = std::max(maxRows, double(std::max(out, in)));
+  }
+  const double row16 = 2.0 * s.hidden, row8 = s.hidden % 128 ? 0.0 : s.hidden + s.hidden / 128 * 4.0;
+  f.bytes16 = maxRows * row16;
+  f.bytes8 = maxRows * row8;
+  f.bytesComb = f.bytes16;
+  auto us = [&](double bytes) { return bytes > 0 ? bytes / (opt.netGBps * 1e3) + opt.netLatencyUs : 0.0; };
+  f.us16 = us(f.bytes16);
+  f.us8 = us(f.bytes8);
+  f.usComb = us(f.bytesComb);
+  return f;
+}
+
+std::string rankList(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ",") + std::to_string(r);
+  return s;
+}
+
 int run(const Options& opt) {
   int nDev = 0;
   const cudaError_t e = cudaGetDeviceCount(&nDev);
@@ -59,44 +97,108 @@ int run(const Options& opt) {
     std::printf("epx-bench: no CUDA GPU on this machine; nothing to run\n");
     return 0;
   }
-  if (nDev == 1) {
-    std::printf("epx-bench: found 1 CUDA GPU; expert-parallel dispatch/combine needs >= 2 GPUs; nothing to run\n");
-    return 0;
-  }
-  int n = opt.gpus ? opt.gpus : std::min(nDev, kMaxRanks);
-  if (n < 2 || n > nDev || n > kMaxRanks) {
-    std::fprintf(stderr, "epx-bench: --gpus %d: need 2..%d and at most the %d local GPUs\n", n, kMaxRanks, nDev);
+  // One process per rank (EPX_MP_SIZE / EPX_MP_RANK / EPX_MP_ID_FILE, scripts/fake-nodes.sh), or all
+  // ranks in this process, one per GPU.
+  epx::testing::MpEnv mpe;
+  try {
+    mpe = epx::testing::mpEnv();
+  } catch (const std::exception& ex) {
+    std::fprintf(stderr, "epx-bench: %s\n", ex.what());
     return 2;
+  }
+  const bool mp = mpe.enabled;
+  int n = 0;
+  if (mp) {
+    n = mpe.size;
+    if (opt.gpus && opt.gpus != n) {
+      std::fprintf(stderr, "epx-bench: --gpus %d, but the job has EPX_MP_SIZE=%d ranks\n", opt.gpus, n);
+      return 2;
+    }
+  } else {
+    n = opt.gpus ? opt.gpus : std::min(nDev, kMaxRanks);
+    if (n < 1 || n > nDev || n > kMaxRanks) {
+      std::fprintf(stderr, "epx-bench: --gpus %d: need 1..%d and at most the %d local GPUs\n", n, kMaxRanks, nDev);
+      return 2;
+    }
   }
   if (opt.experts % n) {
     std::fprintf(stderr, "epx-bench: --experts %d is not a multiple of the %d ranks\n", opt.experts, n);
     return 2;
   }
+  int ranksPerNode = opt.ranksPerNode;
+  if (!ranksPerNode) {
+    const char* v = std::getenv("EPX_MP_RANKS_PER_NODE");
+    ranksPerNode = !mp ? n : v && *v ? std::max(1, std::atoi(v)) : 1;
+  }
   const BenchShape s{n, opt.tokens, opt.hidden, opt.topk, opt.experts};
   const bool fp8 = s.hidden % 128 == 0;
+  const bool printer = !mp || mpe.rank == 0;  // rank 0 prints the tables; every rank checks
 
-  Report rep(opt);
-  rep.printSystem(n);
-  if (!opt.gpus && nDev > kMaxRanks)
+  Report rep(opt, printer);
+  rep.printSystem(Placement{n, mp, ranksPerNode, nDev});
+  if (!mp && !opt.gpus && nDev > kMaxRanks)
     rep.note("using GPUs 0.." + std::to_string(kMaxRanks - 1) + " of " + std::to_string(nDev) + " (--gpus to choose)");
 
-  // Routing: one draw for the timed loops, a fresh one for the correctness check.
+  // Routing: one draw for the timed loops, a fresh one for the correctness check (the same in
+  // every process: it depends only on the options).
   std::vector<std::vector<epx::ref::RankRouting>> timed, check;
   std::vector<RoutingInfo> infos;
   for (RoutingKind k : opt.routings) {
     timed.push_back(makeRouting(k, s, opt.seed));
     check.push_back(makeRouting(k, s, opt.seed + 7777));
     infos.push_back(describe(k, s, timed.back()));
+    infos.back().net = netFloor(s, infos.back().traffic, ranksPerNode, opt);
   }
   const uint64_t timedData = opt.seed * 3 + 1, checkData = opt.seed * 3 + 2;
   rep.printConditions(s, infos);
+  rep.printNetFloor(infos, ranksPerNode);
   if (!fp8) rep.note("hidden is not a multiple of 128: FP8 dispatch not measured");
+  if (mp && n > nDev) {
+    cudaDeviceProp p{};
+    BENCH_CUDA(cudaGetDeviceProperties(&p, 0));
+    const int perGpu = (n + nDev - 1) / nDev;
+    for (int sms : opt.sms) {
+      if (sms == 0)
+        rep.note("SM budget 0 (analytic) sizes each rank's kernels as if the GPU were its own; " + std::to_string(perGpu) +
+                 " ranks share each GPU here");
+      else if (sms * perGpu > p.multiProcessorCount)
+        rep.note("SM budget " + std::to_string(sms) + " x " + std::to_string(perGpu) + " ranks per GPU = " +
+                 std::to_string(sms * perGpu) + " CTAs > " + std::to_string(p.multiProcessorCount) +
+                 " SMs: kernels that need all their CTAs resident at once may stall");
+    }
+  }
 
-  epx::testing::MultiGpu mg(n);
+  std::unique_ptr<epx::testing::MultiGpu> mgp;
+  try {
+    mgp = mp ? std::make_unique<epx::testing::MultiGpu>(mpe) : std::make_unique<epx::testing::MultiGpu>(n);
+  } catch (const std::exception& ex) {
+    std::fprintf(stderr, "epx-bench: cannot set up the ranks: %s\n", ex.what());
+    return 2;
+  }
+  epx::testing::MultiGpu& mg = *mgp;
+  std::vector<bool> local(size_t(n), false);
+  for (int r : mg.localRanks()) local[size_t(r)] = true;
+  // Per-rank value of the local ranks, completed with the other processes' (collective).
+  auto gather = [&](const std::function<double(int)>& value) {
+    std::vector<double> v(size_t(n), 0.0);
+    for (int r : mg.localRanks()) v[size_t(r)] = value(r);
+    return mg.gatherPerRank(v);
+  };
+  auto ranksWhere = [&](const std::vector<double>& v) {
+    std::vector<int> out;
+    for (int r = 0; r < n; ++r)
+      if (v[size_t(r)] != 0) out.push_back(r);
+    return out;
+  };
   bool failed = false;
 
   // 1. NVLink peer-copy ceiling with the remote bytes of the first routing's BF16 dispatch.
-  if (opt.ceiling) {
+  if (opt.ceiling && mp) {
+    rep.note("NVLink peer-copy ceiling skipped: the ranks are separate processes on separate NCCL nodes (fake nodes),");
+    rep.note("  with no NVLink peer path between them (LB% not computed); the NCCL all-to-all still runs, through the net plugin");
+  } else if (opt.ceiling && n < 2) {
+    rep.note("NVLink peer-copy ceiling skipped: 1 rank has no peer");
+  } else if (opt.ceiling) {
     std::vector<size_t> bytes(size_t(n) * n, 0);
     for (int a = 0; a < n; ++a)
       for (int b = 0; b < n; ++b)
@@ -134,15 +236,27 @@ int run(const Options& opt) {
       });
       BaselineSummary& b = base[i];
       b.measured = true;
-      for (const auto& r : br) {
-        b.dispUs = std::max(b.dispUs, r.dispatchUs);
-        b.fp8Us = std::max(b.fp8Us, r.fp8DispatchUs);
-        b.combUs = std::max(b.combUs, r.combineUs);
-        b.checked = b.checked || r.checked;
-        if (!r.ok) {
-          b.ok = false;
-          if (b.msg.empty()) b.msg = r.checkMsg;
+      const auto disp = gather([&](int r) { return br[r].dispatchUs; });
+      const auto d8 = gather([&](int r) { return br[r].fp8DispatchUs; });
+      const auto comb = gather([&](int r) { return br[r].combineUs; });
+      const auto checked = gather([&](int r) { return br[r].checked ? 1.0 : 0.0; });
+      const auto bad = gather([&](int r) { return br[r].ok ? 0.0 : 1.0; });
+      for (int r = 0; r < n; ++r) {
+        b.dispUs = std::max(b.dispUs, disp[r]);
+        b.fp8Us = std::max(b.fp8Us, d8[r]);
+        b.combUs = std::max(b.combUs, comb[r]);
+        b.checked = b.checked || checked[r] != 0;
+      }
+      for (int r : mg.localRanks())
+        if (!br[r].ok) {
+          if (b.msg.empty()) b.msg = br[r].checkMsg;
+          if (!printer) std::fprintf(stderr, "epx-bench: baseline check FAILED: %s\n", br[r].checkMsg.c_str());
         }
+      const auto badRanks = ranksWhere(bad);
+      if (!badRanks.empty()) {
+        b.ok = false;
+        if (b.msg.empty()) b.msg = "rank(s) " + rankList(badRanks) + " (see their logs)";
+        else if (mp) b.msg += " [failing ranks: " + rankList(badRanks) + "]";
       }
       failed = failed || !b.ok;
       rep.printBaseline(infos[i], b);
@@ -153,11 +267,12 @@ int run(const Options& opt) {
   rep.printEpxHeader();
   for (int sms : opt.sms) {
     std::vector<ncclEpGroup_t> groups(n, nullptr);
-    std::vector<int> used(n, 0);
+    std::vector<int> usedLocal(n, 0);
     mg.run([&](const epx::testing::RankContext& ctx) {
       groups[ctx.rank] = createGroup(ctx, s, sms, fp8);
-      BENCH_EP(ncclEpGroupGetSmCount(groups[ctx.rank], &used[ctx.rank]));
+      BENCH_EP(ncclEpGroupGetSmCount(groups[ctx.rank], &usedLocal[ctx.rank]));
     });
+    const auto used = gather([&](int r) { return double(usedLocal[r]); });
     for (int layout : opt.layouts) {
       // Window (zero-copy) buffers exist for the deduplicated layout only.
       const std::vector<int> bufferModes = layout == ncclEpLayoutDeduplicated ? opt.buffers : std::vector<int>{0};
@@ -194,6 +309,14 @@ int run(const Options& opt) {
               BENCH_EP(ncclEpGroupGetAsyncError(groups[r], &ae, msg, sizeof(msg)));
               if (ae != ncclSuccess) asyncErr[r] = std::string(ncclGetErrorString(ae)) + ": " + msg;
             });
+            CheckResult cres;
+            if (opt.check) cres = checkEpx(s, spec, check[i], caps, checkData, local);
+            const auto layoutUs = gather([&](int r) { return times[r].layoutUs; });
+            const auto bf16Us = gather([&](int r) { return times[r].bf16Us; });
+            const auto fp8Us = gather([&](int r) { return times[r].fp8Us; });
+            const auto combUs = gather([&](int r) { return times[r].combineUs; });
+            const auto asyncBad = gather([&](int r) { return asyncErr[r].empty() ? 0.0 : 1.0; });
+            const auto checkBad = gather([&](int) { return cres.ok ? 0.0 : 1.0; });
             EpxRow row;
             row.kind = infos[i].kind;
             row.layout = layout;
@@ -201,21 +324,27 @@ int run(const Options& opt) {
             row.align = spec.align;
             row.window = spec.window;
             row.smsReq = sms;
-            row.smsUsed = used[0];
+            row.smsUsed = int(used[0]);
             row.fp8 = fp8;
             std::string problems;
             for (int r = 0; r < n; ++r) {
-              row.layoutUs = std::max(row.layoutUs, times[r].layoutUs);
-              row.bf16Us = std::max(row.bf16Us, times[r].bf16Us);
-              row.fp8Us = std::max(row.fp8Us, times[r].fp8Us);
-              row.combUs = std::max(row.combUs, times[r].combineUs);
+              row.layoutUs = std::max(row.layoutUs, layoutUs[r]);
+              row.bf16Us = std::max(row.bf16Us, bf16Us[r]);
+              row.fp8Us = std::max(row.fp8Us, fp8Us[r]);
+              row.combUs = std::max(row.combUs, combUs[r]);
               if (used[r] != used[0]) problems = "ranks report different SM counts; ";
-              if (!asyncErr[r].empty()) problems += "rank " + std::to_string(r) + " async error: " + asyncErr[r] + "; ";
+              if (asyncBad[r] != 0)
+                problems += "rank " + std::to_string(r) + " async error: " +
+                            (local[r] ? asyncErr[r] : std::string("(see its log)")) + "; ";
             }
-            if (opt.check) {
-              const CheckResult cres = checkEpx(s, spec, check[i], caps, checkData);
-              if (!cres.ok) problems += cres.msg;
-            }
+            if (!cres.ok) problems += cres.msg;
+            const auto badChecks = ranksWhere(checkBad);
+            if (mp && !badChecks.empty()) problems += " [check failed on rank(s) " + rankList(badChecks) + "]";
+            if (!printer)
+              for (int r : mg.localRanks())
+                if (!asyncErr[r].empty() || !cres.ok)
+                  std::fprintf(stderr, "epx-bench: rank %d: %s %s: %s%s\n", r, routingName(row.kind), modeName(mode),
+                               asyncErr[r].c_str(), cres.msg.c_str());
             row.checked = opt.check || !problems.empty();
             row.ok = problems.empty();
             row.msg = problems;
@@ -229,7 +358,10 @@ int run(const Options& opt) {
     mg.run([&](const epx::testing::RankContext& ctx) { BENCH_EP(ncclEpGroupDestroy(groups[ctx.rank])); });
   }
 
-  std::printf("# result: %s\n", failed ? "FAILED (see the lines above)" : opt.check ? "all checks OK" : "not checked");
+  if (printer)
+    std::printf("# result: %s\n", failed ? "FAILED (see the lines above)" : opt.check ? "all checks OK" : "not checked");
+  else
+    std::printf("epx-bench: rank %d: %s\n", mpe.rank, failed ? "FAILED (see rank 0's table and the lines above)" : "OK");
   return failed ? 1 : 0;
 }
 

@@ -34,8 +34,9 @@ double CeilingSummary::smFewGBps() const { return gbps(bytesPerRank, smFewUs); }
 double CeilingSummary::smAllGBps() const { return gbps(bytesPerRank, smAllUs); }
 double CeilingSummary::bestGBps() const { return std::max({ceGBps(), smFewGBps(), smAllGBps()}); }
 
-Report::Report(const Options& opt) : opt_(opt) {
-  if (!opt.csv.empty()) {
+Report::Report(const Options& opt, bool printer) : opt_(opt), printer_(printer) {
+  floorCols_ = opt.netGBps > 0;
+  if (printer && !opt.csv.empty()) {
     csv_ = std::fopen(opt.csv.c_str(), "w");
     if (!csv_) {
       std::fprintf(stderr, "epx-bench: cannot write %s\n", opt.csv.c_str());
@@ -43,7 +44,7 @@ Report::Report(const Options& opt) : opt_(opt) {
     }
     std::fprintf(csv_,
                  "section,routing,layout,mode,sms_req,sms_used,op,time_us,logical_GBps,nvlink_GBps,"
-                 "baseline_us,speedup,check\n");
+                 "baseline_us,speedup,check,net_floor_us,time_over_floor\n");
   }
 }
 
@@ -51,27 +52,61 @@ Report::~Report() {
   if (csv_) std::fclose(csv_);
 }
 
-void Report::note(const std::string& line) { std::printf("# %s\n", line.c_str()); }
+void Report::note(const std::string& line) {
+  if (printer_) std::printf("# %s\n", line.c_str());
+}
 
-void Report::printSystem(int nGpus) {
+void Report::printSystem(const Placement& pl) {
+  if (!printer_) return;
   int rt = 0;
   BENCH_NCCL(ncclGetVersion(&rt));
   std::printf("# epx-bench: epx %d.%d.%d EP dispatch/combine over NVLink vs NCCL all-to-all and the peer-copy ceiling\n",
               EPX_VERSION_CODE / 100, EPX_VERSION_CODE / 10 % 10, EPX_VERSION_CODE % 10);
   std::printf("# NCCL: headers %s, runtime %s\n", ncclVersionText(NCCL_VERSION_CODE).c_str(),
               ncclVersionText(rt).c_str());
-  std::printf("# GPUs: %d rank(s), one thread and one NCCL communicator each\n", nGpus);
-  for (int d = 0; d < nGpus; ++d) {
+  if (pl.multiProcess)
+    std::printf("# ranks: %d, one process and one NCCL communicator each, %d rank(s) per NCCL node (%d node(s)); "
+                "rank r on GPU r %% %d\n",
+                pl.nRanks, pl.ranksPerNode, (pl.nRanks + pl.ranksPerNode - 1) / pl.ranksPerNode, pl.nDev);
+  else
+    std::printf("# GPUs: %d rank(s), one thread and one NCCL communicator each\n", pl.nRanks);
+  const int shown = pl.multiProcess ? std::min(pl.nRanks, pl.nDev) : pl.nRanks;
+  for (int d = 0; d < shown; ++d) {
     cudaDeviceProp p{};
     BENCH_CUDA(cudaGetDeviceProperties(&p, d));
     char bus[32] = {0};
     BENCH_CUDA(cudaDeviceGetPCIBusId(bus, sizeof(bus), d));
-    std::printf("#   rank %d: GPU %d %s, %d SMs, %.0f GiB, PCI %s\n", d, d, p.name, p.multiProcessorCount,
+    std::string who = "rank " + std::to_string(d);
+    if (pl.multiProcess && pl.nRanks > pl.nDev) {
+      const int k = (pl.nRanks - d + pl.nDev - 1) / pl.nDev;
+      who = "ranks " + std::to_string(d) + (k > 1 ? ", " + std::to_string(d + pl.nDev) : std::string()) +
+            (k > 2 ? ", ..." : "") + " (" + std::to_string(k) + ")";
+    }
+    std::printf("#   %s: GPU %d %s, %d SMs, %.0f GiB, PCI %s\n", who.c_str(), d, p.name, p.multiProcessorCount,
                 double(p.totalGlobalMem) / (1024.0 * 1024 * 1024), bus);
   }
 }
 
+void Report::printNetFloor(const std::vector<RoutingInfo>& routings, int ranksPerNode) {
+  if (!printer_ || !floorCols_) return;
+  std::printf("# network floor: NIC %.1f GB/s per direction per rank, %.1f us one-way latency (EPX_GIN_EMU_GBPS /\n"
+              "#   EPX_GIN_EMU_LATENCY_US or --net-gbps / --net-latency-us); rows between ranks on different nodes\n"
+              "#   (%d rank(s) per node), max over ranks of max(bytes out, bytes in), payload only; floor = bytes /\n"
+              "#   rate + latency. The epx table's last columns are time / floor (x).\n",
+              opt_.netGBps, opt_.netLatencyUs, ranksPerNode);
+  for (const auto& r : routings) {
+    auto part = [&](const char* op, double bytes, double us) {
+      std::printf("#   %-8s %-13s %9.2f MB -> floor %9.1f us\n", routingName(r.kind), op, bytes / 1e6, us);
+    };
+    part("BF16 dispatch", r.net.bytes16, r.net.us16);
+    if (opt_.hidden % 128 == 0) part("FP8 dispatch", r.net.bytes8, r.net.us8);
+    part("BF16 combine", r.net.bytesComb, r.net.usComb);
+  }
+  std::fflush(stdout);
+}
+
 void Report::printConditions(const BenchShape& s, const std::vector<RoutingInfo>& routings) {
+  if (!printer_) return;
   std::printf("# shape: %d tokens per rank, hidden %d, top-%d, %d experts (%d per rank), top-k ids %s, FP32 gate weights\n",
               s.tokens, s.hidden, s.topk, s.experts, s.expertsPerRank(), opt_.idx64 ? "int64" : "int32");
   for (const auto& r : routings) {
@@ -100,6 +135,7 @@ void Report::printConditions(const BenchShape& s, const std::vector<RoutingInfo>
 }
 
 void Report::printCeiling(const CeilingSummary& c, const std::vector<RoutingInfo>& routings) {
+  if (!printer_) return;
   std::printf("#\n# NVLink peer-copy ceiling: each rank copies the remote part of its BF16 dispatch (%s routing, %.1f MB\n"
               "#   per rank) to its peers, all ranks at once (both directions loaded); time per round, max over ranks\n",
               routings.empty() ? "-" : routingName(routings[0].kind), c.bytesPerRank / 1e6);
@@ -115,16 +151,17 @@ void Report::printCeiling(const CeilingSummary& c, const std::vector<RoutingInfo
     std::printf("# lower bound for BF16 dispatch, %s routing: %.1f MB at %.1f GB/s = %.1f us\n", routingName(r.kind),
                 r.maxRemoteBytes16 / 1e6, c.bestGBps(), r.lowerBoundUs);
   if (csv_) {
-    std::fprintf(csv_, "ceiling,,,,,,copy_engine,%.2f,,%.2f,,,\n", c.ceUs, c.ceGBps());
+    std::fprintf(csv_, "ceiling,,,,,,copy_engine,%.2f,,%.2f,,,,,\n", c.ceUs, c.ceGBps());
     if (c.p2p) {
-      std::fprintf(csv_, "ceiling,,,,%d,%d,sm_stores,%.2f,,%.2f,,,\n", c.smFew, c.smFew, c.smFewUs, c.smFewGBps());
-      std::fprintf(csv_, "ceiling,,,,%d,%d,sm_stores,%.2f,,%.2f,,,\n", c.smAll, c.smAll, c.smAllUs, c.smAllGBps());
+      std::fprintf(csv_, "ceiling,,,,%d,%d,sm_stores,%.2f,,%.2f,,,,,\n", c.smFew, c.smFew, c.smFewUs, c.smFewGBps());
+      std::fprintf(csv_, "ceiling,,,,%d,%d,sm_stores,%.2f,,%.2f,,,,,\n", c.smAll, c.smAll, c.smAllUs, c.smAllGBps());
     }
   }
   std::fflush(stdout);
 }
 
 void Report::printBaselineHeader() {
+  if (!printer_) return;
   std::printf("#\n# NCCL all-to-all dispatcher: route + permute kernels, count exchange (grouped ncclSend/ncclRecv of\n"
               "#   ints) + stream sync, grouped ncclSend/ncclRecv of deduplicated rows; combine: grouped\n"
               "#   ncclSend/ncclRecv back + weighted unpermute (FP32 accumulation, BF16 out); identity expert\n");
@@ -136,6 +173,7 @@ void Report::printBaselineHeader() {
 }
 
 void Report::printBaseline(const RoutingInfo& r, const BaselineSummary& b) {
+  if (!printer_) return;
   auto cols = [&](double us, const OpBytes& by) {
     if (us <= 0) {
       std::printf(" %9s %9s %9s |", "n/a", "n/a", "n/a");
@@ -157,19 +195,28 @@ void Report::printBaseline(const RoutingInfo& r, const BaselineSummary& b) {
 }
 
 void Report::printEpxHeader() {
+  if (!printer_) return;
   std::printf("#\n# epx (speedup = NCCL all-to-all time / epx time, same routing; LB%% = lower bound / BF16 dispatch time;\n"
               "#   dedup-win: outputs in the group's window (zero-copy dispatch, pull combine), dedup-usr: own buffers)\n");
-  std::printf("# %-8s %-9s %-8s %7s %8s | %-24s | %-24s | %-24s | %-20s | %5s |\n", "routing", "layout", "mode", "SMs",
+  if (floorCols_)
+    std::printf("#   time / net floor: each op's time over its network floor (see above); check is the last column\n");
+  std::printf("# %-8s %-9s %-8s %7s %8s | %-24s | %-24s | %-24s | %-20s | %5s |", "routing", "layout", "mode", "SMs",
               "layout", "BF16 dispatch", "FP8 dispatch", "BF16 combine", "speedup vs NCCL a2a", "");
-  std::printf("# %-8s %-9s %-8s %7s %8s | %8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %6s %6s %6s | %5s | %s\n", "", "", "",
+  if (floorCols_) std::printf(" %-20s |", "time / net floor");
+  std::printf("\n# %-8s %-9s %-8s %7s %8s | %8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %6s %6s %6s | %5s |", "", "", "",
               "req/use", "time(us)", "time(us)", "logic", "nvlink", "time(us)", "logic", "nvlink", "time(us)", "logic",
-              "nvlink", "bf16", "fp8", "comb", "LB%", "check");
-  std::printf("# %-8s %-9s %-8s %7s %8s | %8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %6s %6s %6s | %5s |\n", "", "", "", "",
+              "nvlink", "bf16", "fp8", "comb", "LB%");
+  if (floorCols_) std::printf(" %6s %6s %6s |", "bf16", "fp8", "comb");
+  std::printf(" %s\n", "check");
+  std::printf("# %-8s %-9s %-8s %7s %8s | %8s %7s %7s | %8s %7s %7s | %8s %7s %7s | %6s %6s %6s | %5s |", "", "", "", "",
               "", "", "(GB/s)", "(GB/s)", "", "(GB/s)", "(GB/s)", "", "(GB/s)", "(GB/s)", "(x)", "(x)", "(x)", "");
+  if (floorCols_) std::printf(" %6s %6s %6s |", "(x)", "(x)", "(x)");
+  std::printf("\n");
   std::fflush(stdout);
 }
 
 void Report::printEpx(const EpxRow& row, const RoutingInfo& r, const BaselineSummary* b) {
+  if (!printer_) return;
   char sms[32];
   std::snprintf(sms, sizeof(sms), "%d/%d", row.smsReq, row.smsUsed);
   std::printf("  %-8s %-9s %-8s %7s %8.1f |", routingName(row.kind), layoutLabel(row).c_str(), modeName(row.mode), sms,
@@ -195,20 +242,31 @@ void Report::printEpx(const EpxRow& row, const RoutingInfo& r, const BaselineSum
   sp(hb ? b->combUs : 0, row.combUs);
   if (r.lowerBoundUs > 0 && row.bf16Us > 0) std::printf(" | %5.0f |", 100.0 * r.lowerBoundUs / row.bf16Us);
   else std::printf(" | %5s |", "-");
+  if (floorCols_) {
+    auto fl = [](double us, double floorUs) {
+      const double x = us / floorUs;
+      if (us > 0 && floorUs > 0) std::printf(x < 100 ? " %6.2f" : x < 1000 ? " %6.1f" : " %6.0f", x);
+      else std::printf(" %6s", "-");
+    };
+    fl(row.bf16Us, r.net.us16);
+    fl(row.fp8 ? row.fp8Us : 0, r.net.us8);
+    fl(row.combUs, r.net.usComb);
+    std::printf(" |");
+  }
   std::printf(" %s\n", checkText(row.checked, row.ok));
   if (row.checked && !row.ok) std::printf("#   check FAILED: %s\n", row.msg.c_str());
 
   const char* chk = checkText(row.checked, row.ok);
   const char* rn = routingName(row.kind);
   csvRow("epx", rn, &row, "layout", row.layoutUs, OpBytes{}, 0, chk);
-  csvRow("epx", rn, &row, "dispatch_bf16", row.bf16Us, r.bf16, hb ? b->dispUs : 0, chk);
-  if (row.fp8) csvRow("epx", rn, &row, "dispatch_fp8", row.fp8Us, r.fp8, hb ? b->fp8Us : 0, chk);
-  csvRow("epx", rn, &row, "combine_bf16", row.combUs, r.combine, hb ? b->combUs : 0, chk);
+  csvRow("epx", rn, &row, "dispatch_bf16", row.bf16Us, r.bf16, hb ? b->dispUs : 0, chk, r.net.us16);
+  if (row.fp8) csvRow("epx", rn, &row, "dispatch_fp8", row.fp8Us, r.fp8, hb ? b->fp8Us : 0, chk, r.net.us8);
+  csvRow("epx", rn, &row, "combine_bf16", row.combUs, r.combine, hb ? b->combUs : 0, chk, r.net.usComb);
   std::fflush(stdout);
 }
 
 void Report::csvRow(const std::string& section, const char* routing, const EpxRow* row, const char* op,
-                    double us, const OpBytes& bytes, double baselineUs, const char* check) {
+                    double us, const OpBytes& bytes, double baselineUs, const char* check, double floorUs) {
   if (!csv_) return;
   std::fprintf(csv_, "%s,%s,", section.c_str(), routing);
   if (row) std::fprintf(csv_, "%s,%s,%d,%d,", layoutLabel(*row).c_str(), modeName(row->mode), row->smsReq, row->smsUsed);
@@ -218,7 +276,9 @@ void Report::csvRow(const std::string& section, const char* routing, const EpxRo
   else std::fprintf(csv_, ",,");
   if (baselineUs > 0) std::fprintf(csv_, "%.2f,%.3f,", baselineUs, ratio(baselineUs, us));
   else std::fprintf(csv_, ",,");
-  std::fprintf(csv_, "%s\n", check);
+  std::fprintf(csv_, "%s,", check);
+  if (floorUs > 0 && us > 0) std::fprintf(csv_, "%.2f,%.3f\n", floorUs, us / floorUs);
+  else std::fprintf(csv_, ",\n");
   std::fflush(csv_);
 }
 

@@ -16,6 +16,14 @@ struct OpBytes {
   double nvlink = 0;   // rows from/to other ranks only
 };
 
+// Network floor: the bytes that must cross the network (rows between ranks on different nodes),
+// max over ranks of max(bytes out, bytes in), at the NIC line rate, plus one one-way latency.
+struct NetFloor {
+  bool on = false;
+  double bytes16 = 0, bytes8 = 0, bytesComb = 0;  // payload bytes (rows x row bytes)
+  double us16 = 0, us8 = 0, usComb = 0;           // 0: no network bytes
+};
+
 struct RoutingInfo {
   RoutingKind kind;
   std::string description;
@@ -23,6 +31,15 @@ struct RoutingInfo {
   OpBytes bf16, fp8, combine;  // per rank, mean over ranks
   double maxRemoteBytes16 = 0;  // max over ranks of max(remote bytes in, out) for BF16 dispatch
   double lowerBoundUs = 0;      // maxRemoteBytes16 at the best measured peer-copy rate (0: unknown)
+  NetFloor net;
+};
+
+// Where the ranks run (printed by printSystem).
+struct Placement {
+  int nRanks = 0;
+  bool multiProcess = false;
+  int ranksPerNode = 0;  // ranks per (fake) NCCL node; nRanks in single-process mode
+  int nDev = 0;          // GPUs visible to a process
 };
 
 struct CeilingSummary {
@@ -54,11 +71,13 @@ struct EpxRow {
   std::string msg;
 };
 
+// Prints only when `printer` (rank 0 in multi-process mode); the other ranks stay quiet.
 class Report {
  public:
-  explicit Report(const Options& opt);
+  Report(const Options& opt, bool printer);
   ~Report();
-  void printSystem(int nGpus);
+  void printSystem(const Placement& p);
+  void printNetFloor(const std::vector<RoutingInfo>& routings, int ranksPerNode);
   void printConditions(const BenchShape& s, const std::vector<RoutingInfo>& routings);
   void printCeiling(const CeilingSummary& c, const std::vector<RoutingInfo>& routings);
   void printBaselineHeader();
@@ -69,8 +88,10 @@ class Report {
 
  private:
   void csvRow(const std::string& section, const char* routing, const EpxRow* row, const char* op,
-              double us, const OpBytes& bytes, double baselineUs, const char* check);
+              double us, const OpBytes& bytes, double baselineUs, const char* check, double floorUs = 0);
   const Options& opt_;
+  bool printer_;
+  bool floorCols_ = false;  // epx rows carry time / network floor columns
   FILE* csv_ = nullptr;
 };
 

@@ -1,4 +1,5 @@
-// GPU check of libnccl-net-epx.so on one host: two processes, one GPU each, distinct NCCL_HOSTID,
+// GPU check of libnccl-net-epx.so on one host: two processes, one GPU each (or both on one GPU
+// under MPS: scripts/plugin-gpu-check.sh), distinct NCCL_HOSTID,
 // NCCL_NET_PLUGIN=<abs path>. Host collectives go through the EPX socket transport; GIN kernels go
 // through the EPX-ipc GIN backend. Each result is compared with a host reference.
 //   plugin_gpu_check <rank> <nranks> <id-file> [--no-gin | --gin-only]

@@ -281,6 +281,18 @@ class MultiGpu {
     return v;
   }
 
+  // One value per rank: the local ranks' entries from this process, the others' from theirs
+  // (collective in multi-process mode; single process: returned as given).
+  std::vector<double> gatherPerRank(std::vector<double> v) {
+    if (!mp_) return v;
+    if (v.size() != size_t(n_)) throw std::logic_error("gatherPerRank: need one value per rank");
+    std::vector<int64_t> bits(size_t(n_), 0);
+    for (int r : local_) std::memcpy(&bits[size_t(r)], &v[size_t(r)], sizeof(double));
+    bits = allReduceSum(bits);
+    for (int r = 0; r < n_; ++r) std::memcpy(&v[size_t(r)], &bits[size_t(r)], sizeof(double));
+    return v;
+  }
+
   // ncclCommAbort on the local communicators (a peer died: destroy would wait for it). The
   // destructor then leaves them alone. Nothing collective works afterwards.
   void abortComms() {
