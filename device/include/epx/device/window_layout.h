@@ -99,22 +99,22 @@ inline WindowLayout layoutWindow(const WindowShape& s) {
   wl.flags = region(uint64_t(kNumFlagKinds) * R * 4);
   wl.counts = region(uint64_t(2) * R * wl.countStride * 4);
   wl.countStage = region(s.hasGinPeers() ? R * wl.countStride * 4 : 0);
-  wl.recvX = region(rows * H * 2);
-  wl.recvScales = region(s.fp8 ? rows * (H / 128) * 4 : 0);
-  wl.recvIdx = region(rows * K * 4);
-  wl.recvWeights = region(rows * K * 4);
-  wl.recvInfo = region(rows * 2 * 4);
-  wl.recvPos = region(rows * K * 4);
+  // The six per-row arrays of dispatch, for n rows (receive side and GIN staging side alike).
+  auto rowArrays = [&](uint64_t n, uint64_t& x, uint64_t& scales, uint64_t& idx, uint64_t& weights, uint64_t& info,
+                       uint64_t& pos) {
+    x = region(n * H * 2);
+    scales = region(s.fp8 ? n * (H / 128) * 4 : 0);
+    idx = region(n * K * 4);
+    weights = region(n * K * 4);
+    info = region(n * 2 * 4);
+    pos = region(n * K * 4);
+  };
+  rowArrays(rows, wl.recvX, wl.recvScales, wl.recvIdx, wl.recvWeights, wl.recvInfo, wl.recvPos);
   wl.combineX = region(rows * wl.combineRowBytes);  // BF16 rows in place; FP32 staging (exact combine)
   wl.combineRecv = region(rows * wl.combineRowBytes);
   wl.combineRecvW = region(rows * K * 4);
   wl.combineStageW = region(s.hasGinPeers() ? rows * K * 4 : 0);
-  wl.stageX = region(stageRows * H * 2);
-  wl.stageScales = region(s.fp8 ? stageRows * (H / 128) * 4 : 0);
-  wl.stageIdx = region(stageRows * K * 4);
-  wl.stageWeights = region(stageRows * K * 4);
-  wl.stageInfo = region(stageRows * 2 * 4);
-  wl.stagePos = region(stageRows * K * 4);
+  rowArrays(stageRows, wl.stageX, wl.stageScales, wl.stageIdx, wl.stageWeights, wl.stageInfo, wl.stagePos);
   wl.totalBytes = alignUp(off, kWindowTotalAlign);
   return wl;
 }
