@@ -30,6 +30,11 @@
 # When a rank fails (non-zero exit), the others get EPX_FAKE_NODES_GRACE_S (default 15) seconds to
 # finish, then SIGTERM, then SIGKILL. Exit status: 0 all ranks exited 0; 77 all ranks exited 77
 # (skipped, e.g. no GPU); 124 the time limit was hit; 1 otherwise; 2 bad usage.
+#
+# When the time limit is hit, every rank still running gets SIGUSR1 first: epx's test and bench
+# binaries then write their main thread's stack and current phase to their log
+# (host/testing/include/epx/testing/stack_dump.h); 2 s later they are killed. (cuda-gdb cannot
+# attach under MPS.)
 set -u
 
 usage() { sed -n '2,/^set -u/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 2; }
@@ -135,6 +140,12 @@ kill_all() {  # signal every rank still running
   local sig=$1 r
   for ((r = 0; r < n; ++r)); do [ -z "${rc[$r]}" ] && kill -"$sig" "${pid[$r]}" 2>/dev/null; done
 }
+# Ask the ranks still running for their stacks (see the header), then give them 2 s to write them.
+dump_stacks() {
+  kill_all USR1
+  sleep 2
+  say "stacks of the ranks still running: in their logs, after '==== SIGUSR1'"
+}
 interrupted=0
 on_signal() { interrupted=1; kill_all TERM; sleep 2; kill_all KILL; }
 trap on_signal INT TERM
@@ -163,6 +174,7 @@ while [ "$left" -gt 0 ]; do
     if awk -v a="$t" -v b="$t0" -v l="$limit" 'BEGIN{exit !(a - b > l)}'; then
       timed_out=1; killed_at=$t
       say "time limit ${limit} s reached: killing the $left rank(s) still running"
+      dump_stacks
       kill_all TERM
     elif [ -n "$first_fail" ] && awk -v a="$t" -v b="$first_fail" -v l="$grace" 'BEGIN{exit !(a - b > l)}'; then
       killed_at=$t

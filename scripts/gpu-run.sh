@@ -16,10 +16,20 @@
 # iterations 1000 -> 100, the DeepSeek-V3 case at 1024 instead of 4096 tokens/rank, zero-copy large
 # shape 1024 -> 256 tokens/rank; nothing else is left out). Each step has its own time limit, and
 # all of them together at most EPX_FAKENODES_BUDGET_S (default 540) s; a step that no longer fits
-# is reported as skipped. Extra arguments go to epx-bench.
+# is reported as skipped; EPX_FAKENODES_STEPS picks steps (see below). At the time limit of a
+# multi-process step, the ranks still running print their main-thread stack into their logs
+# (fake-nodes.sh, SIGUSR1). Extra arguments go to epx-bench.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
+# EPX_PACK_LOGS=1 (for the device tool, which brings back at most 8 files): at exit everything
+# under $OUT except the summaries is packed into $OUT/logs.tgz (tar xzf logs.tgz to read it).
+pack_logs() {
+  local t; t=$(mktemp /tmp/epx-logs.XXXXXX.tgz)
+  (cd "$OUT" && tar czf "$t" --exclude='*summary*.txt' --exclude=logs.tgz . && mv "$t" logs.tgz &&
+     find . -mindepth 1 -maxdepth 1 ! -name logs.tgz ! -name '*summary*.txt' -exec rm -rf {} +)
+}
+[ "${EPX_PACK_LOGS:-0}" = 1 ] && trap pack_logs EXIT
 what=${1:-all}; shift || true
 PIPNCCL=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib
 export LD_LIBRARY_PATH=$PWD/.devbuild/lib:$PIPNCCL:${LD_LIBRARY_PATH:-}
@@ -79,15 +89,19 @@ if [[ $what == fakenodes ]]; then
     return $r
   }
   bench_args=("$@")
-  step "ep suite, 1 rank (single process)" 60 ep1
-  step "ep suite, 2 fake nodes" 60 epn 2
-  step "ep suite, 4 fake nodes" 80 epn 4
-  step "ep suite, 8 fake nodes" 110 epn 8
-  step "dead peer, exact mode, 2 fake nodes" 30 dead 2 exact
-  step "dead peer, capacity mode, 4 fake nodes" 35 dead 4 capacity
-  step "epx-bench, 2 fake nodes" 50 bench 2
-  step "epx-bench, 4 fake nodes" 60 bench 4
-  step "epx-bench, 8 fake nodes" 90 bench 8
+  # EPX_FAKENODES_STEPS: comma-separated subset of ep1,ep2,ep4,ep8,dead2,dead4,bench2,bench4,bench8
+  # (default: all, in this order).
+  steps=",${EPX_FAKENODES_STEPS:-ep1,ep2,ep4,ep8,dead2,dead4,bench2,bench4,bench8},"
+  want() { [[ $steps == *",$1,"* ]]; }
+  want ep1 && step "ep suite, 1 rank (single process)" 90 ep1
+  want ep2 && step "ep suite, 2 fake nodes" 200 epn 2
+  want ep4 && step "ep suite, 4 fake nodes" 240 epn 4
+  want ep8 && step "ep suite, 8 fake nodes" 300 epn 8
+  want dead2 && step "dead peer, exact mode, 2 fake nodes" 30 dead 2 exact
+  want dead4 && step "dead peer, capacity mode, 4 fake nodes" 40 dead 4 capacity
+  want bench2 && step "epx-bench, 2 fake nodes" 150 bench 2
+  want bench4 && step "epx-bench, 4 fake nodes" 200 bench 4
+  want bench8 && step "epx-bench, 8 fake nodes" 250 bench 8
   echo "fakenodes: total $(( $(date +%s) - t_start )) s; logs in $L" | tee -a "$S"
   for f in "$L"/bench-mp*.table.txt; do [ -e "$f" ] && { echo "== $f"; grep -v '^epx_ep\|^$' "$f" | tail -25; }; done
   exit $rc

@@ -1,6 +1,8 @@
 // Harness of the GPU EP tests: see ep_harness.h.
 #include "ep_harness.h"
 
+#include "epx/testing/stack_dump.h"
+
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -125,11 +127,14 @@ ncclEpConfig_t makeConfig(const GroupSpec& g) {
 std::vector<ncclEpGroup_t> createGroups(const GroupSpec& g) {
   std::vector<ncclEpGroup_t> groups(nRanks(), nullptr);
   const ncclEpConfig_t cfg = makeConfig(g);
+  epx::testing::setPhase("ncclEpGroupCreate");
   gpus().run([&](const RankContext& c) { EPX_CHECK_EP(ncclEpGroupCreate(c.comm, &cfg, &groups[c.rank])); });
+  epx::testing::setPhase("between calls");
   return groups;
 }
 
 void destroyGroups(std::vector<ncclEpGroup_t>& groups) {
+  epx::testing::setPhase("ncclEpGroupDestroy");
   gpus().run([&](const RankContext& c) {
     if (groups[c.rank]) EPX_CHECK_EP(ncclEpGroupDestroy(groups[c.rank]));
     groups[c.rank] = nullptr;
@@ -601,12 +606,16 @@ EpSession::EpSession(const CaseConfig& cfg, const std::vector<ncclEpGroup_t>* gr
   for (int r = 0; r < R; ++r) ranks_.push_back(std::make_unique<RankState>(*this, r));
   results.resize(R);
   inputs.resize(R);
+  epx::testing::setPhase("handle create");
   gpus().run([&](const RankContext& c) { ranks_[c.rank]->createHandle(groups_[c.rank]); });
+  epx::testing::setPhase("between calls");
 }
 
 EpSession::~EpSession() {
   try {
+    epx::testing::setPhase("handle destroy");
     gpus().run([&](const RankContext& c) { ranks_[c.rank]->destroyHandle(); });
+    epx::testing::setPhase("between calls");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "epx tests: destroying a session failed: %s\n", e.what());
   }
@@ -662,6 +671,7 @@ void EpSession::randomData(Rng& rng) {
 }
 
 void EpSession::layout() {
+  epx::testing::setPhase("EpSession::layout (upload, enqueue, download)");
   gpus().run([&](const RankContext& c) {
     RankState& st = *ranks_[c.rank];
     st.uploadRouting(c, routing[c.rank]);
@@ -674,6 +684,7 @@ void EpSession::layout() {
 }
 
 void EpSession::dispatch() {
+  epx::testing::setPhase("EpSession::dispatch (upload, enqueue, download)");
   gpus().run([&](const RankContext& c) {
     RankState& st = *ranks_[c.rank];
     st.uploadTokens(c, inputs[c.rank]);
@@ -684,6 +695,7 @@ void EpSession::dispatch() {
 }
 
 void EpSession::combine() {
+  epx::testing::setPhase("EpSession::combine (upload, enqueue, download)");
   gpus().run([&](const RankContext& c) {
     RankState& st = *ranks_[c.rank];
     st.uploadCombineInputs(c, inputs[c.rank]);

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "ep_harness.h"
+#include "epx/testing/stack_dump.h"
 
 namespace {
 // Comms and groups live for the whole module; torn down after the last test.
@@ -26,6 +27,7 @@ struct GpuTeardown {
 BOOST_TEST_GLOBAL_FIXTURE(GpuTeardown);
 
 int main(int argc, char** argv) {
+  epx::testing::installStackDump();  // SIGUSR1: main-thread stack to stderr (fake-nodes.sh at its time limit)
   // Only the host_api suite selected (e.g. --run_test=host_api): no GPU needed.
   bool hostOnly = false;
   for (int i = 1; i < argc; ++i) {

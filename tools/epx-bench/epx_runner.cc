@@ -3,6 +3,7 @@
 
 #include "data.h"
 #include "randgen.h"
+#include "epx/testing/stack_dump.h"
 
 namespace epxbench {
 
@@ -15,7 +16,9 @@ ncclEpGroup_t createGroup(const epx::testing::RankContext& ctx, const BenchShape
   cfg.fp8Dispatch = fp8 ? 1 : 0;
   cfg.smBudget = sms;
   ncclEpGroup_t g = nullptr;
+  epx::testing::setPhase("ncclEpGroupCreate");
   BENCH_EP(ncclEpGroupCreate(ctx.comm, &cfg, &g));
+  epx::testing::setPhase("epx: after group create");
   return g;
 }
 
@@ -193,6 +196,7 @@ EpxTimes EpxRank::timed(const epx::testing::RankContext& ctx, const epx::ref::Ra
   BENCH_CUDA(cudaStreamSynchronize(st));
 
   const int total = m.opt.warmup + m.opt.iters;
+  epx::testing::setPhase("epx: timed loop (enqueue, then stream sync)");
   EventSeq ev(size_t(total) * 5);
   for (int it = 0; it < total; ++it) {
     const size_t e = size_t(it) * 5;
@@ -207,6 +211,7 @@ EpxTimes EpxRank::timed(const epx::testing::RankContext& ctx, const epx::ref::Ra
     ev.record(e + 4, st);
   }
   BENCH_CUDA(cudaStreamSynchronize(st));
+  epx::testing::setPhase("epx: after timed loop");
   std::vector<double> lay, d16, comb, d8;
   for (int it = m.opt.warmup; it < total; ++it) {
     const size_t e = size_t(it) * 5;

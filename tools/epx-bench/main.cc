@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "args.h"
+#include "epx/testing/stack_dump.h"
 #include "baseline.h"
 #include "check.h"
 #include "common.h"
@@ -369,6 +370,7 @@ int run(const Options& opt) {
 }  // namespace epxbench
 
 int main(int argc, char** argv) {
+  epx::testing::installStackDump();  // SIGUSR1: main-thread stack to stderr (fake-nodes.sh at its time limit)
   const epxbench::Options opt = epxbench::parseArgs(argc, argv);
   try {
     return epxbench::run(opt);
