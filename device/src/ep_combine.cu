@@ -205,7 +205,7 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_consta
     ses.waitArrivals(tr, kOpCombine, kPhaseCombineData, true, true, ginRows);
     if (!ses.abort) reduceTokens<false, WireRow>(a, tr, globalWarp, numWarps, lane, rows);
   }
-  if (gin) tr.flushGin();  // combineX / weights are the caller's again
+  if (gin) tr.completeGin();  // combineX / weights are the caller's again
   ses.end(tr, kOpCombine, ginRows);
 }
 

@@ -291,7 +291,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const __grid_const
       if (threadIdx.x == 0 && a.numRecvRows) *a.numRecvRows = r.totals->outRows;
     }
   }
-  if (gin) tr.flushGin();  // staging is reused by the next dispatch
+  if (gin) tr.completeGin();  // staging is reused by the next dispatch
   ses.end(tr, kOpDispatch, ginRows);
 }
 

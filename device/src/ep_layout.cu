@@ -216,7 +216,7 @@ __device__ void finalize(const LayoutArgs& a, int* smem, int badKeyValue) {
     }
     c.state->layoutSeq = seq;
   }
-  if (tr.hasGin()) tr.flushGin();  // the count stage is reused by the next layout
+  if (tr.hasGin()) tr.completeGin();  // the count stage is reused by the next layout
 }
 
 __global__ void __launch_bounds__(kLayoutChunk, 1) layoutKernel(const __grid_constant__ LayoutArgs a) {

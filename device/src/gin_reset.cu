@@ -1,4 +1,5 @@
-// Zeroes an EP group's GIN signals (all FlagKinds x source ranks) on every context.
+// Zeroes an EP group's GIN signals (all FlagKinds x source ranks) and its GIN completion counters
+// (one per CTA) on every context.
 #include <nccl_device.h>
 
 #include "epx/device/launch.h"
@@ -14,6 +15,8 @@ __global__ void resetGinSignalsKernel(const __grid_constant__ Common c) {
   for (int ctx = 0; ctx < c.ginContexts; ++ctx) {
     ncclGin gin(tr.devComm(), ctx);
     for (int id = blockIdx.x * blockDim.x + threadIdx.x; id < n; id += gridDim.x * blockDim.x) gin.resetSignal(id);
+    for (int id = blockIdx.x * blockDim.x + threadIdx.x; id < c.ginCounters; id += gridDim.x * blockDim.x)
+      gin.resetCounter(id);
   }
 }
 

@@ -14,7 +14,7 @@ LsaTeam lsaTeam(ncclComm_t comm) {
   return LsaTeam{t.nRanks, t.rank};
 }
 
-ncclResult_t devCommCreate(ncclComm_t comm, int ginSignals, void** out, int* ginContexts) {
+ncclResult_t devCommCreate(ncclComm_t comm, int ginSignals, int ginCounters, void** out, int* ginContexts) {
   auto* dc = new ncclDevComm_t;
   ncclDevCommRequirements_t reqs;
   std::memset(&reqs, 0, sizeof(reqs));  // 2.28.9 has no initializer macro
@@ -22,6 +22,7 @@ ncclResult_t devCommCreate(ncclComm_t comm, int ginSignals, void** out, int* gin
   // communicator would need a GIN backend that such machines may not have. Per-entry signals in
   // resourceRequirementsList are dropped by 2.28.9, so they are requested at the top level.
   reqs.ginSignalCount = ginSignals;
+  reqs.ginCounterCount = ginCounters;
   reqs.ginContextCount = 4;  // a hint in 2.28.9 (NCCL_GIN_NCONTEXTS decides, at most 4)
   ncclResult_t r = ncclDevCommCreate(comm, &reqs, dc);
   if (r != ncclSuccess) {

@@ -37,6 +37,7 @@ void releaseGroup(ncclEpGroup* g) {
   if (g->buffer) ncclMemFree(g->buffer);
   if (g->state) cudaFree(g->state);
   if (g->arrived) cudaFree(g->arrived);
+  if (g->ginPosted) cudaFree(g->ginPosted);
   if (g->error) cudaFreeHost(g->error);
   delete g;
 }
@@ -87,6 +88,8 @@ epx::dev::Common ncclEpGroup::common() const {
   if (devComm) epx::devCommCopy(devComm, c.devComm);
   c.state = state;
   c.arrived = arrived;
+  c.ginPosted = ginPosted;
+  c.ginCounters = ginCounters;
   c.error = errorDev;
   c.timeoutNs = 1000000LL * cfg.timeoutMs;
   return c;
@@ -173,8 +176,9 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
                 "no symmetric-memory support (needs CUDA P2P between all ranks, cuMem, NCCL_WIN_ENABLE=1)");
   }
   const bool network = g->lsaSize < g->nRanks;
-  if ((r = epx::devCommCreate(comm, network ? epx::dev::ginSignalCount(g->nRanks) : 0, &g->devComm, &g->ginContexts)) !=
-      ncclSuccess) {
+  g->ginCounters = network ? epx::dev::ginCounterCount(g->nCtas, g->cfg.maxTokensPerRank) : 0;
+  if ((r = epx::devCommCreate(comm, network ? epx::dev::ginSignalCount(g->nRanks) : 0, g->ginCounters, &g->devComm,
+                              &g->ginContexts)) != ncclSuccess) {
     g->devComm = nullptr;
     releaseGroup(g);
     return fail(r, network ? "ncclEpGroupCreate: ncclDevCommCreate with GIN failed: the ranks span " +
@@ -191,6 +195,8 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
       (ce = cudaMemset(g->state, 0, sizeof(epx::dev::GroupState))) != cudaSuccess ||
       (ce = cudaMalloc(&g->arrived, sizeof(uint32_t) * epx::dev::kNumOpKinds * g->nRanks)) != cudaSuccess ||
       (ce = cudaMemset(g->arrived, 0, sizeof(uint32_t) * epx::dev::kNumOpKinds * g->nRanks)) != cudaSuccess ||
+      (ce = cudaMalloc(&g->ginPosted, sizeof(uint64_t) * std::max(1, g->ginContexts * g->ginCounters))) != cudaSuccess ||
+      (ce = cudaMemset(g->ginPosted, 0, sizeof(uint64_t) * std::max(1, g->ginContexts * g->ginCounters))) != cudaSuccess ||
       (ce = cudaHostAlloc(&g->error, sizeof(epx::dev::AsyncError), cudaHostAllocMapped)) != cudaSuccess ||
       (ce = cudaHostGetDevicePointer(reinterpret_cast<void**>(&g->errorDev), g->error, 0)) != cudaSuccess ||
       (ce = cudaDeviceSynchronize()) != cudaSuccess) {
@@ -198,7 +204,7 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
     return fail(ncclUnhandledCudaError, cudaMsg("ncclEpGroupCreate: device state", ce));
   }
   std::memset(g->error, 0, sizeof(*g->error));
-  // GIN signal ids come from NCCL's pool and may hold a destroyed group's values: zero them, then
+  // GIN signal and counter ids come from NCCL's pools and may hold a destroyed group's values: zero them, then
   // wait until every rank did so before anyone may signal.
   if ((ce = epx::dev::launchResetGinSignals(g->common(), nullptr)) != cudaSuccess ||
       (ce = cudaDeviceSynchronize()) != cudaSuccess) {

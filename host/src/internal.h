@@ -21,6 +21,8 @@ struct ncclEpGroup {
   void* devComm = nullptr;          // ncclDevComm (opaque here; created in devcomm.cu)
   epx::dev::GroupState* state = nullptr;    // device memory
   uint32_t* arrived = nullptr;              // device memory [kNumOpKinds][nRanks]
+  uint64_t* ginPosted = nullptr;            // device memory [ginContexts][ginCounters] GIN puts posted per CTA
+  int ginCounters = 0;                      // GIN completion counters per context (one per CTA)
   epx::dev::AsyncError* error = nullptr;    // mapped pinned host memory
   epx::dev::AsyncError* errorDev = nullptr; // its device alias
   epx::dev::Common common() const;
@@ -49,7 +51,7 @@ struct LsaTeam {
 };
 LsaTeam lsaTeam(ncclComm_t comm);
 // ginSignals > 0 requests that many GIN signals (and so GIN); *ginContexts = contexts obtained.
-ncclResult_t devCommCreate(ncclComm_t comm, int ginSignals, void** devComm, int* ginContexts);
+ncclResult_t devCommCreate(ncclComm_t comm, int ginSignals, int ginCounters, void** devComm, int* ginContexts);
 // Copies the ncclDevComm into Common::devComm.
 void devCommCopy(const void* devComm, unsigned char* dst);
 ncclResult_t devCommDestroy(ncclComm_t comm, void* devComm);

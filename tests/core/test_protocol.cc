@@ -140,3 +140,33 @@ BOOST_AUTO_TEST_CASE(async_error_timeout_takes_precedence_over_bad_id) {
   BOOST_TEST(msg.find("token 17") != std::string::npos);  // the earlier bad id is kept
   BOOST_TEST(groupBroken(e));
 }
+
+BOOST_AUTO_TEST_CASE(gin_completion_counters) {
+  // One counter per CTA of the widest kernel that puts: dispatch/combine CTAs or layout chunks.
+  BOOST_TEST(dev::ginCounterCount(24, 4096) == 24);
+  BOOST_TEST(dev::ginCounterCount(4, 4096) == 8);  // 4096 tokens = 8 layout chunks of 512
+  BOOST_TEST(dev::ginCounterCount(1, 1) == 1);
+  BOOST_TEST(dev::ginCounterCount(16, 513) == 16);
+  BOOST_TEST(dev::ginCounterCount(1, 513) == 2);
+  // 56-bit rolling comparison, as NCCL's waitCounter: reached at and after the target, also
+  // across the 2^56 wrap; not reached before it.
+  const uint64_t wrap = uint64_t(1) << 56;
+  BOOST_TEST(dev::counterReached(5, 5));
+  BOOST_TEST(dev::counterReached(6, 5));
+  BOOST_TEST(!dev::counterReached(4, 5));
+  BOOST_TEST(dev::counterReached(2, wrap - 3));   // counter wrapped past the target
+  BOOST_TEST(!dev::counterReached(wrap - 4, wrap - 3));
+  BOOST_TEST(!dev::counterReached(wrap - 3, 2));  // target wrapped, counter not yet
+}
+
+BOOST_AUTO_TEST_CASE(async_error_gin_completion_timeout) {
+  dev::AsyncError e;
+  std::memset(&e, 0, sizeof(e));
+  e.timeoutClaim = 1;
+  e.timeout = dev::ErrorRecord{6, dev::kPhaseGinCompletion, -1, 2, dev::kTransportGin, 0, 48, 40};
+  std::string msg;
+  BOOST_TEST(describeAsyncError(e, 2000, &msg) == ncclRemoteError);
+  BOOST_TEST(msg.find("rank 2: timed out after 2000 ms in GIN completion") != std::string::npos);
+  BOOST_TEST(msg.find("48 of this rank's own GIN puts posted, only 40 completed") != std::string::npos);
+  BOOST_TEST(groupBroken(e));
+}

@@ -52,6 +52,12 @@ MultiGpu& gpus() {
 
 int nRanks() { return gpus().size(); }
 bool multiProcess() { return epx::testing::multiProcessRequested(); }
+
+boost::test_tools::assertion_result needsPeers(boost::unit_test::test_unit_id) {
+  boost::test_tools::assertion_result r(nRanks() >= 2);
+  r.message() << "needs >= 2 ranks (have " << nRanks() << ")";
+  return r;
+}
 bool isLocal(int rank) { return gpus().isLocal(rank); }
 const std::vector<int>& localRanks() { return gpus().localRanks(); }
 

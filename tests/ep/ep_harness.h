@@ -15,6 +15,8 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <boost/test/unit_test.hpp>
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -57,6 +59,8 @@ const std::vector<int>& localRanks();
 // EPX_TEST_QUICK=1: shorter case lists for slow configurations (many ranks on one GPU); each
 // suite says what it leaves out.
 bool quick();
+// Boost.Test precondition of cases that need a peer rank (a 1-rank group has none).
+boost::test_tools::assertion_result needsPeers(boost::unit_test::test_unit_id);
 // Destroys cached groups, then the communicators (end of the test module). After
 // abandonGpus() (a peer died, communicators aborted) it only forgets them.
 void shutdownGpus();

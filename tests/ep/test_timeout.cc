@@ -68,13 +68,6 @@ void runLonelyLayout(int mode) {
   destroyGroups(groups);
 }
 
-// A 1-rank group has no peer to wait for.
-boost::test_tools::assertion_result needsPeers(boost::unit_test::test_unit_id) {
-  boost::test_tools::assertion_result r(nRanks() >= 2);
-  r.message() << "needs >= 2 ranks (have " << nRanks() << ")";
-  return r;
-}
-
 }  // namespace
 
 // In multi-process mode the other ranks wait in MultiGpu::run's agreement step while rank 0 times

@@ -187,7 +187,7 @@ BOOST_AUTO_TEST_CASE(group_create_rejects_bad_configs) {
 // A config that differs between ranks (each value valid on its own) fails ncclEpGroupCreate on every
 // rank with ncclInvalidUsage and the same message, naming the field, both values and both ranks;
 // no rank goes on to allocate and register a window the others do not match.
-BOOST_AUTO_TEST_CASE(group_create_requires_the_same_config_on_every_rank) {
+BOOST_AUTO_TEST_CASE(group_create_requires_the_same_config_on_every_rank, *boost::unit_test::precondition(needsPeers)) {
   const int R = nRanks();
   struct Case {
     const char* field;

@@ -13,6 +13,7 @@ const char* phaseName(int phase) {
     case dev::kPhaseCombineReady: return "combine start";
     case dev::kPhaseCombineData: return "combine data";
     case dev::kPhaseBadExpertId: return "expert id check";
+    case dev::kPhaseGinCompletion: return "GIN completion";
     default: return "unknown phase";
   }
 }
@@ -22,11 +23,18 @@ ncclResult_t describeAsyncError(const dev::AsyncError& e, int timeoutMs, std::st
   char buf[512];
   if (e.timeout.code != 0) {
     const dev::ErrorRecord& t = e.timeout;
-    std::snprintf(buf, sizeof(buf),
-                  "rank %d: timed out after %d ms in %s waiting for peer rank %d over %s (expected %lld, saw %lld; "
-                  "the peer never arrived or died); the group must be destroyed",
-                  t.rank, timeoutMs, phaseName(t.phase), t.peer, t.transport == dev::kTransportGin ? "GIN" : "NVLink",
-                  t.detail0, t.detail1);
+    if (t.phase == dev::kPhaseGinCompletion)
+      std::snprintf(buf, sizeof(buf),
+                    "rank %d: timed out after %d ms in GIN completion: %lld of this rank's own GIN puts posted, only "
+                    "%lld completed locally (the network or NCCL's GIN proxy stalled, or a peer's connection was "
+                    "lost); the group must be destroyed",
+                    t.rank, timeoutMs, t.detail0, t.detail1);
+    else
+      std::snprintf(buf, sizeof(buf),
+                    "rank %d: timed out after %d ms in %s waiting for peer rank %d over %s (expected %lld, saw %lld; "
+                    "the peer never arrived or died); the group must be destroyed",
+                    t.rank, timeoutMs, phaseName(t.phase), t.peer, t.transport == dev::kTransportGin ? "GIN" : "NVLink",
+                    t.detail0, t.detail1);
     if (e.badId.code != 0) {
       const size_t n = std::char_traits<char>::length(buf);
       std::snprintf(buf + n, sizeof(buf) - n, "; earlier: token %lld had expert id %lld (slot dropped)", e.badId.detail0,

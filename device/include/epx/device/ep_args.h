@@ -32,7 +32,8 @@ enum WaitPhase : int {
   kPhaseCombineReady = 4,
   kPhaseCombineData = 5,
   kPhaseBadExpertId = 6,    // not a wait: invalid top-k id seen on the device
-  kNumPhases = 7
+  kPhaseGinCompletion = 7,  // this rank's own GIN puts were not completed locally (network/proxy stalled)
+  kNumPhases = 8
 };
 
 // How the stalled peer is reached (ErrorRecord::transport).
@@ -79,6 +80,8 @@ struct Common {
   int maxTokens, hidden, topk, numExperts, localExperts;
   GroupState* state;
   uint32_t* arrived;  // [kNumOpKinds][nRanks] GIN rows expected so far from each source (cumulative)
+  uint64_t* ginPosted;  // [ginContexts][ginCounters] GIN puts posted so far by CTA b on context ctx (cumulative)
+  int ginCounters;      // GIN counters per context: one per CTA of any kernel that puts (ginCounterCount)
   AsyncError* error;
   long long timeoutNs;
 };

@@ -28,6 +28,13 @@ namespace epx::dev {
 EPX_HD uint32_t ginSignalId(int kind, int src, int nRanks) { return uint32_t(kind) * uint32_t(nRanks) + uint32_t(src); }
 EPX_HD int ginSignalCount(int nRanks) { return kNumFlagKinds * nRanks; }
 
+// 56-bit rolling comparison of NCCL's GIN counters (nccl_device/gin.h): `seen` has reached
+// `target` even after the counter wrapped.
+EPX_HD bool counterReached(uint64_t seen, uint64_t target) {
+  constexpr uint64_t kMask = (uint64_t(1) << 56) - 1;
+  return ((seen - target) & kMask) <= (kMask >> 1);
+}
+
 // GIN context that carries the control signals (counts, readiness); data puts of CTA b use
 // context b % contexts and carry their arrival signal on that same context.
 constexpr int kControlContext = 0;
@@ -38,6 +45,15 @@ EPX_HD bool reached(uint32_t value, uint32_t target) { return int32_t(value - ta
 
 // Token t's layout chunk and the chunk-local numbering (Route).
 constexpr int kLayoutChunk = 512;
+
+// GIN counters per context: CTA b of a kernel that puts counts its puts' local completions on
+// counter b (ncclGin_CounterInc), so the most CTAs of any such kernel: dispatch/combine (nCtas) or
+// the layout (one CTA per kLayoutChunk tokens).
+EPX_HD int ginCounterCount(int nCtas, int maxTokens) {
+  const int layoutCtas = (maxTokens + kLayoutChunk - 1) / kLayoutChunk;
+  return nCtas > layoutCtas ? nCtas : layoutCtas;
+}
+
 EPX_HD int chunkOf(int t) { return t / kLayoutChunk; }
 
 // Dynamic shared memory of the layout kernel: per-warp expert masks and bases and per-warp

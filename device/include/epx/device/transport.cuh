@@ -121,11 +121,14 @@ struct Transport {
   // source rows may have been written by other threads of the CTA (ordered by a __syncthreads
   // before the call): the system-scope fence makes them visible to the NIC / copy engine on every
   // backend (GDAKI fences only when told the data was already released at system scope).
+  // Every put counts its local completion (source consumed) on this CTA's GIN counter, and
+  // this CTA's posted total for the context goes up by one: completeGin waits for the two to meet.
   __device__ void put(int peer, uint64_t dstOff, uint64_t srcOff, uint64_t bytes, int ctx) const {
     if (bytes == 0) return;
     __threadfence_system();
     ncclGin gin(devComm(), ctx);
-    gin.put(ncclTeamWorld(devComm()), peer, c.window, dstOff, c.window, srcOff, bytes);
+    gin.put(ncclTeamWorld(devComm()), peer, c.window, dstOff, c.window, srcOff, bytes, ncclGin_None{}, completion());
+    countPosted(ctx);
   }
 
   // GIN: a put whose arrival adds `value` to peer's (kind, this rank) signal on the same context
@@ -135,21 +138,52 @@ struct Transport {
     __threadfence_system();
     ncclGin gin(devComm(), ctx);
     const ncclGin_SignalAdd add{ginSignalId(kind, c.rank, c.nRanks), value};
-    if (bytes == 0)
+    if (bytes == 0) {
       gin.signal(ncclTeamWorld(devComm()), peer, add);
-    else
-      gin.put(ncclTeamWorld(devComm()), peer, c.window, dstOff, c.window, srcOff, bytes, add);
+    } else {
+      gin.put(ncclTeamWorld(devComm()), peer, c.window, dstOff, c.window, srcOff, bytes, add, completion());
+      countPosted(ctx);
+    }
   }
 
   // Every GIN source buffer this CTA posted is consumed (not: arrived) — before the kernel ends,
-  // so the caller may overwrite its buffers and the next op may reuse the staging area. Called by
-  // every thread of the CTA (the puts were posted by several threads).
-  __device__ void flushGin() const {
-    for (int ctx = 0; ctx < c.ginContexts; ++ctx) {
-      ncclGin gin(devComm(), ctx);
-      gin.flush(ncclCoopCta{});
+  // so the caller may overwrite its buffers and the next op may reuse the staging area. A bounded
+  // wait on this CTA's GIN counter of every context against the puts posted so far (NCCL's
+  // flush() spins without bound, e.g. after the GIN progress thread stopped on a dead peer).
+  // Called by every thread of the CTA (the puts were posted by several threads); false after a
+  // timeout (recorded, phase kPhaseGinCompletion).
+  __device__ bool completeGin() const {
+    __syncthreads();  // every put of this CTA is posted and counted
+    __shared__ int ok;
+    if (threadIdx.x == 0) {
+      ok = 1;
+      for (int ctx = 0; ctx < c.ginContexts && ok; ++ctx) {
+        const uint64_t target = atomicAdd(reinterpret_cast<unsigned long long*>(postedSlot(ctx)), 0ull);
+        ncclGin gin(devComm(), ctx);
+        uint64_t seen = gin.readCounter(counterOf());
+        const uint64_t start = globalTimerNs();
+        for (uint32_t spin = 1; !counterReached(seen, target); ++spin) {
+          if ((spin & 255u) == 0) {
+            if (timedOut(c.error) || globalTimerNs() - start > uint64_t(c.timeoutNs)) {
+              recordTimeout(c.error, kPhaseGinCompletion, -1, c.rank, kTransportGin, (long long)target,
+                            (long long)seen);
+              ok = 0;
+              break;
+            }
+          }
+          seen = gin.readCounter(counterOf());
+        }
+      }
     }
+    __syncthreads();
+    return ok != 0;
   }
+
+  // This CTA's GIN counter (the same id on every context) and its posted total on context ctx.
+  __device__ int counterOf() const { return int(blockIdx.x); }
+  __device__ ncclGin_CounterInc completion() const { return ncclGin_CounterInc{ncclGinCounter_t(counterOf())}; }
+  __device__ uint64_t* postedSlot(int ctx) const { return c.ginPosted + size_t(ctx) * c.ginCounters + counterOf(); }
+  __device__ void countPosted(int ctx) const { atomicAdd(reinterpret_cast<unsigned long long*>(postedSlot(ctx)), 1ull); }
 
   // Value of (kind, src) as seen by this rank: the LSA flag, or the GIN signal summed over contexts.
   __device__ uint32_t read(int kind, int src) const {
