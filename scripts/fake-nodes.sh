@@ -34,7 +34,9 @@
 # When the time limit is hit, every rank still running gets SIGUSR1 first: epx's test and bench
 # binaries then write their main thread's stack and current phase to their log
 # (host/testing/include/epx/testing/stack_dump.h); 2 s later they are killed. (cuda-gdb cannot
-# attach under MPS.)
+# attach under MPS.) Unless EPX_FAKE_NODES_BEACONS=0, the ranks also run with
+# EPX_DEBUG_BEACONS=DIR/beacons (host/src/beacons.h: each CTA of epx's kernels writes where it is into
+# a file) and the time limit decodes those files into DIR/beacons.txt.
 set -u
 
 usage() { sed -n '2,/^set -u/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 2; }
@@ -83,6 +85,7 @@ fi
 # ---- logs ----------------------------------------------------------------------------------------
 if [ -z "$logdir" ]; then logdir=$(mktemp -d /tmp/epx-fake-nodes.XXXXXX); else mkdir -p "$logdir"; fi
 logdir=$(cd "$logdir" && pwd)
+[ "${EPX_FAKE_NODES_BEACONS:-1}" != 0 ] && mkdir -p "$logdir/beacons"
 idfile=$logdir/nccl-unique-id
 rm -f "$idfile" "$idfile".tmp.* "$logdir"/rank*.log
 summary=$logdir/summary.txt
@@ -124,6 +127,7 @@ for ((r = 0; r < n; ++r)); do
     [ -n "$so" ] && export NCCL_NET_PLUGIN=$so
     export EPX_SOCKET_IFNAME=${EPX_SOCKET_IFNAME:-lo}
     export NCCL_NVLS_ENABLE=0 NCCL_MNNVL_ENABLE=0 CUDA_MODULE_LOADING=EAGER EPX_TEST_SEED=$seed
+    [ "${EPX_FAKE_NODES_BEACONS:-1}" != 0 ] && export EPX_DEBUG_BEACONS=$logdir/beacons
     exec "$bin" "$@"
   ) >"$logdir/rank$r.log" 2>&1 &
   pid[$r]=$!
@@ -142,6 +146,20 @@ kill_all() {  # signal every rank still running
 }
 # Ask the ranks still running for their stacks (see the header), then give them 2 s to write them.
 dump_stacks() {
+  if [ -d "$logdir/beacons" ]; then  # word b = CTA b: (kernel << 24) | (step << 16) | (seq & 0xffff)
+    for f in "$logdir"/beacons/*.bin; do
+      [ -e "$f" ] || continue
+      echo "== $(basename "$f")"
+      od -A n -t u4 -v -w4 "$f" | awk 'BEGIN { split("layout dispatch combine", K, " ");
+          split("start ready sent arrived completing completed end", S, " ") }
+        { w = $1 + 0; b = NR - 1
+          if (b == 256) { print "  dispatch/combine kernels started: " w; exit }
+          if (w == 0) next
+          k = int(w / 16777216); st = int(w / 65536) % 256; q = w % 65536
+          printf "  CTA %3d: %s step %s seq %d\n", b, (k in K ? K[k] : k), (st in S ? S[st] : st), q }'
+    done > "$logdir/beacons.txt" 2>&1
+    say "kernel progress beacons: $logdir/beacons.txt"
+  fi
   kill_all USR1
   sleep 2
   say "stacks of the ranks still running: in their logs, after '==== SIGUSR1'"

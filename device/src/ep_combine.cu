@@ -179,7 +179,8 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_consta
   __shared__ const int4* rows[kWarps][kMaxTopk];
   const Common& c = a.c;
   const Route& r = a.r;
-  const Transport tr(c);
+  Transport tr(c);
+  tr.startBeacon(kBeaconCombine, reinterpret_cast<const volatile uint32_t*>(c.state->opSeq)[kOpCombine] + 1);
   const int lane = threadIdx.x & 31;
   const int globalWarp = blockIdx.x * kWarps + (threadIdx.x >> 5);
   const int numWarps = gridDim.x * kWarps;

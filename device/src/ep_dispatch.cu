@@ -250,7 +250,8 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const __grid_const
   __shared__ int rows[kWarps][kMaxTopk];
   const Common& c = a.c;
   const Route& r = a.r;
-  const Transport tr(c);
+  Transport tr(c);
+  tr.startBeacon(kBeaconDispatch, reinterpret_cast<const volatile uint32_t*>(c.state->opSeq)[kOpDispatch] + 1);
   const int lane = threadIdx.x & 31;
   const int globalWarp = blockIdx.x * kWarps + (threadIdx.x >> 5);
   const int numWarps = gridDim.x * kWarps;

@@ -93,7 +93,8 @@ __device__ void chunkPass(const LayoutArgs& a, uint32_t* expertMask, uint32_t* e
 __device__ void finalize(const LayoutArgs& a, int* smem, int badKeyValue) {
   const Common& c = a.c;
   const Route& r = a.r;
-  const Transport tr(c);
+  Transport tr(c);
+  tr.startBeacon(kBeaconLayout, *reinterpret_cast<const volatile uint32_t*>(&c.state->layoutSeq) + 1);
   const int R = c.nRanks, E = c.numExperts, Le = c.localExperts, tid = threadIdx.x;
   const int chunks = gridDim.x;
   int* expertTotal = smem;               // [E]
@@ -148,10 +149,12 @@ __device__ void finalize(const LayoutArgs& a, int* smem, int badKeyValue) {
                    uint64_t(entry) * 4, kFlagCounts, 1, kControlContext);
     }
   }
+  tr.mark(kStepSent);
   bool ok = true;
   for (int s = tid; s < R && ok; s += kLayoutChunk) ok = tr.wait(kFlagCounts, s, seq, kPhaseCounts);
   if (!ok) abortS = 1;
   __syncthreads();
+  tr.mark(kStepArrived);
   const volatile int* cnt = reinterpret_cast<const volatile int*>(local + c.wl.counts) + size_t(parity) * R * stride;
   for (int d = tid; d < R; d += kLayoutChunk) {  // where this rank's rows start in rank d's receive arrays
     int base = 0;
@@ -217,6 +220,7 @@ __device__ void finalize(const LayoutArgs& a, int* smem, int badKeyValue) {
     c.state->layoutSeq = seq;
   }
   if (tr.hasGin()) tr.completeGin();  // the count stage is reused by the next layout
+  tr.mark(kStepEnd);
 }
 
 __global__ void __launch_bounds__(kLayoutChunk, 1) layoutKernel(const __grid_constant__ LayoutArgs a) {

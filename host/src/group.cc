@@ -38,6 +38,7 @@ void releaseGroup(ncclEpGroup* g) {
   if (g->state) cudaFree(g->state);
   if (g->arrived) cudaFree(g->arrived);
   if (g->ginPosted) cudaFree(g->ginPosted);
+  epx::closeBeacons(&g->beacons);
   if (g->error) cudaFreeHost(g->error);
   delete g;
 }
@@ -92,6 +93,7 @@ epx::dev::Common ncclEpGroup::common() const {
   c.ginCounters = ginCounters;
   c.error = errorDev;
   c.timeoutNs = 1000000LL * cfg.timeoutMs;
+  c.beacons = beacons.device;
   return c;
 }
 
@@ -204,6 +206,8 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
     return fail(ncclUnhandledCudaError, cudaMsg("ncclEpGroupCreate: device state", ce));
   }
   std::memset(g->error, 0, sizeof(*g->error));
+  if (std::string berr; !epx::openBeacons(g->rank, &g->beacons, &berr))
+    std::fprintf(stderr, "epx: rank %d: EPX_DEBUG_BEACONS: %s; no beacons for this group\n", g->rank, berr.c_str());
   // GIN signal and counter ids come from NCCL's pools and may hold a destroyed group's values: zero them, then
   // wait until every rank did so before anyone may signal.
   if ((ce = epx::dev::launchResetGinSignals(g->common(), nullptr)) != cudaSuccess ||

@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "beacons.h"
 #include "core/config.h"
 #include "epx/device/ep_args.h"
 #include "epx/ep.h"
@@ -25,6 +26,7 @@ struct ncclEpGroup {
   int ginCounters = 0;                      // GIN completion counters per context (one per CTA)
   epx::dev::AsyncError* error = nullptr;    // mapped pinned host memory
   epx::dev::AsyncError* errorDev = nullptr; // its device alias
+  epx::Beacons beacons;                     // debugging: EPX_DEBUG_BEACONS (beacons.h)
   epx::dev::Common common() const;
 };
 

@@ -68,6 +68,22 @@ struct AsyncError {
   ErrorRecord badId;
 };
 
+// Progress beacons (debugging hangs; EPX_DEBUG_BEACONS, see host/src/beacons.cc): CTA b (< kBeaconCtas)
+// of a layout/dispatch/combine kernel stores (kernel << 24) | (step << 16) | (sequence & 0xffff)
+// into word b of a host file that anyone can read while the kernel runs; word kBeaconCtas counts
+// the dispatch and combine kernels started. Steps are BeaconStep.
+constexpr int kBeaconCtas = 256;
+enum BeaconKernel : uint32_t { kBeaconLayout = 1, kBeaconDispatch = 2, kBeaconCombine = 3 };
+enum BeaconStep : uint32_t {
+  kStepStart = 1,        // kernel entered
+  kStepReady = 2,        // peers ready (begin() done)
+  kStepSent = 3,         // this CTA's stores/puts posted
+  kStepArrived = 4,      // every source's data arrived (waitArrivals done)
+  kStepCompleting = 5,   // waiting for this CTA's GIN puts to complete locally
+  kStepCompleted = 6,
+  kStepEnd = 7
+};
+
 struct Common {
   alignas(16) unsigned char devComm[kDevCommBytes];  // ncclDevComm (opaque here)
   ncclWindow_t window;
@@ -84,6 +100,7 @@ struct Common {
   int ginCounters;      // GIN counters per context: one per CTA of any kernel that puts (ginCounterCount)
   AsyncError* error;
   long long timeoutNs;
+  uint32_t* beacons;  // [kBeaconCtas + 1] mapped host words, or null (off)
 };
 
 // Named totals of a route (device memory, one per handle).

@@ -44,6 +44,7 @@ struct OpSession {
     for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x) ok = ok && t.wait(readyKind, p, s, phase);
     if (!ok) abort = 1;
     __syncthreads();
+    t.mark(kStepReady);
   }
 
   __device__ void arriveLsa(const Transport& t, int kind) {
@@ -53,6 +54,7 @@ struct OpSession {
     const int arriveKind = kind == kOpDispatch ? kFlagArriveDispatch : kFlagArriveCombine;
     const int first = c.rank - c.lsaRank;
     for (int i = threadIdx.x; i < c.lsaSize; i += blockDim.x) t.addLsa(first + i, arriveKind, 1u);
+    t.mark(kStepSent);
   }
 
   __device__ void waitArrivals(const Transport& t, int kind, int phase, bool lsaSources, bool ginSources,
@@ -72,10 +74,12 @@ struct OpSession {
     }
     if (!ok) abort = 1;
     __syncthreads();
+    t.mark(kStepArrived);
   }
 
   __device__ void end(const Transport& t, int kind, const GinRows& rows) {
     __syncthreads();
+    t.mark(kStepEnd);
     const Common& c = t.c;
     __shared__ bool last;
     if (threadIdx.x == 0) {

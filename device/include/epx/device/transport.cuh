@@ -82,8 +82,24 @@ __device__ __forceinline__ bool timedOut(const AsyncError* e) {
 
 struct Transport {
   const Common& c;
+  uint32_t beaconKernel = 0;  // BeaconKernel of the running kernel (0: no beacons)
+  uint32_t beaconSeq = 0;
 
   __device__ explicit Transport(const Common& common) : c(common) {}
+
+  // Progress beacon of this CTA (debugging; no-op unless the group has beacons): thread 0 stores
+  // (kernel, step, sequence) into the CTA's host word. `kernel` starts a kernel (and counts it).
+  __device__ void startBeacon(uint32_t kernel, uint32_t seq) {
+    beaconKernel = kernel;
+    beaconSeq = seq;
+    if (c.beacons && kernel != kBeaconLayout && blockIdx.x == 0 && threadIdx.x == 0)
+      atomicAdd_system(&c.beacons[kBeaconCtas], 1u);  // dispatch/combine kernels started
+    mark(kStepStart);
+  }
+  __device__ void mark(uint32_t step) const {
+    if (c.beacons == nullptr || threadIdx.x != 0 || blockIdx.x >= unsigned(kBeaconCtas)) return;
+    *reinterpret_cast<volatile uint32_t*>(&c.beacons[blockIdx.x]) = (beaconKernel << 24) | (step << 16) | (beaconSeq & 0xffffu);
+  }
 
   __device__ const ncclDevComm& devComm() const { return *reinterpret_cast<const ncclDevComm*>(c.devComm); }
   __device__ bool lsa(int peer) const { return isLsaPeer(c.rank, c.lsaRank, c.lsaSize, peer); }
@@ -155,6 +171,7 @@ struct Transport {
   __device__ bool completeGin() const {
     __syncthreads();  // every put of this CTA is posted and counted
     __shared__ int ok;
+    mark(kStepCompleting);
     if (threadIdx.x == 0) {
       ok = 1;
       for (int ctx = 0; ctx < c.ginContexts && ok; ++ctx) {
@@ -176,6 +193,7 @@ struct Transport {
       }
     }
     __syncthreads();
+    mark(kStepCompleted);
     return ok != 0;
   }
 
