@@ -34,9 +34,10 @@
 # When the time limit is hit, every rank still running gets SIGUSR1 first: epx's test and bench
 # binaries then write their main thread's stack and current phase to their log
 # (host/testing/include/epx/testing/stack_dump.h); 2 s later they are killed. (cuda-gdb cannot
-# attach under MPS.) Unless EPX_FAKE_NODES_BEACONS=0, the ranks also run with
-# EPX_DEBUG_BEACONS=DIR/beacons (host/src/beacons.h: each CTA of epx's kernels writes where it is into
-# a file) and the time limit decodes those files into DIR/beacons.txt.
+# attach under MPS.) With EPX_FAKE_NODES_BEACONS=1 the ranks also run with
+# EPX_DEBUG_BEACONS=/dev/shm/epx-beacons.<pid> (host/src/beacons.h: each CTA of epx's kernels writes
+# where it is into a file there; tmpfs, so CUDA can register it) and the time limit decodes those
+# files into DIR/beacons.txt.
 set -u
 
 usage() { sed -n '2,/^set -u/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 2; }
@@ -85,7 +86,8 @@ fi
 # ---- logs ----------------------------------------------------------------------------------------
 if [ -z "$logdir" ]; then logdir=$(mktemp -d /tmp/epx-fake-nodes.XXXXXX); else mkdir -p "$logdir"; fi
 logdir=$(cd "$logdir" && pwd)
-[ "${EPX_FAKE_NODES_BEACONS:-1}" != 0 ] && mkdir -p "$logdir/beacons"
+bdir=""
+if [ "${EPX_FAKE_NODES_BEACONS:-0}" = 1 ]; then bdir=/dev/shm/epx-beacons.$$; mkdir -p "$bdir"; fi
 idfile=$logdir/nccl-unique-id
 rm -f "$idfile" "$idfile".tmp.* "$logdir"/rank*.log
 summary=$logdir/summary.txt
@@ -104,7 +106,7 @@ fi
 
 # ---- MPS -----------------------------------------------------------------------------------------
 mps_up "$logdir"
-trap mps_down EXIT
+trap 'mps_down; [ -n "$bdir" ] && rm -rf "$bdir"' EXIT
 mps_loud fake-nodes
 
 say "$n rank(s) on $nodes fake node(s) ($g per node), $ngpu GPU(s), limit ${limit} s, seed $seed"
@@ -127,7 +129,7 @@ for ((r = 0; r < n; ++r)); do
     [ -n "$so" ] && export NCCL_NET_PLUGIN=$so
     export EPX_SOCKET_IFNAME=${EPX_SOCKET_IFNAME:-lo}
     export NCCL_NVLS_ENABLE=0 NCCL_MNNVL_ENABLE=0 CUDA_MODULE_LOADING=EAGER EPX_TEST_SEED=$seed
-    [ "${EPX_FAKE_NODES_BEACONS:-1}" != 0 ] && export EPX_DEBUG_BEACONS=$logdir/beacons
+    [ -n "$bdir" ] && export EPX_DEBUG_BEACONS=$bdir
     exec "$bin" "$@"
   ) >"$logdir/rank$r.log" 2>&1 &
   pid[$r]=$!
@@ -146,8 +148,8 @@ kill_all() {  # signal every rank still running
 }
 # Ask the ranks still running for their stacks (see the header), then give them 2 s to write them.
 dump_stacks() {
-  if [ -d "$logdir/beacons" ]; then  # word b = CTA b: (kernel << 24) | (step << 16) | (seq & 0xffff)
-    for f in "$logdir"/beacons/*.bin; do
+  if [ -n "$bdir" ] && [ -d "$bdir" ]; then  # word b = CTA b: (kernel << 24) | (step << 16) | (seq & 0xffff)
+    for f in "$bdir"/*.bin; do
       [ -e "$f" ] || continue
       echo "== $(basename "$f")"
       od -A n -t u4 -v -w4 "$f" | awk 'BEGIN { split("layout dispatch combine", K, " ");

@@ -81,7 +81,7 @@ if [[ $what == fakenodes ]]; then
   dead() { EPX_DEAD_PEER_MODE=$2 $FN -n "$1" -t "$lim" -l "$L/dead-peer-$2-mp$1" -- $B/epx_ep_tests \
              --run_test=dead_peer --log_level=message > "$L/dead-peer-$2-mp$1.txt" 2>&1; }
   bench() {
-    EPX_FAKE_NODES_BEACONS=0 EPX_GIN_EMU_GBPS=50 EPX_GIN_EMU_LATENCY_US=3 $FN -n "$1" -t "$lim" -l "$L/bench-mp$1" -- $B/epx-bench \
+    EPX_GIN_EMU_GBPS=50 EPX_GIN_EMU_LATENCY_US=3 $FN -n "$1" -t "$lim" -l "$L/bench-mp$1" -- $B/epx-bench \
       --tokens 4096 --hidden 7168 --topk 8 --experts 256 --sms 8,16,24 --routing both --iters 10 --warmup 3 \
       --csv "$L/bench-mp$1.csv" ${bench_args[@]+"${bench_args[@]}"} > "$L/bench-mp$1.txt" 2>&1
     local r=$?

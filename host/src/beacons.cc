@@ -37,11 +37,17 @@ bool openBeacons(int rank, Beacons* b, std::string* error) {
     return false;
   }
   void* d = nullptr;
-  if (cudaHostRegister(p, kBeaconBytes, cudaHostRegisterMapped) != cudaSuccess ||
-      cudaHostGetDevicePointer(&d, p, 0) != cudaSuccess) {
+  if (cudaHostRegister(p, kBeaconBytes, cudaHostRegisterMapped) != cudaSuccess) {
     cudaGetLastError();
     munmap(p, kBeaconBytes);
-    *error = "cannot register " + b->path + " with CUDA";
+    *error = "cannot register " + b->path + " with CUDA (use a tmpfs directory such as /dev/shm)";
+    return false;
+  }
+  if (cudaHostGetDevicePointer(&d, p, 0) != cudaSuccess) {
+    cudaGetLastError();
+    cudaHostUnregister(p);
+    munmap(p, kBeaconBytes);
+    *error = "no device alias for " + b->path;
     return false;
   }
   b->host = static_cast<uint32_t*>(p);

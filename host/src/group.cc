@@ -91,6 +91,7 @@ epx::dev::Common ncclEpGroup::common() const {
   c.arrived = arrived;
   c.ginPosted = ginPosted;
   c.ginCounters = ginCounters;
+  c.ginFlushCompletion = ginFlushCompletion;
   c.error = errorDev;
   c.timeoutNs = 1000000LL * cfg.timeoutMs;
   c.beacons = beacons.device;
@@ -179,6 +180,7 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
   }
   const bool network = g->lsaSize < g->nRanks;
   g->ginCounters = network ? epx::dev::ginCounterCount(g->nCtas, g->cfg.maxTokensPerRank) : 0;
+  if (const char* v = std::getenv("EPX_GIN_COMPLETION"); v && std::string(v) == "flush") g->ginFlushCompletion = 1;
   if ((r = epx::devCommCreate(comm, network ? epx::dev::ginSignalCount(g->nRanks) : 0, g->ginCounters, &g->devComm,
                               &g->ginContexts)) != ncclSuccess) {
     g->devComm = nullptr;
