@@ -18,6 +18,8 @@
 # CUDA_MODULE_LOADING=EAGER (a lazily loaded kernel launched while a GIN kernel spins stalls:
 # docs/plugins.md) and one EPX_TEST_SEED for all (the caller's, else random). Everything else in the
 # environment passes through (EPX_GIN_EMU_GBPS, EPX_GIN_EMU_LATENCY_US, NCCL_DEBUG,
+# CUDA_DEVICE_MAX_CONNECTIONS: unless set, 32 with up to 2 processes per GPU, 16 with up to 4, else 12 —
+# see "Hardware queues" below,
 # CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, ...).
 #
 # MPS (scripts/mps.sh): the processes' kernels run concurrently only under MPS (without it the GPU
@@ -109,11 +111,25 @@ mps_up "$logdir"
 trap 'mps_down; [ -n "$bdir" ] && rm -rf "$bdir"' EXIT
 mps_loud fake-nodes
 
+# Hardware queues (docs/fake-nodes.md): the GIN ipc backend's copy and signal streams must not share
+# a queue with a stream on which an epx kernel spins, or its copies wait behind the kernel until the
+# kernel times out. More queues per process, within what MPS gives all its clients together (4
+# processes x 32 failed to create their contexts, "out of memory"; 4 x 16 and 8 x 12 did).
+per_gpu=$(( (n + (ngpu > 0 ? ngpu : 1) - 1) / (ngpu > 0 ? ngpu : 1) ))
+if [ -z "${CUDA_DEVICE_MAX_CONNECTIONS:-}" ]; then
+  if [ "$per_gpu" -le 2 ]; then CUDA_DEVICE_MAX_CONNECTIONS=32
+  elif [ "$per_gpu" -le 4 ]; then CUDA_DEVICE_MAX_CONNECTIONS=16
+  else
+    CUDA_DEVICE_MAX_CONNECTIONS=12
+    say "WARNING: $per_gpu processes per GPU: with the GIN ipc backend, 8 per GPU timed out in epx-bench (CUDA_DEVICE_MAX_CONNECTIONS=12 is the most MPS allowed; docs/fake-nodes.md)"
+  fi
+  export CUDA_DEVICE_MAX_CONNECTIONS
+fi
 say "$n rank(s) on $nodes fake node(s) ($g per node), $ngpu GPU(s), limit ${limit} s, seed $seed"
 say "program: $bin $*"
 say "plugin: ${so:-none}; MPS: $MPS_NOTE"
 say "logs: $logdir"
-for v in EPX_GIN_EMU_GBPS EPX_GIN_EMU_LATENCY_US EPX_TEST_QUICK CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; do
+for v in EPX_GIN_EMU_GBPS EPX_GIN_EMU_LATENCY_US EPX_TEST_QUICK CUDA_MPS_ACTIVE_THREAD_PERCENTAGE CUDA_DEVICE_MAX_CONNECTIONS; do
   [ -n "${!v:-}" ] && say "$v=${!v}"
 done
 

@@ -228,3 +228,25 @@ BOOST_AUTO_TEST_CASE(gin_symbol_is_exported_for_proxy_mode) {
     BOOST_TEST(ctx == nullptr);
   }
 }
+
+BOOST_AUTO_TEST_SUITE(hardware_queues)
+
+BOOST_AUTO_TEST_CASE(warns_when_streams_outnumber_the_queues) {
+  using epx::plugin::gin::hardwareQueueWarning;
+  // CUDA's default is 8 queues.
+  BOOST_TEST(hardwareQueueWarning(8, nullptr).empty());
+  const std::string w = hardwareQueueWarning(14, nullptr);
+  BOOST_TEST(w.find("14 streams") != std::string::npos);
+  BOOST_TEST(w.find("8 hardware queues") != std::string::npos);
+  BOOST_TEST(w.find("default 8") != std::string::npos);
+  BOOST_TEST(w.find("CUDA_DEVICE_MAX_CONNECTIONS=32") != std::string::npos);
+  // 2 fake nodes: 4 GIN contexts x (2 peer streams + 1 signal stream) + 2 = 14 fit in 32.
+  BOOST_TEST(hardwareQueueWarning(14, "32").empty());
+  BOOST_TEST(hardwareQueueWarning(33, "32").find("=32") != std::string::npos);
+  // Invalid or out-of-range values: CUDA's default applies.
+  BOOST_TEST(!hardwareQueueWarning(9, "abc").empty());
+  BOOST_TEST(!hardwareQueueWarning(9, "64").empty());
+  BOOST_TEST(hardwareQueueWarning(9, "16").empty());
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -25,6 +25,16 @@ const char* copyModeName(CopyMode mode);
 // Whether a put of `bytes` goes through the staging ring in `mode`.
 bool usesStaging(CopyMode mode, size_t bytes, size_t stagingLimit);
 
+// Hardware queues. CUDA maps a process's streams onto CUDA_DEVICE_MAX_CONNECTIONS hardware queues
+// (default 8), round robin; work in one queue runs in order. When one of the backend's copy or
+// signal streams shares a queue with a stream on which an epx kernel spins waiting for that very
+// copy or signal, the copy waits behind the kernel and the kernel times out: on one H200 under MPS,
+// 2 fake nodes failed every back-to-back run (epx-bench, 100 unsynchronized iterations) with the
+// default 8 and passed with 32 (docs/fake-nodes.md). Returns the warning to print once per process
+// when `streams` (the backend's streams so far plus the caller's 2) exceed the queues that
+// `envValue` (CUDA_DEVICE_MAX_CONNECTIONS, null = unset) gives; empty when they fit.
+std::string hardwareQueueWarning(int streams, const char* envValue);
+
 // FIFO allocator of contiguous blocks in a ring of `capacity` bytes. Blocks are released in the
 // order they were acquired (copies on one stream complete in order).
 class StagingRing {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -717,6 +718,15 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
   }
   for (Peer& p : ctx->peers) EPX_CU(ctx, cu->cuStreamCreate(&p.stream, CU_STREAM_NON_BLOCKING));
   EPX_CU(ctx, cu->cuStreamCreate(&ctx->signalStream, CU_STREAM_NON_BLOCKING));
+  {
+    // Streams of this backend in the process so far (every GIN context has its own), plus the
+    // caller's two (the kernels' stream and one more): warn once when they outnumber the queues.
+    static std::atomic<int> streamsSoFar{0};
+    static std::atomic<bool> warned{false};
+    const int streams = (streamsSoFar += static_cast<int>(ctx->peers.size()) + 1) + 2;
+    const std::string w = hardwareQueueWarning(streams, std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"));
+    if (!w.empty() && !warned.exchange(true)) EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: %s", rank, w.c_str());
+  }
   EPX_CU(ctx, cu->cuMemAlloc(&ctx->scratch, 2 * 65536));
   {
     void* host = nullptr;
