@@ -121,7 +121,7 @@ if [ -z "${CUDA_DEVICE_MAX_CONNECTIONS:-}" ]; then
   elif [ "$per_gpu" -le 4 ]; then CUDA_DEVICE_MAX_CONNECTIONS=16
   else
     CUDA_DEVICE_MAX_CONNECTIONS=12
-    say "WARNING: $per_gpu processes per GPU: with the GIN ipc backend, 8 per GPU timed out in epx-bench (CUDA_DEVICE_MAX_CONNECTIONS=12 is the most MPS allowed; docs/fake-nodes.md)"
+    say "WARNING: $per_gpu processes per GPU: with the GIN ipc backend, 8 per GPU timed out in epx-bench (CUDA_DEVICE_MAX_CONNECTIONS=12 is the most MPS allowed; docs/fake-nodes.md); EPX_GIN_STREAMS=process (2 streams per process) is meant for this but has not run on a GPU yet"
   fi
   export CUDA_DEVICE_MAX_CONNECTIONS
 fi

@@ -250,3 +250,30 @@ BOOST_AUTO_TEST_CASE(warns_when_streams_outnumber_the_queues) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(stream_plan)
+
+BOOST_AUTO_TEST_CASE(parse_and_count) {
+  using namespace epx::plugin::gin;
+  std::string err;
+  BOOST_TEST((parseStreamPlan("", &err) == StreamPlan::PerPeer));
+  BOOST_TEST(err.empty());
+  BOOST_TEST((parseStreamPlan("peer", &err) == StreamPlan::PerPeer));
+  BOOST_TEST((parseStreamPlan("process", &err) == StreamPlan::PerProcess));
+  BOOST_TEST(err.empty());
+  BOOST_TEST((parseStreamPlan("shared", &err) == StreamPlan::PerPeer));
+  BOOST_TEST(err.find("unknown EPX_GIN_STREAMS value 'shared'") != std::string::npos);
+  BOOST_TEST(std::string(streamPlanName(StreamPlan::PerProcess)) == "process");
+  // 8 ranks, 4 GIN contexts: per peer 4 x (8 + 1) = 36 streams, per process 2.
+  int perPeer = 0, perProcess = 0;
+  for (int c = 0; c < 4; ++c) {
+    perPeer += streamsAdded(StreamPlan::PerPeer, 8, c == 0);
+    perProcess += streamsAdded(StreamPlan::PerProcess, 8, c == 0);
+  }
+  BOOST_TEST(perPeer == 36);
+  BOOST_TEST(perProcess == 2);
+  BOOST_TEST(hardwareQueueWarning(perProcess + 2, nullptr).empty());  // fits CUDA's default 8
+  BOOST_TEST(!hardwareQueueWarning(perPeer + 2, "12").empty());      // 8 fake nodes: did not fit
+}
+
+BOOST_AUTO_TEST_SUITE_END()

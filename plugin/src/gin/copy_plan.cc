@@ -21,6 +21,20 @@ const char* copyModeName(CopyMode mode) {
   return "?";
 }
 
+StreamPlan parseStreamPlan(const std::string& text, std::string* error) {
+  if (text.empty() || text == "peer") return StreamPlan::PerPeer;
+  if (text == "process") return StreamPlan::PerProcess;
+  if (error != nullptr) *error = "unknown EPX_GIN_STREAMS value '" + text + "' (peer, process); using peer";
+  return StreamPlan::PerPeer;
+}
+
+const char* streamPlanName(StreamPlan plan) { return plan == StreamPlan::PerProcess ? "process" : "peer"; }
+
+int streamsAdded(StreamPlan plan, int peers, bool firstOfProcess) {
+  if (plan == StreamPlan::PerProcess) return firstOfProcess ? 2 : 0;
+  return peers + 1;
+}
+
 std::string hardwareQueueWarning(int streams, const char* envValue) {
   int queues = 8;  // CUDA's default
   if (envValue != nullptr && *envValue != '\0') {

@@ -35,6 +35,20 @@ bool usesStaging(CopyMode mode, size_t bytes, size_t stagingLimit);
 // `envValue` (CUDA_DEVICE_MAX_CONNECTIONS, null = unset) gives; empty when they fit.
 std::string hardwareQueueWarning(int streams, const char* envValue);
 
+// Which CUDA streams carry the backend's copies and signal updates (EPX_GIN_STREAMS):
+//   peer    (default) one copy stream per (GIN context, peer) and one signal stream per context:
+//           4 contexts x (nRanks + 1) streams per process — the plan every GPU run so far used;
+//   process one copy stream and one signal stream per CUDA context of the process, shared by every
+//           GIN context and peer (ops to one peer still complete in posting order): 2 streams, so
+//           that 8 processes per GPU fit CUDA's hardware queues. Not yet run on a GPU.
+enum class StreamPlan { PerPeer, PerProcess };
+// Parses EPX_GIN_STREAMS ("peer", "process"; empty = peer). Unknown text: PerPeer and *error set.
+StreamPlan parseStreamPlan(const std::string& text, std::string* error);
+const char* streamPlanName(StreamPlan plan);
+// Streams a GIN context with `peers` peers (self included) adds to the process under `plan`;
+// `firstOfProcess`: no other context of this CUDA context created the shared streams yet.
+int streamsAdded(StreamPlan plan, int peers, bool firstOfProcess);
+
 // FIFO allocator of contiguous blocks in a ring of `capacity` bytes. Blocks are released in the
 // order they were acquired (copies on one stream complete in order).
 class StagingRing {

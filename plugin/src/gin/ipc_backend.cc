@@ -11,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <random>
 #include <string>
@@ -36,6 +37,19 @@ constexpr int kGinMaxRecvs = 8;
 constexpr size_t kStagingLimit = 65536;         // puts up to this size are staged in "staged" mode
 constexpr size_t kStagingRingBytes = 1 << 20;   // per (context, peer)
 constexpr size_t kSignalSlots = 256;            // pinned slots for reading signals in applySignals
+
+// EPX_GIN_STREAMS=process: one copy and one signal stream per CUDA context of the process, shared
+// by every GIN context (copy_plan.h, StreamPlan). Created by the first user, destroyed by the last.
+struct SharedStreams {
+  CUstream copy = nullptr;
+  CUstream signal = nullptr;
+  int users = 0;
+};
+std::mutex gSharedStreamsMutex;
+std::map<CUcontext, SharedStreams>& sharedStreams() {
+  static std::map<CUcontext, SharedStreams> m;
+  return m;
+}
 constexpr auto kSlowCall = std::chrono::milliseconds(200);
 constexpr auto kStuckRequest = std::chrono::seconds(2);
 
@@ -141,6 +155,7 @@ struct Context {
   std::atomic<bool> progressWarm{false};
   std::atomic<bool> warmWaitGaveUp{false};
   CopyMode copyMode = CopyMode::Ce;
+  StreamPlan streamPlan = StreamPlan::PerPeer;  // PerProcess: the streams belong to sharedStreams()
   std::recursive_mutex mutex;
   std::string error;
 };
@@ -716,14 +731,34 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
     ctx->peers[m.from].in = fd;
     ++accepted;
   }
-  for (Peer& p : ctx->peers) EPX_CU(ctx, cu->cuStreamCreate(&p.stream, CU_STREAM_NON_BLOCKING));
-  EPX_CU(ctx, cu->cuStreamCreate(&ctx->signalStream, CU_STREAM_NON_BLOCKING));
   {
-    // Streams of this backend in the process so far (every GIN context has its own), plus the
-    // caller's two (the kernels' stream and one more): warn once when they outnumber the queues.
+    std::string planError;
+    ctx->streamPlan = parseStreamPlan(envString("EPX_GIN_STREAMS", ""), &planError);
+    if (!planError.empty()) EPX_WARN(NCCL_NET, "GIN/EPX-ipc: %s", planError.c_str());
+  }
+  bool firstOfProcess = true;
+  if (ctx->streamPlan == StreamPlan::PerProcess) {
+    std::lock_guard<std::mutex> g(gSharedStreamsMutex);
+    SharedStreams& sh = sharedStreams()[ctx->cu];
+    firstOfProcess = sh.users == 0;
+    if (firstOfProcess) {
+      EPX_CU(ctx, cu->cuStreamCreate(&sh.copy, CU_STREAM_NON_BLOCKING));
+      EPX_CU(ctx, cu->cuStreamCreate(&sh.signal, CU_STREAM_NON_BLOCKING));
+    }
+    ++sh.users;
+    for (Peer& p : ctx->peers) p.stream = sh.copy;
+    ctx->signalStream = sh.signal;
+  } else {
+    for (Peer& p : ctx->peers) EPX_CU(ctx, cu->cuStreamCreate(&p.stream, CU_STREAM_NON_BLOCKING));
+    EPX_CU(ctx, cu->cuStreamCreate(&ctx->signalStream, CU_STREAM_NON_BLOCKING));
+  }
+  {
+    // Streams of this backend in the process so far, plus the caller's two (the kernels' stream
+    // and one more): warn once when they outnumber the hardware queues.
     static std::atomic<int> streamsSoFar{0};
     static std::atomic<bool> warned{false};
-    const int streams = (streamsSoFar += static_cast<int>(ctx->peers.size()) + 1) + 2;
+    const int streams =
+        (streamsSoFar += streamsAdded(ctx->streamPlan, static_cast<int>(ctx->peers.size()), firstOfProcess)) + 2;
     const std::string w = hardwareQueueWarning(streams, std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"));
     if (!w.empty() && !warned.exchange(true)) EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: %s", rank, w.c_str());
   }
@@ -822,12 +857,12 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
     snprintf(nicText, sizeof(nicText), "emulated NIC %g GB/s + %g us (one per device, shared by its contexts)",
              ctx->nic->emulation().gbps(), ctx->nic->emulation().latencyUs());
   EPX_INFO(NCCL_INIT | NCCL_NET,
-           "GIN/EPX-ipc: rank %d context %d connected to %d rank(s) on this host (device %d), copy mode %s%s, %s", rank,
-           ctx->index, nRanks, static_cast<int>(ctx->device), copyModeName(ctx->copyMode),
+           "GIN/EPX-ipc: rank %d context %d connected to %d rank(s) on this host (device %d), copy mode %s%s, streams %s, %s",
+           rank, ctx->index, nRanks, static_cast<int>(ctx->device), copyModeName(ctx->copyMode),
            ctx->copyMode != CopyMode::Memcpy && cu->memcpyBatchAsync13 == nullptr && cu->memcpyBatchAsync128 == nullptr
                ? " (driver has no cuMemcpyBatchAsync: plain cuMemcpyAsync)"
                : "",
-           nicText);
+           streamPlanName(ctx->streamPlan), nicText);
   *collComm = ctx;
   return ncclSuccess;
 }
@@ -962,16 +997,26 @@ ncclResult_t ipcCloseColl(void* collComm) {
     ctx->stats->close();  // stays listed for epxGinIpcStatsSnapshot until epxGinIpcStatsReset
   }
   if (cu != nullptr && ctx->cu != nullptr && makeCurrent(ctx)) {
+    const bool shared = ctx->streamPlan == StreamPlan::PerProcess && ctx->signalStream != nullptr;
     for (Peer& p : ctx->peers) {
       if (p.stream != nullptr) {
         cu->cuStreamSynchronize(p.stream);
-        cu->cuStreamDestroy(p.stream);
+        if (!shared) cu->cuStreamDestroy(p.stream);
       }
       for (Request* r : p.pending) delete r;
     }
     if (ctx->signalStream != nullptr) {
       cu->cuStreamSynchronize(ctx->signalStream);
-      cu->cuStreamDestroy(ctx->signalStream);
+      if (!shared) cu->cuStreamDestroy(ctx->signalStream);
+    }
+    if (shared) {  // the last GIN context of this CUDA context destroys the shared pair
+      std::lock_guard<std::mutex> g(gSharedStreamsMutex);
+      auto it = sharedStreams().find(ctx->cu);
+      if (it != sharedStreams().end() && --it->second.users == 0) {
+        cu->cuStreamDestroy(it->second.copy);
+        cu->cuStreamDestroy(it->second.signal);
+        sharedStreams().erase(it);
+      }
     }
     if (ctx->doneWords != nullptr) cu->cuMemFreeHost(ctx->doneWords);
     if (ctx->scratch != 0) cu->cuMemFree(ctx->scratch);
