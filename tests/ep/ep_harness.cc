@@ -127,6 +127,7 @@ ncclEpConfig_t makeConfig(const GroupSpec& g) {
   c.numExperts = g.numExperts;
   c.fp8Dispatch = g.fp8;
   if (g.smBudget > 0) c.smBudget = g.smBudget;
+  if (g.exactCombine) c.exactCombine = 1;
   return c;
 }
 
@@ -317,7 +318,8 @@ std::string CaseConfig::describe() const {
      << (mode == ncclEpModeExact ? "exact" : "capacity") << " align=" << alignment << " zeroGaps=" << zeroGaps
      << (fp8 ? " fp8" : " bf16") << (int64Ids ? " ids64" : " ids32") << " weights=" << dispatchWeights
      << " optOut=" << optionalOutputs << " bias=" << numBias << " combW=" << combineWeights
-     << (zeroCopy ? " zeroCopy=" + std::to_string(zeroCopy) : std::string()) << (pullCombine ? " pull" : "");
+     << (zeroCopy ? " zeroCopy=" + std::to_string(zeroCopy) : std::string()) << (pullCombine ? " pull" : "")
+     << (g.exactCombine ? " exactCombine" : "") << (combineFp32 ? " fp32comb" : "");
   return os.str();
 }
 
@@ -335,6 +337,7 @@ void RankState::createHandle(ncclEpGroup_t group) {
   hc.mode = cfg.mode;
   hc.expertAlignment = cfg.alignment;
   hc.zeroGaps = cfg.zeroGaps;
+  hc.combinePrecision = cfg.combineFp32 ? ncclEpCombineFp32 : ncclEpCombineBf16Partials;
   EPX_CHECK_EP(ncclEpHandleCreate(group, &hc, &handle));
   EPX_CHECK_EP(ncclEpHandleGetCapacity(handle, &capacity));
   if (capacity < 1) throw std::runtime_error("ncclEpHandleGetCapacity returned " + std::to_string(capacity));
@@ -601,6 +604,7 @@ EpSession::EpSession(const CaseConfig& cfg, const std::vector<ncclEpGroup_t>* gr
     throw std::logic_error("zeroCopy / pullCombine need the deduplicated layout");
   if (cfg.pullCombine && cfg.combineWeights && !cfg.dispatchWeights)
     throw std::logic_error("pullCombine with combined weights needs dispatched weights");
+  if (cfg.combineFp32 && !cfg.g.exactCombine) throw std::logic_error("combineFp32 needs GroupSpec::exactCombine = 1");
   groups_ = groups ? *groups : groupFor(cfg.g);
   const int R = nRanks();
   shape_.nRanks = R;
@@ -609,6 +613,7 @@ EpSession::EpSession(const CaseConfig& cfg, const std::vector<ncclEpGroup_t>* gr
   shape_.numExperts = cfg.g.numExperts;
   shape_.expertAlignment = cfg.layout == ncclEpLayoutExpanded ? cfg.alignment : 1;
   shape_.expanded = cfg.layout == ncclEpLayoutExpanded;
+  shape_.fp32Partials = cfg.combineFp32;
   for (int r = 0; r < R; ++r) ranks_.push_back(std::make_unique<RankState>(*this, r));
   results.resize(R);
   inputs.resize(R);

@@ -80,7 +80,8 @@ struct GroupSpec {
   int numExperts = 16;
   int fp8 = 0;
   int smBudget = 0;  // 0 = analytic
-  auto key() const { return std::make_tuple(maxTokens, hidden, topk, numExperts, fp8, smBudget); }
+  int exactCombine = 0;  // 1: FP32 combine buffers (handles may use ncclEpCombineFp32)
+  auto key() const { return std::make_tuple(maxTokens, hidden, topk, numExperts, fp8, smBudget, exactCombine); }
   bool operator<(const GroupSpec& o) const { return key() < o.key(); }
 };
 ncclEpConfig_t makeConfig(const GroupSpec& g);
@@ -176,6 +177,9 @@ struct CaseConfig {
   // Deduplicated layout only: combine input x = the window's combineX (expert outputs written
   // there), and combine topkWeights = the window's recvTopkWeights: the "pull" combine.
   bool pullCombine = false;
+  // combinePrecision = ncclEpCombineFp32 (needs g.exactCombine = 1); the reference then keeps the
+  // per-rank partial sums in FP32.
+  bool combineFp32 = false;
   std::string describe() const;
 };
 

@@ -1,6 +1,8 @@
 // epx runner (see epx_runner.h).
 #include "epx_runner.h"
 
+#include <functional>
+
 #include "data.h"
 #include "randgen.h"
 #include "epx/testing/stack_dump.h"
@@ -226,6 +228,28 @@ EpxTimes EpxRank::timed(const epx::testing::RankContext& ctx, const epx::ref::Ra
   t.combineUs = median(comb);
   t.fp8Us = m.spec.fp8 ? median(d8) : 0.0;
   return t;
+}
+
+EpxGinCalls EpxRank::ginPerCall(const epx::testing::RankContext& ctx, const GinStatsReader& gin) {
+  Impl& m = *p_;
+  cudaStream_t st = ctx.stream;
+  epx::testing::setPhase("epx: GIN traffic per call");
+  // The reset and the snapshot bracket one call; the sync makes this rank's puts of that call
+  // complete locally (the kernel waits for them), so every one of them is counted.
+  auto one = [&](const std::function<void()>& call) {
+    BENCH_CUDA(cudaStreamSynchronize(st));
+    gin.reset();
+    call();
+    BENCH_CUDA(cudaStreamSynchronize(st));
+    return gin.total();
+  };
+  EpxGinCalls g;
+  g.measured = gin.available();
+  g.layout = one([&] { BENCH_EP(ncclEpDispatchLayout(m.handle, &m.routing, st)); });
+  g.bf16 = one([&] { BENCH_EP(ncclEpDispatch(m.handle, &m.in16, &m.out16, st)); });
+  g.combine = one([&] { BENCH_EP(ncclEpCombine(m.handle, &m.cin, &m.cout, st)); });
+  if (m.spec.fp8) g.fp8 = one([&] { BENCH_EP(ncclEpDispatch(m.handle, &m.in8, &m.out8, st)); });
+  return g;
 }
 
 EpxCapture EpxRank::check(const epx::testing::RankContext& ctx, const epx::ref::RankRouting& routing,

@@ -13,6 +13,7 @@
 
 #include "args.h"
 #include "common.h"
+#include "gin_traffic.h"
 #include "epx/testing/multigpu.h"
 #include "routing.h"
 
@@ -51,6 +52,12 @@ ncclEpHandle_t createHandle(ncclEpGroup_t group, const EpxRunSpec& spec);
 
 // One rank's buffers for one (group, handle, spec). timed() and check() are collective: every rank
 // calls them inside the same MultiGpu::run.
+// GIN traffic of one call of each operation on this rank (gin_traffic.h).
+struct EpxGinCalls {
+  bool measured = false;
+  GinTraffic layout, bf16, combine, fp8;
+};
+
 class EpxRank {
  public:
   EpxRank(ncclEpGroup_t group, ncclEpHandle_t handle, const BenchShape& s, const EpxRunSpec& spec,
@@ -60,6 +67,9 @@ class EpxRank {
   EpxRank& operator=(const EpxRank&) = delete;
 
   EpxTimes timed(const epx::testing::RankContext& ctx, const epx::ref::RankRouting& routing, uint64_t dataSeed);
+  // After timed(): one more layout, BF16 dispatch, combine and FP8 dispatch on the same routing,
+  // each alone between a counter reset and a stream sync. Collective. Needs one rank per process.
+  EpxGinCalls ginPerCall(const epx::testing::RankContext& ctx, const GinStatsReader& gin);
   // Fresh routing and data, outputs poisoned first; downloads what check.h compares.
   EpxCapture check(const epx::testing::RankContext& ctx, const epx::ref::RankRouting& routing, uint64_t dataSeed);
 

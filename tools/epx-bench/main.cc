@@ -79,6 +79,56 @@ NetFloor netFloor(const BenchShape& s, const Traffic& t, int ranksPerNode, const
   return f;
 }
 
+// Per-op GIN summary over the ranks (collective: gathers every rank's counters).
+template <class Gather>
+std::vector<GinOpSummary> ginSummary(const std::vector<EpxGinCalls>& gin, const std::vector<EpxTimes>& times,
+                                     const Traffic& t, const BenchShape& s, int ranksPerNode, Gather& gather) {
+  const int n = s.nRanks;
+  const double row16 = 2.0 * s.hidden, row8 = s.hidden % 128 ? 0.0 : s.hidden + s.hidden / 128 * 4.0;
+  std::vector<double> outRows(size_t(n), 0), inRows(size_t(n), 0);  // rows crossing nodes per rank
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b)
+      if (a / ranksPerNode != b / ranksPerNode) {
+        outRows[size_t(a)] += double(t.at(a, b));
+        inRows[size_t(a)] += double(t.at(b, a));
+      }
+  struct OpSel {
+    const char* name;
+    const GinTraffic EpxGinCalls::*calls;
+    double EpxTimes::*us;
+  };
+  const OpSel sel[] = {{"layout", &EpxGinCalls::layout, &EpxTimes::layoutUs},
+                       {"dispatch_bf16", &EpxGinCalls::bf16, &EpxTimes::bf16Us},
+                       {"combine_bf16", &EpxGinCalls::combine, &EpxTimes::combineUs},
+                       {"dispatch_fp8", &EpxGinCalls::fp8, &EpxTimes::fp8Us}};
+  std::vector<GinOpSummary> out;
+  for (const OpSel& o : sel) {
+    if (o.us == &EpxTimes::fp8Us && row8 == 0) continue;
+    auto field = [&](double GinTraffic::*f) { return gather([&](int r) { return (gin[size_t(r)].*(o.calls)).*f; }); };
+    const auto ops = field(&GinTraffic::ops), puts = field(&GinTraffic::puts), ps = field(&GinTraffic::putSignals),
+               so = field(&GinTraffic::signalOnly), wire = field(&GinTraffic::wireBytes);
+    const auto us = gather([&](int r) { return times[size_t(r)].*(o.us); });
+    GinOpSummary g;
+    g.op = o.name;
+    for (int r = 0; r < n; ++r) {
+      const double rows = o.us == &EpxTimes::layoutUs ? 0.0
+                          : o.us == &EpxTimes::combineUs ? inRows[size_t(r)] * row16
+                          : o.us == &EpxTimes::fp8Us     ? outRows[size_t(r)] * row8
+                                                         : outRows[size_t(r)] * row16;
+      g.opsMean += ops[size_t(r)] / n;
+      g.putsMean += puts[size_t(r)] / n;
+      g.putSignalsMean += ps[size_t(r)] / n;
+      g.signalOnlyMean += so[size_t(r)] / n;
+      g.wireMeanBytes += wire[size_t(r)] / n;
+      g.rowMeanBytes += rows / n;
+      if (wire[size_t(r)] > 0) g.overheadMaxPct = std::max(g.overheadMaxPct, 100.0 * (wire[size_t(r)] - rows) / wire[size_t(r)]);
+      if (us[size_t(r)] > 0) g.netGBpsMean += gbps(wire[size_t(r)], us[size_t(r)]) / n;
+    }
+    out.push_back(g);
+  }
+  return out;
+}
+
 std::string rankList(const std::vector<int>& ranks) {
   std::string s;
   for (int r : ranks) s += (s.empty() ? "" : ",") + std::to_string(r);
@@ -265,6 +315,16 @@ int run(const Options& opt) {
   }
 
   // 3. epx, per SM budget x layout x mode x routing.
+  // GIN traffic per call: read from epx's GIN plugin when every process holds one rank (fake
+  // nodes); decided collectively, since reading it runs extra calls on every rank.
+  std::unique_ptr<GinStatsReader> ginReader;
+  bool ginOn = false;
+  if (mp && mg.localRanks().size() == 1) {
+    ginReader = std::make_unique<GinStatsReader>();
+    const auto missing = gather([&](int) { return ginReader->available() ? 0.0 : 1.0; });
+    ginOn = ranksWhere(missing).empty();
+    if (!ginOn) rep.note("GIN traffic per call not reported: " + (ginReader->available() ? std::string("not on every rank") : ginReader->why()));
+  }
   rep.printEpxHeader();
   for (int sms : opt.sms) {
     std::vector<ncclEpGroup_t> groups(n, nullptr);
@@ -298,6 +358,11 @@ int run(const Options& opt) {
               ranks[r] = std::make_unique<EpxRank>(groups[r], handles[r], s, spec, opt);
               times[r] = ranks[r]->timed(ctx, timed[i][r], timedData);
             });
+            std::vector<EpxGinCalls> gin(n);
+            if (ginOn)
+              mg.run([&](const epx::testing::RankContext& ctx) {
+                gin[ctx.rank] = ranks[ctx.rank]->ginPerCall(ctx, *ginReader);
+              });
             if (opt.check)
               mg.run([&](const epx::testing::RankContext& ctx) {
                 caps[ctx.rank] = ranks[ctx.rank]->check(ctx, check[i][ctx.rank], checkData);
@@ -351,6 +416,7 @@ int run(const Options& opt) {
             row.msg = problems;
             failed = failed || !row.ok;
             rep.printEpx(row, infos[i], opt.baseline ? &base[i] : nullptr);
+            if (ginOn) rep.printGin(ginSummary(gin, times, infos[i].traffic, s, ranksPerNode, gather));
           }
           mg.run([&](const epx::testing::RankContext& ctx) { BENCH_EP(ncclEpHandleDestroy(handles[ctx.rank])); });
         }

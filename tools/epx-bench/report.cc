@@ -265,6 +265,18 @@ void Report::printEpx(const EpxRow& row, const RoutingInfo& r, const BaselineSum
   std::fflush(stdout);
 }
 
+void Report::printGin(const std::vector<GinOpSummary>& ops) {
+  if (!printer_) return;
+  std::printf("#   GIN per call (mean over ranks; overhead = wire bytes beyond the token rows that cross nodes, max over ranks):\n");
+  std::printf("#     %-13s %8s %8s %8s %8s %11s %11s %9s %9s\n", "op", "ops", "puts", "put+sig", "sig-only",
+              "wire(MiB)", "rows(MiB)", "ovh(%)", "net(GB/s)");
+  for (const GinOpSummary& g : ops)
+    std::printf("#     %-13s %8.0f %8.0f %8.0f %8.0f %11.3f %11.3f %9.2f %9.1f\n", g.op, g.opsMean, g.putsMean,
+                g.putSignalsMean, g.signalOnlyMean, g.wireMeanBytes / 1048576.0, g.rowMeanBytes / 1048576.0,
+                g.overheadMaxPct, g.netGBpsMean);
+  std::fflush(stdout);
+}
+
 void Report::csvRow(const std::string& section, const char* routing, const EpxRow* row, const char* op,
                     double us, const OpBytes& bytes, double baselineUs, const char* check, double floorUs) {
   if (!csv_) return;

@@ -71,6 +71,16 @@ struct EpxRow {
   std::string msg;
 };
 
+// GIN traffic of one operation's call, over the ranks (epx_runner.h EpxGinCalls).
+struct GinOpSummary {
+  const char* op = "";
+  double opsMean = 0, putsMean = 0, putSignalsMean = 0, signalOnlyMean = 0;
+  double wireMeanBytes = 0;      // bytes charged to the NIC per rank, mean
+  double rowMeanBytes = 0;       // token-row payload that must cross nodes per rank, mean
+  double overheadMaxPct = 0;     // max over ranks of (wire - rows) / wire
+  double netGBpsMean = 0;        // wire bytes / the rank's median time of this op, mean over ranks
+};
+
 // Prints only when `printer` (rank 0 in multi-process mode); the other ranks stay quiet.
 class Report {
  public:
@@ -85,6 +95,8 @@ class Report {
   void printEpxHeader();
   void printEpx(const EpxRow& row, const RoutingInfo& r, const BaselineSummary* b);
   void note(const std::string& line);
+  // GIN operations and bytes per call below the row of printEpx.
+  void printGin(const std::vector<GinOpSummary>& ops);
 
  private:
   void csvRow(const std::string& section, const char* routing, const EpxRow* row, const char* op,

@@ -470,10 +470,22 @@ ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t* config, nc
     return fail(ll ? ncclInvalidUsage : ncclInvalidArgument, "GroupCreate: " + err);  // as group.cc
   }
   {  // as host/src/agree.cc: every rank sees every rank's record and reaches the same verdict
-    fc->w->agree[g->rank] = epx::makeAgreedConfig(g->cfg, epx::resolveCtaCount(g->cfg, 132, g->n, 430.0));
-    fc->w->bar.wait();
-    const std::vector<epx::AgreedConfig> all = fc->w->agree;
-    fc->w->bar.wait();
+    const epx::AgreedConfig mine = epx::makeAgreedConfig(g->cfg, epx::resolveCtaCount(g->cfg, 132, g->n, 430.0));
+    std::vector<std::string> blobs;
+    std::vector<int> missing;
+    if (!fc->x->exchange(fc->rank, "comm", fc->seq++, std::string(reinterpret_cast<const char*>(&mine), sizeof(mine)),
+                         &blobs, kCommTimeoutMs, &missing)) {
+      delete g;
+      return fail(ncclSystemError, "GroupCreate: a peer never arrived at the config agreement");
+    }
+    std::vector<epx::AgreedConfig> all(blobs.size());
+    for (size_t r = 0; r < blobs.size(); ++r) {
+      if (blobs[r].size() != sizeof(epx::AgreedConfig)) {
+        delete g;
+        return fail(ncclSystemError, "GroupCreate: bad agreement record");
+      }
+      std::memcpy(&all[r], blobs[r].data(), sizeof(epx::AgreedConfig));
+    }
     err = epx::checkAgreement(all);
     if (!err.empty()) {
       delete g;
@@ -548,6 +560,7 @@ ncclResult_t ncclEpHandleCreate(ncclEpGroup_t g, const ncclEpHandleConfig_t* con
   h->shape.numExperts = g->cfg.numExperts;
   h->shape.expanded = h->cfg.expanded;
   h->shape.expertAlignment = h->cfg.expanded ? h->cfg.alignment : 1;
+  h->shape.fp32Partials = h->cfg.fp32Combine;
   *out = h;
   return ncclSuccess;
 }

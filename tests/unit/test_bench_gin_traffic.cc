@@ -1,0 +1,73 @@
+// epx-bench's reading of the GIN plugin counters (tools/epx-bench/gin_traffic.h): which plugin
+// file NCCL_NET_PLUGIN names, how entries are summed (puts to self excluded), and the reader's
+// behaviour when NCCL has not loaded the plugin.
+#include <boost/test/unit_test.hpp>
+
+#include <cstdlib>
+
+#include "gin_traffic.h"
+
+using epxbench::GinStatsReader;
+using epxbench::GinTraffic;
+using epxbench::netPluginLibrary;
+using epxbench::sumGinTraffic;
+
+BOOST_AUTO_TEST_SUITE(bench_gin_traffic)
+
+BOOST_AUTO_TEST_CASE(plugin_library_name) {
+  BOOST_TEST(netPluginLibrary(nullptr).empty());
+  BOOST_TEST(netPluginLibrary("").empty());
+  BOOST_TEST(netPluginLibrary("none").empty());
+  BOOST_TEST(netPluginLibrary("epx") == "libnccl-net-epx.so");
+  BOOST_TEST(netPluginLibrary("/opt/epx/lib/libnccl-net-epx.so") == "/opt/epx/lib/libnccl-net-epx.so");
+  BOOST_TEST(netPluginLibrary("libnccl-net-epx.so") == "libnccl-net-epx.so");
+  BOOST_TEST(netPluginLibrary("libnccl-net-epx.so.1") == "libnccl-net-epx.so.1");
+  BOOST_TEST(netPluginLibrary("./x.so") == "./x.so");
+}
+
+epxGinIpcStats entry(int rank, int peer, uint64_t puts, uint64_t putSignals, uint64_t signalOnly, uint64_t bytes) {
+  epxGinIpcStats e{};
+  e.rank = rank;
+  e.nRanks = 4;
+  e.peer = peer;
+  e.puts = puts;
+  e.putSignals = putSignals;
+  e.signalOnly = signalOnly;
+  e.ops = puts + putSignals + signalOnly;
+  e.signals = putSignals + signalOnly;
+  e.bytes = bytes;
+  e.wireBytes = bytes + 64 * signalOnly;
+  return e;
+}
+
+BOOST_AUTO_TEST_CASE(sum_excludes_self) {
+  const epxGinIpcStats v[] = {entry(1, 0, 10, 2, 3, 1000), entry(1, 1, 99, 99, 99, 99999),  // self: excluded
+                              entry(1, 2, 5, 0, 1, 500), entry(1, 3, 0, 0, 7, 0)};
+  const GinTraffic t = sumGinTraffic(v, 4);
+  BOOST_TEST(t.puts == 15.0);
+  BOOST_TEST(t.putSignals == 2.0);
+  BOOST_TEST(t.signalOnly == 11.0);
+  BOOST_TEST(t.ops == 28.0);
+  BOOST_TEST(t.bytes == 1500.0);
+  BOOST_TEST(t.wireBytes == 1500.0 + 64.0 * 11);
+  const GinTraffic z = sumGinTraffic(v, 0);
+  BOOST_TEST(z.ops == 0.0);
+  BOOST_TEST(z.wireBytes == 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(reader_without_loaded_plugin) {
+  ::setenv("NCCL_NET_PLUGIN", "epx-test-not-loaded", 1);
+  {
+    GinStatsReader r;
+    BOOST_TEST(!r.available());
+    BOOST_TEST(r.why().find("libnccl-net-epx-test-not-loaded.so") != std::string::npos);
+    r.reset();  // harmless
+    BOOST_TEST(r.total().ops == 0.0);
+  }
+  ::unsetenv("NCCL_NET_PLUGIN");
+  GinStatsReader unset;
+  BOOST_TEST(!unset.available());
+  BOOST_TEST(unset.why().find("NCCL_NET_PLUGIN") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

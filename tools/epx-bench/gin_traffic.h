@@ -1,0 +1,48 @@
+// GIN traffic of one call, read from the counters of epx's ipc GIN backend
+// (plugin/include/epx/gin_stats.h) when NCCL loaded libnccl-net-epx.so (NCCL_NET_PLUGIN=epx or a
+// path to it). Counts are this process's outgoing operations; epx-bench reads them only when a
+// process holds one rank (fake nodes), so they are that rank's.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "epx/gin_stats.h"
+
+namespace epxbench {
+
+struct GinTraffic {
+  double ops = 0;         // puts + putSignals + signalOnly
+  double puts = 0;        // puts without a signal
+  double putSignals = 0;  // puts with a signal
+  double signalOnly = 0;  // signals without payload
+  double bytes = 0;       // payload bytes
+  double wireBytes = 0;   // bytes charged to the (emulated) NIC: payload, or 64 per op without one
+};
+
+// Sums the entries whose peer is another rank (puts to self never reach a NIC).
+GinTraffic sumGinTraffic(const epxGinIpcStats* entries, int count);
+
+// The file NCCL loads for NCCL_NET_PLUGIN=`value`: the value itself when it names a file (contains
+// '/' or ends in ".so"), else "libnccl-net-<value>.so"; empty for an unset value or "none".
+std::string netPluginLibrary(const char* value);
+
+// Reads the counters of the plugin copy NCCL loaded (dlopen RTLD_NOLOAD, after NCCL has loaded it).
+class GinStatsReader {
+ public:
+  GinStatsReader();
+  ~GinStatsReader();
+  GinStatsReader(const GinStatsReader&) = delete;
+  GinStatsReader& operator=(const GinStatsReader&) = delete;
+  bool available() const { return snapshot_ != nullptr; }
+  const std::string& why() const { return why_; }  // why not available
+  void reset() const;
+  GinTraffic total() const;  // sum over this process's contexts and peers since the last reset
+
+ private:
+  void* lib_ = nullptr;
+  epxGinIpcStatsSnapshotFn snapshot_ = nullptr;
+  epxGinIpcStatsResetFn reset_ = nullptr;
+  std::string why_;
+};
+
+}  // namespace epxbench
