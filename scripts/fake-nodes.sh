@@ -16,7 +16,9 @@
 # binary, in ../lib, in a build tree's plugin/, or in .devbuild/lib; EPX_PLUGIN_SO=none: NCCL's
 # own transports), EPX_SOCKET_IFNAME=lo (unless set), NCCL_NVLS_ENABLE=0 NCCL_MNNVL_ENABLE=0,
 # CUDA_MODULE_LOADING=EAGER (a lazily loaded kernel launched while a GIN kernel spins stalls:
-# docs/plugins.md) and one EPX_TEST_SEED for all (the caller's, else random). Everything else in the
+# docs/plugins.md), EPX_MP_PROCS_PER_GPU (the test harness caps SM budgets at SMs / that, so that the
+# spinning CTAs of all processes fit on the GPU at once), EPX_GIN_STREAMS=process with more than 4
+# processes per GPU (unless set), and one EPX_TEST_SEED for all (the caller's, else random). Everything else in the
 # environment passes through (EPX_GIN_EMU_GBPS, EPX_GIN_EMU_LATENCY_US, NCCL_DEBUG,
 # CUDA_DEVICE_MAX_CONNECTIONS: unless set, 32 with up to 2 processes per GPU, 16 with up to 4, else 12 —
 # see "Hardware queues" below,
@@ -121,10 +123,16 @@ if [ -z "${CUDA_DEVICE_MAX_CONNECTIONS:-}" ]; then
   elif [ "$per_gpu" -le 4 ]; then CUDA_DEVICE_MAX_CONNECTIONS=16
   else
     CUDA_DEVICE_MAX_CONNECTIONS=12
-    say "WARNING: $per_gpu processes per GPU: with the GIN ipc backend, 8 per GPU timed out in epx-bench (CUDA_DEVICE_MAX_CONNECTIONS=12 is the most MPS allowed; docs/fake-nodes.md); EPX_GIN_STREAMS=process (2 streams per process) is meant for this but has not run on a GPU yet"
   fi
   export CUDA_DEVICE_MAX_CONNECTIONS
 fi
+# With more than 4 processes per GPU the backend's per-peer streams outnumber the 12 queues: one copy
+# and one signal stream per process instead (docs/fake-nodes.md).
+if [ "$per_gpu" -gt 4 ] && [ -z "${EPX_GIN_STREAMS:-}" ]; then export EPX_GIN_STREAMS=process; fi
+# SMs: epx's dispatch/combine CTAs spin on peers, so the CTAs of ALL processes on a GPU must be
+# resident at once. The test harness caps each group's SM budget at (SMs / processes per GPU)
+# (EPX_MP_PROCS_PER_GPU; EPX_TEST_MAX_SMS overrides); epx-bench takes --sms.
+export EPX_MP_PROCS_PER_GPU=$per_gpu
 say "$n rank(s) on $nodes fake node(s) ($g per node), $ngpu GPU(s), limit ${limit} s, seed $seed"
 say "program: $bin $*"
 say "plugin: ${so:-none}; MPS: $MPS_NOTE"

@@ -119,6 +119,23 @@ uint64_t nextSeed() {
   return splitmix(x);
 }
 
+int smCap() {
+  // Several processes on one GPU (fake nodes, MPS): the CTAs of all of them spin on each other and
+  // must be resident together, so each group gets at most its share of the SMs. EPX_TEST_MAX_SMS
+  // overrides; 0 = no cap.
+  static const int cap = [] {
+    if (const char* v = std::getenv("EPX_TEST_MAX_SMS"); v && *v) return std::max(0, std::atoi(v));
+    const char* p = std::getenv("EPX_MP_PROCS_PER_GPU");
+    const int procs = p && *p ? std::atoi(p) : 1;
+    if (procs <= 1) return 0;
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      return 0;
+    return std::max(1, sms / procs);
+  }();
+  return cap;
+}
+
 ncclEpConfig_t makeConfig(const GroupSpec& g) {
   ncclEpConfig_t c = NCCL_EP_CONFIG_INITIALIZER;
   c.maxTokensPerRank = g.maxTokens;
@@ -127,6 +144,7 @@ ncclEpConfig_t makeConfig(const GroupSpec& g) {
   c.numExperts = g.numExperts;
   c.fp8Dispatch = g.fp8;
   if (g.smBudget > 0) c.smBudget = g.smBudget;
+  if (const int cap = smCap(); cap > 0) c.smBudget = c.smBudget > 0 ? std::min(c.smBudget, cap) : cap;
   if (g.exactCombine) c.exactCombine = 1;
   return c;
 }

@@ -59,6 +59,8 @@ const std::vector<int>& localRanks();
 // EPX_TEST_QUICK=1: shorter case lists for slow configurations (many ranks on one GPU); each
 // suite says what it leaves out.
 bool quick();
+// SM budget cap when several processes share a GPU (EPX_MP_PROCS_PER_GPU, EPX_TEST_MAX_SMS); 0 = none.
+int smCap();
 // Boost.Test precondition of cases that need a peer rank (a 1-rank group has none).
 boost::test_tools::assertion_result needsPeers(boost::unit_test::test_unit_id);
 // Destroys cached groups, then the communicators (end of the test module). After

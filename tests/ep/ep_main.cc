@@ -51,8 +51,8 @@ int main(int argc, char** argv) {
       auto& mg = epx::test::gpus();
       if (mg.multiProcess()) {
         const int r = mg.localRanks()[0];
-        std::printf("epx_ep_tests: rank %d of %d (one process per rank), GPU %d of %d, seed 0x%llx%s\n", r, n,
-                    mg.device(r), nDev, (unsigned long long)seed, epx::test::quick() ? ", quick" : "");
+        std::printf("epx_ep_tests: rank %d of %d (one process per rank), GPU %d of %d, seed 0x%llx%s, SM cap %d\n", r, n,
+                    mg.device(r), nDev, (unsigned long long)seed, epx::test::quick() ? ", quick" : "", epx::test::smCap());
       } else {
         std::printf("epx_ep_tests: %d rank(s) on %d GPU(s) in this process, seed 0x%llx (set EPX_TEST_SEED to repeat)%s\n",
                     n, n, (unsigned long long)seed, epx::test::quick() ? ", quick" : "");

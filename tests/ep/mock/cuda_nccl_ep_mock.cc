@@ -280,6 +280,10 @@ cudaError_t cudaGetDevice(int* d) {
   *d = t_dev;
   return cudaSuccess;
 }
+cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr attr, int) {
+  *v = attr == cudaDevAttrMultiProcessorCount ? 132 : 0;  // an H200
+  return cudaSuccess;
+}
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int) {
   *s = reinterpret_cast<cudaStream_t>(new MockStream);
   return cudaSuccess;

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# On the device machine (bundled .devbuild): one epx-bench run across N fake nodes with the emulated
+# NIC (EPX_GIN_EMU_GBPS / EPX_GIN_EMU_LATENCY_US from the environment; default 50 GB/s and 3 us, "off"
+# to disable), under its own time limit. Rank 0's table goes to $OUT/<tag>.txt, every rank's log under
+# $OUT/<tag>/ (tag = bench-fn<N>-<label>).
+#   scripts/gpu-fn-bench.sh N limit_s label [epx-bench args...]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
+n=$1 limit=$2 label=$3; shift 3
+PIPNCCL=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib
+export LD_LIBRARY_PATH=$PWD/.devbuild/lib:$PIPNCCL:${LD_LIBRARY_PATH:-}
+export NCCL_NVLS_ENABLE=0 NCCL_MNNVL_ENABLE=0 CUDA_MODULE_LOADING=EAGER
+if [ "${EPX_GIN_EMU_GBPS:-}" = off ]; then unset EPX_GIN_EMU_GBPS EPX_GIN_EMU_LATENCY_US
+else export EPX_GIN_EMU_GBPS=${EPX_GIN_EMU_GBPS:-50} EPX_GIN_EMU_LATENCY_US=${EPX_GIN_EMU_LATENCY_US:-3}; fi
+tag=bench-fn$n-$label
+start=$(date +%s)
+scripts/fake-nodes.sh -n "$n" -t "$limit" -l "$OUT/$tag" -- .devbuild/bin/epx-bench "$@" > "$OUT/$tag.run.txt" 2>&1
+rc=$?
+cp "$OUT/$tag/rank0.log" "$OUT/$tag.txt" 2>/dev/null
+echo "$n fake nodes, bench $label (emu ${EPX_GIN_EMU_GBPS:-off} GB/s): exit $rc ($(( $(date +%s) - start )) s)" | tee -a "$OUT/summary.txt"
+[ $rc -ne 0 ] && grep -hE "error|FAIL|timed out" "$OUT/$tag"/rank*.log | head -8
+exit $rc
