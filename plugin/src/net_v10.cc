@@ -63,6 +63,10 @@ ncclResult_t irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags,
   return sock::irecv(recvComm, n, data, sizes, tags, mhandles, request);
 }
 
+ncclResult_t listen(int dev, void* handle, void** listenComm) {
+  return sock::listen(NCCL_NET_TRAFFIC_CLASS_UNDEF, dev, handle, listenComm);
+}
+
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) const ncclNet_v10_t ncclNetPlugin_v10 = {
@@ -70,7 +74,7 @@ extern "C" __attribute__((visibility("default"))) const ncclNet_v10_t ncclNetPlu
     .init = init,
     .devices = sock::devices,
     .getProperties = getProperties,
-    .listen = sock::listen,
+    .listen = listen,
     .connect = connect,
     .accept = accept,
     .regMr = sock::regMr,

@@ -25,8 +25,8 @@ ncclResult_t init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
 }
 
 ncclResult_t listen(void* ctx, int dev, void* handle, void** listenComm) {
-  (void)ctx;
-  return sock::listen(dev, handle, listenComm);
+  const auto* c = static_cast<const NetContext*>(ctx);
+  return sock::listen(c ? c->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF, dev, handle, listenComm);
 }
 
 ncclResult_t connect(void* ctx, int dev, void* handle, void** sendComm,

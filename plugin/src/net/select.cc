@@ -64,8 +64,9 @@ ncclResult_t devices(int* count) { EPX_NET_CALL(devices(count), devices(count));
 ncclResult_t getProperties(int dev, ncclNetProperties_v11_t* props) {
   EPX_NET_CALL(getProperties(dev, props), getProperties(dev, props));
 }
-ncclResult_t listen(int dev, void* handle, void** listenComm) {
-  EPX_NET_CALL(listen(dev, handle, listenComm), listen(dev, handle, listenComm));
+ncclResult_t listen(int trafficClass, int dev, void* handle, void** listenComm) {
+  (void)trafficClass;
+  EPX_NET_CALL(listen(trafficClass, dev, handle, listenComm), listen(dev, handle, listenComm));
 }
 ncclResult_t connect(int trafficClass, int dev, void* handle, void** sendComm) {
   sock::NetContext ctx;

@@ -16,7 +16,8 @@ Transport active();
 ncclResult_t init(ncclDebugLogger_t logger);
 ncclResult_t devices(int* count);
 ncclResult_t getProperties(int dev, ncclNetProperties_v11_t* props);
-ncclResult_t listen(int dev, void* handle, void** listenComm);
+// trafficClass: NCCL's per-communicator value (v11 listen context), NCCL_NET_TRAFFIC_CLASS_UNDEF when unknown.
+ncclResult_t listen(int trafficClass, int dev, void* handle, void** listenComm);
 // trafficClass: NCCL's per-communicator value, NCCL_NET_TRAFFIC_CLASS_UNDEF when unknown.
 ncclResult_t connect(int trafficClass, int dev, void* handle, void** sendComm);
 ncclResult_t accept(void* listenComm, void** recvComm);

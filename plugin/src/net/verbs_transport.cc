@@ -76,6 +76,7 @@ struct Comm {
 struct ListenComm {
   int fd = -1;
   int dev = 0;
+  int trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF;
   // The connection being accepted (one at a time).
   int peerFd = -1;
   int stage = 0;
@@ -264,12 +265,15 @@ ncclResult_t init(int* count, std::string* why) {
   gApi = verbsApi(why);
   if (!gApi) return ncclSuccess;
   gPorts = &verbsPorts(gSettings, why);
-  gNames.clear();
-  gPaths.clear();
-  for (const Port& p : *gPorts) {
-    gNames.push_back(p.props.name);
-    gPaths.push_back(p.props.pciPath);
-  }
+  // NCCL calls init once per communicator (v11) and may keep the name/pciPath pointers of
+  // earlier getProperties calls: the strings are built once and never move.
+  static std::once_flag names;
+  std::call_once(names, [] {
+    for (const Port& p : *gPorts) {
+      gNames.push_back(p.props.name);
+      gPaths.push_back(p.props.pciPath);
+    }
+  });
   *count = static_cast<int>(gPorts->size());
   return ncclSuccess;
 }
@@ -304,7 +308,7 @@ ncclResult_t getProperties(int dev, ncclNetProperties_v11_t* props) {
   return ncclSuccess;
 }
 
-ncclResult_t listen(int dev, void* handle, void** listenComm) {
+ncclResult_t listen(int trafficClass, int dev, void* handle, void** listenComm) {
   *listenComm = nullptr;
   if (!gPorts || dev < 0 || dev >= static_cast<int>(gPorts->size())) return ncclInvalidUsage;
   std::string why;
@@ -313,6 +317,7 @@ ncclResult_t listen(int dev, void* handle, void** listenComm) {
   auto* l = new ListenComm();
   l->fd = fd;
   l->dev = dev;
+  l->trafficClass = trafficClass;
   *listenComm = l;
   return ncclSuccess;
 }
@@ -398,9 +403,7 @@ ncclResult_t accept(void* listenComm, void** recvComm) {
         if (!l->comm) return reset(ncclSystemError);
         l->comm->fd = l->peerFd;
         l->comm->tracker = std::make_unique<ImmTracker>(l->comm->depth);
-        // NCCL's per-communicator traffic class reaches only the connecting side (connect's
-        // config); the receiver applies the environment levels of the policy.
-        if (!bringUp(l->comm, l->remote, NCCL_NET_TRAFFIC_CLASS_UNDEF, &why)) return reset(ncclRemoteError);
+        if (!bringUp(l->comm, l->remote, l->trafficClass, &why)) return reset(ncclRemoteError);
         break;
       case 3: r = oobSend(l->peerFd, &l->comm->local, sizeof(ConnInfo), &l->done, &why); break;
       case 4: r = oobRecv(l->peerFd, &l->ready, 1, &l->done, &why); break;

@@ -17,7 +17,8 @@ namespace epx::plugin::verbs {
 ncclResult_t init(int* count, std::string* why);
 ncclResult_t devices(int* count);
 ncclResult_t getProperties(int dev, ncclNetProperties_v11_t* props);
-ncclResult_t listen(int dev, void* handle, void** listenComm);
+// trafficClass: as for connect; applied to the accepted connection.
+ncclResult_t listen(int trafficClass, int dev, void* handle, void** listenComm);
 // trafficClass: NCCL's per-communicator value (NCCL_NET_TRAFFIC_CLASS_UNDEF when unset).
 ncclResult_t connect(int trafficClass, int dev, void* handle, void** sendComm);
 ncclResult_t accept(void* listenComm, void** recvComm);
