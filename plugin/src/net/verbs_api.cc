@@ -19,7 +19,14 @@ bool load(void* lib, const char* name, F* out, std::string* missing) {
 
 }  // namespace
 
+namespace {
+const VerbsApi* gTestApi = nullptr;
+}  // namespace
+
+void setVerbsApiForTesting(const VerbsApi* api) { gTestApi = api; }
+
 const VerbsApi* verbsApi(std::string* why) {
+  if (gTestApi) return gTestApi;
   static std::once_flag once;
   static VerbsApi api;
   static const VerbsApi* loaded = nullptr;

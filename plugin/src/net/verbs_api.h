@@ -36,4 +36,8 @@ struct VerbsApi {
 // it is absent or lacks an entry point.
 const VerbsApi* verbsApi(std::string* why);
 
+// Tests: every later verbsApi() returns `api` (a fake device, tests/plugin/fake_verbs.h) instead
+// of loading libibverbs. Call before the transport's init.
+void setVerbsApiForTesting(const VerbsApi* api);
+
 }  // namespace epx::plugin::verbs

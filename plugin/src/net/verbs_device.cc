@@ -35,6 +35,12 @@ std::string realPath(const std::string& path) {
 
 bool fileExists(const char* path) { return access(path, F_OK) == 0; }
 
+// /sys/class/infiniband, or EPX_IB_SYSFS_ROOT (a captured or fake tree, for tests and replays).
+std::string sysfsRoot() {
+  const char* r = std::getenv("EPX_IB_SYSFS_ROOT");
+  return r && *r ? r : "/sys/class/infiniband";
+}
+
 // DMA-BUF registration works when the entry point exists and the kernel driver does not reject it
 // outright: a call with fd -1 fails with EBADF (supported) rather than EOPNOTSUPP/EPROTONOSUPPORT.
 bool probeDmabuf(const VerbsApi& api, ibv_pd* pd) {
@@ -57,7 +63,7 @@ std::vector<GidEntry> gidTable(const VerbsApi& api, ibv_context* ctx, const std:
     GidEntry e;
     e.index = i;
     std::memcpy(e.raw, g.raw, 16);
-    e.type = gidTypeFromSysfs(readFile("/sys/class/infiniband/" + dev + "/ports/" + std::to_string(port) +
+    e.type = gidTypeFromSysfs(readFile(sysfsRoot() + "/" + dev + "/ports/" + std::to_string(port) +
                                        "/gid_attrs/types/" + std::to_string(i)),
                               ethernet);
     if (!ethernet && e.type == GidType::Unknown) e.type = GidType::InfiniBand;
@@ -116,7 +122,7 @@ std::vector<Port> enumerate(const Settings& s, std::string* why) {
       port.facts.active = true;
       port.facts.speedMbps = portSpeedMbps(pa.active_speed, pa.active_width);
       port.facts.guid = be64toh(attr.node_guid);
-      port.facts.pciPath = realPath("/sys/class/infiniband/" + name + "/device");
+      port.facts.pciPath = realPath(sysfsRoot() + "/" + name + "/device");
       port.facts.peermem = peermem;
       port.facts.dmabuf = s.useDmabuf && probeDmabuf(*api, pd);
       const GidChoice gc = selectGid(gidTable(*api, ctx, name, p, pa.gid_tbl_len, ethernet), ethernet, s.gidIndex, s.family);
