@@ -369,6 +369,11 @@ BOOST_AUTO_TEST_CASE(bad_handle_and_refused_connection) {
   void* send = nullptr;
   BOOST_TEST(net::connect(-1, 0, bad, &send) == ncclInvalidArgument);
   BOOST_TEST(send == nullptr);
+  // A well-formed handle whose connect-state word points at something the plugin never made.
+  std::memcpy(bad, handle, sizeof bad);
+  reinterpret_cast<epx::plugin::verbs::Handle*>(bad)->connectState = 0xdeadbeef;
+  BOOST_TEST(net::connect(-1, 0, bad, &send) == ncclInvalidArgument);
+  BOOST_TEST(send == nullptr);
   BOOST_TEST(net::closeListen(listen) == ncclSuccess);
   // Nobody listens any more: connect fails (refused) instead of hanging.
   ncclResult_t r = ncclSuccess;
@@ -378,6 +383,14 @@ BOOST_AUTO_TEST_CASE(bad_handle_and_refused_connection) {
   }
   BOOST_TEST(r == ncclRemoteError);
   BOOST_TEST(send == nullptr);
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_hca_filter_fails_init) {
+  setenv("EPX_IB_HCA", "fakeib0:x", 1);
+  BOOST_TEST(net::init(nullptr) == ncclInvalidUsage);
+  unsetenv("EPX_IB_HCA");
+  BOOST_TEST(net::init(nullptr) == ncclSuccess);
+  BOOST_TEST((net::active() == net::Transport::Verbs));
 }
 
 BOOST_AUTO_TEST_CASE(teardown_leaves_no_qp_cq_or_mr) {

@@ -11,11 +11,13 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "common/log.h"
 #include "net/verbs_api.h"
 #include "net/verbs_device.h"
+#include "net/verbs_hca_filter.h"
 #include "net/verbs_oob.h"
 #include "net/verbs_ops.h"
 #include "net/verbs_qp_attr.h"
@@ -96,6 +98,22 @@ struct ConnectState {
 };
 
 std::vector<std::string> gNames, gPaths;
+
+// connect() keeps its state in the handle; a pointer found there is trusted only if this
+// plugin created it and has not finished with it.
+std::mutex gConnectMutex;
+std::set<ConnectState*> gConnectStates;
+
+bool knownConnectState(ConnectState* st) {
+  std::lock_guard<std::mutex> lock(gConnectMutex);
+  return gConnectStates.count(st) != 0;
+}
+
+void trackConnectState(ConnectState* st, bool live) {
+  std::lock_guard<std::mutex> lock(gConnectMutex);
+  if (live) gConnectStates.insert(st);
+  else gConnectStates.erase(st);
+}
 
 ncclResult_t fail(Comm* c, const std::string& what) {
   if (c) c->failed = true;
@@ -262,6 +280,12 @@ ncclResult_t init(int* count, std::string* why) {
     EPX_WARN(NCCL_NET, "NET/EPX-Verbs: %s", e.c_str());
     return ncclInvalidUsage;
   }
+  HcaFilter filter;
+  if (std::string e = parseHcaFilter(gSettings.hcaFilter, &filter); !e.empty()) {
+    *why = "EPX_IB_HCA/NCCL_IB_HCA: " + e;
+    EPX_WARN(NCCL_NET, "NET/EPX-Verbs: %s", why->c_str());
+    return ncclInvalidUsage;
+  }
   gApi = verbsApi(why);
   if (!gApi) return ncclSuccess;
   gPorts = &verbsPorts(gSettings, why);
@@ -328,8 +352,13 @@ ncclResult_t connect(int trafficClass, int dev, void* opaqueHandle, void** sendC
   auto* h = static_cast<Handle*>(opaqueHandle);
   std::string why;
   auto* st = reinterpret_cast<ConnectState*>(h->connectState);
+  if (st && !knownConnectState(st)) {
+    fail(nullptr, "connect: the handle carries a connection state this plugin did not create");
+    return ncclInvalidArgument;
+  }
   auto abort = [&](ncclResult_t r) {
     if (st) {
+      trackConnectState(st, false);
       if (st->comm) destroyComm(st->comm);
       else if (st->fd >= 0) ::close(st->fd);
       delete st;
@@ -341,6 +370,7 @@ ncclResult_t connect(int trafficClass, int dev, void* opaqueHandle, void** sendC
   if (!st) {
     if (std::string e = validateHandle(*h); !e.empty()) return why = e, abort(ncclInvalidArgument);
     st = new ConnectState();
+    trackConnectState(st, true);
     h->connectState = reinterpret_cast<uint64_t>(st);
     if ((st->fd = oobConnect(*h, &why)) < 0) return abort(ncclRemoteError);
   }
@@ -363,6 +393,7 @@ ncclResult_t connect(int trafficClass, int dev, void* opaqueHandle, void** sendC
       case 4: r = oobSend(st->fd, &st->ready, 1, &st->done, &why); break;
       default: {
         *sendComm = st->comm;
+        trackConnectState(st, false);
         delete st;
         h->connectState = 0;
         return ncclSuccess;
