@@ -14,7 +14,8 @@
 # NCCL_HOSTID=epx-fake-node-<r/G>,
 # NCCL_NET_PLUGIN=<absolute path of libnccl-net-epx.so> (EPX_PLUGIN_SO, else found next to the
 # binary, in ../lib, in a build tree's plugin/, or in .devbuild/lib; EPX_PLUGIN_SO=none: NCCL's
-# own transports), EPX_SOCKET_IFNAME=lo (unless set), NCCL_NVLS_ENABLE=0 NCCL_MNNVL_ENABLE=0,
+# own transports), EPX_SOCKET_IFNAME=lo and EPX_NET_TRANSPORT=socket (unless set: on a host with
+# RDMA ports the plugin would otherwise pick its never-run verbs transport), NCCL_NVLS_ENABLE=0 NCCL_MNNVL_ENABLE=0,
 # CUDA_MODULE_LOADING=EAGER (a lazily loaded kernel launched while a GIN kernel spins stalls:
 # docs/plugins.md), EPX_MP_PROCS_PER_GPU (the test harness caps SM budgets at SMs / that, so that the
 # spinning CTAs of all processes fit on the GPU at once), EPX_GIN_STREAMS=process with more than 4
@@ -152,6 +153,7 @@ for ((r = 0; r < n; ++r)); do
     export NCCL_HOSTID=epx-fake-node-$node
     [ -n "$so" ] && export NCCL_NET_PLUGIN=$so
     export EPX_SOCKET_IFNAME=${EPX_SOCKET_IFNAME:-lo}
+    export EPX_NET_TRANSPORT=${EPX_NET_TRANSPORT:-socket}
     export NCCL_NVLS_ENABLE=0 NCCL_MNNVL_ENABLE=0 CUDA_MODULE_LOADING=EAGER EPX_TEST_SEED=$seed
     [ -n "$bdir" ] && export EPX_DEBUG_BEACONS=$bdir
     exec "$bin" "$@"

@@ -34,6 +34,9 @@ nccl_lib=${EPX_NCCL_LIB:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nc
 [ -d "$nccl_lib" ] && export LD_LIBRARY_PATH="$nccl_lib:${LD_LIBRARY_PATH:-}"
 export NCCL_NVLS_ENABLE=0 NCCL_MNNVL_ENABLE=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,TUNING
 export EPX_SOCKET_IFNAME=${EPX_SOCKET_IFNAME:-lo}
+# The checks are of the socket transport; on a host with RDMA ports the plugin would otherwise pick
+# its verbs transport, which has never run on a NIC. EPX_NET_TRANSPORT=auto|verbs to try it.
+export EPX_NET_TRANSPORT=${EPX_NET_TRANSPORT:-socket}
 
 run_pair() {  # name, extra args for the binary, then env assignments
   local name=$1 extra=$2; shift 2

@@ -19,16 +19,12 @@ namespace {
 
 std::string cudaMsg(const char* what, cudaError_t e) { return std::string(what) + ": " + cudaGetErrorString(e); }
 
-double nvlinkGBps() {
-  // Per-direction NVLink bandwidth used by the analytic SM count: EPX_NVLINK_GBPS, else an
-  // NVLink4 SXM part (18 links x 26.5625 GB/s x 0.9 achievable, as in DeepEP V2's sizing).
-  if (const char* v = std::getenv("EPX_NVLINK_GBPS")) {
-    char* end = nullptr;
-    const double g = std::strtod(v, &end);
-    if (end != v && *end == '\0' && g > 0) return g;
-    std::fprintf(stderr, "epx: ignoring EPX_NVLINK_GBPS=\"%s\" (not a positive number of GB/s)\n", v);
-  }
-  return 18 * 26.5625 * 0.9;
+// Link bandwidths for the analytic SM count (smBudget = 0): EPX_NVLINK_GBPS, EPX_RDMA_GBPS.
+epx::LinkRates linkRates() {
+  std::string warnings;
+  epx::LinkRates r = epx::parseLinkRates(std::getenv("EPX_NVLINK_GBPS"), std::getenv("EPX_RDMA_GBPS"), &warnings);
+  if (!warnings.empty()) std::fprintf(stderr, "epx: %s", warnings.c_str());
+  return r;
 }
 
 void releaseGroup(ncclEpGroup* g) {
@@ -149,7 +145,7 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
     delete g;
     return fail(ncclUnhandledCudaError, cudaMsg("ncclEpGroupCreate: device query", ce));
   }
-  g->nCtas = epx::resolveCtaCount(g->cfg, g->numSMs, g->nRanks, nvlinkGBps());
+  g->nCtas = epx::resolveCtaCount(g->cfg, g->numSMs, g->nRanks, g->lsaSize, linkRates());
   if ((r = epx::agreeOnConfig(*g)) != ncclSuccess) {  // collective: all ranks fail alike (host/src/agree.cc)
     releaseGroup(g);
     return r;

@@ -1,10 +1,10 @@
 // ncclNetPlugin_v10 (NCCL 2.24-2.27): traffic class per connect, no context.
 #include "nccl_net.h"
-#include "socket/transport.h"
+#include "net/select.h"
 
 namespace {
 
-namespace sock = epx::plugin::socket;
+namespace sock = epx::plugin::net;
 
 ncclResult_t init(ncclDebugLogger_t logFunction, ncclProfilerCallback_t profFunction) {
   (void)profFunction;
@@ -38,9 +38,7 @@ ncclResult_t getProperties(int dev, ncclNetProperties_v10_t* props) {
 ncclResult_t connect(int dev, ncclNetCommConfig_v10_t* config, void* handle, void** sendComm,
                      ncclNetDeviceHandle_v10_t** sendDevComm) {
   if (sendDevComm != nullptr) *sendDevComm = nullptr;
-  sock::NetContext ctx;
-  if (config != nullptr) ctx.trafficClass = config->trafficClass;
-  return sock::connect(&ctx, dev, handle, sendComm);
+  return sock::connect(config != nullptr ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF, dev, handle, sendComm);
 }
 
 ncclResult_t accept(void* listenComm, void** recvComm, ncclNetDeviceHandle_v10_t** recvDevComm) {
@@ -50,20 +48,23 @@ ncclResult_t accept(void* listenComm, void** recvComm, ncclNetDeviceHandle_v10_t
 
 ncclResult_t regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
                          void** mhandle) {
-  (void)offset, (void)fd;
-  return sock::regMr(comm, data, size, type, mhandle);
+  return sock::regMrDmaBuf(comm, data, size, type, offset, fd, mhandle);
 }
 
 ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
                    void** request) {
-  (void)mhandle, (void)phandle;
-  return sock::isend(sendComm, data, size, tag, request);
+  (void)phandle;
+  return sock::isend(sendComm, data, size, tag, mhandle, request);
 }
 
 ncclResult_t irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
                    void** phandles, void** request) {
-  (void)mhandles, (void)phandles;
-  return sock::irecv(recvComm, n, data, sizes, tags, request);
+  (void)phandles;
+  return sock::irecv(recvComm, n, data, sizes, tags, mhandles, request);
+}
+
+ncclResult_t listen(int dev, void* handle, void** listenComm) {
+  return sock::listen(NCCL_NET_TRAFFIC_CLASS_UNDEF, dev, handle, listenComm);
 }
 
 }  // namespace
@@ -73,7 +74,7 @@ extern "C" __attribute__((visibility("default"))) const ncclNet_v10_t ncclNetPlu
     .init = init,
     .devices = sock::devices,
     .getProperties = getProperties,
-    .listen = sock::listen,
+    .listen = listen,
     .connect = connect,
     .accept = accept,
     .regMr = sock::regMr,

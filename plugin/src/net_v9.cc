@@ -1,10 +1,10 @@
 // ncclNetPlugin_v9 (NCCL 2.22-2.23): no traffic class, no profiler handles.
 #include "nccl_net.h"
-#include "socket/transport.h"
+#include "net/select.h"
 
 namespace {
 
-namespace sock = epx::plugin::socket;
+namespace sock = epx::plugin::net;
 
 ncclResult_t init(ncclDebugLogger_t logFunction) { return sock::init(logFunction); }
 
@@ -34,7 +34,7 @@ ncclResult_t getProperties(int dev, ncclNetProperties_v9_t* props) {
 
 ncclResult_t connect(int dev, void* handle, void** sendComm, ncclNetDeviceHandle_v9_t** sendDevComm) {
   if (sendDevComm != nullptr) *sendDevComm = nullptr;
-  return sock::connect(nullptr, dev, handle, sendComm);
+  return sock::connect(NCCL_NET_TRAFFIC_CLASS_UNDEF, dev, handle, sendComm);
 }
 
 ncclResult_t accept(void* listenComm, void** recvComm, ncclNetDeviceHandle_v9_t** recvDevComm) {
@@ -44,19 +44,20 @@ ncclResult_t accept(void* listenComm, void** recvComm, ncclNetDeviceHandle_v9_t*
 
 ncclResult_t regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
                          void** mhandle) {
-  (void)offset, (void)fd;
-  return sock::regMr(comm, data, size, type, mhandle);
+  return sock::regMrDmaBuf(comm, data, size, type, offset, fd, mhandle);
 }
 
 ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request) {
-  (void)mhandle;
-  return sock::isend(sendComm, data, size, tag, request);
+  return sock::isend(sendComm, data, size, tag, mhandle, request);
 }
 
 ncclResult_t irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
                    void** request) {
-  (void)mhandles;
-  return sock::irecv(recvComm, n, data, sizes, tags, request);
+  return sock::irecv(recvComm, n, data, sizes, tags, mhandles, request);
+}
+
+ncclResult_t listen(int dev, void* handle, void** listenComm) {
+  return sock::listen(NCCL_NET_TRAFFIC_CLASS_UNDEF, dev, handle, listenComm);
 }
 
 }  // namespace
@@ -66,7 +67,7 @@ extern "C" __attribute__((visibility("default"))) const ncclNet_v9_t ncclNetPlug
     .init = init,
     .devices = sock::devices,
     .getProperties = getProperties,
-    .listen = sock::listen,
+    .listen = listen,
     .connect = connect,
     .accept = accept,
     .regMr = sock::regMr,

@@ -177,14 +177,23 @@ BOOST_AUTO_TEST_CASE(cta_count) {
   ncclEpConfig_t in = deepseek();
   GroupConfig g;
   BOOST_REQUIRE(normalizeConfig(&in, 2, &g) == "");
-  const int analytic = analyticSmCount(132, 2, 430.0);
-  BOOST_TEST(analytic >= 8);
-  BOOST_TEST(analytic <= 132);
-  BOOST_TEST(resolveCtaCount(g, 132, 2, 430.0) == analytic);
+  const LinkRates h200 = parseLinkRates(nullptr, nullptr, nullptr);  // 18 NVLink4 links, no RDMA
+  // topology/'s model (docs/topology.md): EP2 on 2xH200, 256 experts top-8 -> 28 SMs.
+  g.numExperts = 256;
+  g.topk = 8;
+  const int analytic = analyticSmCount(g, 132, 2, 2, h200);
+  BOOST_TEST(analytic == 28);
+  BOOST_TEST(resolveCtaCount(g, 132, 2, 2, h200) == analytic);
+  // EP8 in one NVLink domain: 16 SMs; two nodes of 2 with 400 Gb/s RDMA: 12 SMs (RDMA-bound).
+  BOOST_TEST(resolveCtaCount(g, 132, 8, 8, h200) == 16);
+  LinkRates hybrid = h200;
+  hybrid.rdmaGBps = 50;
+  BOOST_TEST(resolveCtaCount(g, 132, 4, 2, hybrid) == 12);
+  BOOST_TEST(resolveCtaCount(g, 20, 2, 2, h200) == 20);  // capped by the GPU's SMs
   g.smBudget = 24;
-  BOOST_TEST(resolveCtaCount(g, 132, 2, 430.0) == 24);
+  BOOST_TEST(resolveCtaCount(g, 132, 2, 2, h200) == 24);
   g.smBudget = 150;
-  BOOST_TEST(resolveCtaCount(g, 132, 2, 430.0) == 132);  // never more than the SMs
+  BOOST_TEST(resolveCtaCount(g, 132, 2, 2, h200) == 132);  // never more than the SMs
 }
 
 BOOST_AUTO_TEST_CASE(nccl_version_must_match_the_headers) {

@@ -60,7 +60,7 @@ std::optional<Diff> firstDiff(const AgreedConfig& x, const AgreedConfig& ref) {
     Diff d{"smBudget " + smText(x), smText(ref), ""};
     if (x.smBudget == ref.smBudget)
       d.hint = " (the same smBudget resolves to different CTA counts: GPUs with different SM counts, or a "
-               "different EPX_NVLINK_GBPS for the analytic estimate; set smBudget explicitly, at most the "
+               "different EPX_NVLINK_GBPS or EPX_RDMA_GBPS for the analytic estimate; set smBudget explicitly, at most the "
                "smallest GPU's SM count)";
     return d;
   }

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
+
+#include "epx/topology/estimate.h"
 
 namespace epx {
 
@@ -139,17 +142,35 @@ long long capacityRows(const GroupConfig& cfg, int nRanks, const HandleConfig& h
   return tokens * std::min(cfg.topk, Le) + 1LL * Le * (h.alignment - 1);
 }
 
-int analyticSmCount(int numSMs, int nRanks, double nvlinkGBps) {
-  // Model (DeepEP V2-style sizing, our constants measured on H200, docs/performance.md): a CTA of
-  // 16 warps sustains about kCtaNvlinkGBps of NVLink stores and kCtaCopyGBps of local HBM copy.
-  // Dispatch moves (R-1)/R of the rows over NVLink and copies every received row locally once, so
-  // CTAs = NVLink share + copy share, balanced to finish together.
-  constexpr double kCtaNvlinkGBps = 15.0;
-  constexpr double kCtaCopyGBps = 60.0;
-  if (nRanks <= 1) return std::max(1, std::min(numSMs, 16));
-  const double remote = double(nRanks - 1) / nRanks;
-  const double ctas = nvlinkGBps / kCtaNvlinkGBps + nvlinkGBps / remote / kCtaCopyGBps;
-  return std::max(8, std::min(numSMs, int(std::ceil(ctas))));
+LinkRates parseLinkRates(const char* nvlinkEnv, const char* rdmaEnv, std::string* warnings) {
+  LinkRates r;
+  r.nvlinkGBps = topo::epxNvlinkGBps(topo::kNvlinkSxmLinks);
+  auto parse = [&](const char* name, const char* v, bool zeroOk, double* out) {
+    if (!v) return;
+    char* end = nullptr;
+    const double g = std::strtod(v, &end);
+    if (end != v && *end == '\0' && std::isfinite(g) && (g > 0 || (zeroOk && g == 0))) {
+      *out = g;
+      return;
+    }
+    if (warnings)
+      *warnings += std::string("ignoring ") + name + "=\"" + v + "\" (not a " + (zeroOk ? "non-negative" : "positive") +
+                   " number of GB/s)\n";
+  };
+  parse("EPX_NVLINK_GBPS", nvlinkEnv, false, &r.nvlinkGBps);
+  parse("EPX_RDMA_GBPS", rdmaEnv, true, &r.rdmaGBps);
+  return r;
+}
+
+int analyticSmCount(const GroupConfig& cfg, int numSMs, int nRanks, int lsaSize, const LinkRates& rates) {
+  // One model for libepx and epx-topo: topology/include/epx/topology/estimate.h (source and
+  // constants in docs/topology.md, "SM and QP estimate").
+  topo::EpxEpShape shape;
+  shape.numScaleupRanks = std::max(1, lsaSize);
+  shape.numScaleoutRanks = lsaSize > 0 ? std::max(1, nRanks / lsaSize) : 1;
+  if (cfg.numExperts > 0) shape.numExperts = cfg.numExperts;
+  if (cfg.topk > 0) shape.numTopk = cfg.topk;
+  return topo::epxEstimateEpResources(rates.nvlinkGBps, rates.rdmaGBps, numSMs, shape).sms;
 }
 
 std::string checkNcclVersion(int runtime, int headers) {
@@ -165,8 +186,8 @@ std::string checkNcclVersion(int runtime, int headers) {
          "(LD_LIBRARY_PATH) or rebuild epx against the runtime's headers.";
 }
 
-int resolveCtaCount(const GroupConfig& cfg, int numSMs, int nRanks, double nvlinkGBps) {
-  int n = cfg.smBudget > 0 ? cfg.smBudget : analyticSmCount(numSMs, nRanks, nvlinkGBps);
+int resolveCtaCount(const GroupConfig& cfg, int numSMs, int nRanks, int lsaSize, const LinkRates& rates) {
+  int n = cfg.smBudget > 0 ? cfg.smBudget : analyticSmCount(cfg, numSMs, nRanks, lsaSize, rates);
   return std::max(1, std::min({n, numSMs, dev::kMaxCtas}));
 }
 

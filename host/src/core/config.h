@@ -45,10 +45,21 @@ dev::WindowLayout computeWindowLayout(const GroupConfig& cfg, int nRanks, int ls
 // deduplicated: nRanks * maxTokens; expanded: nRanks * maxTokens * min(topk, Le) + Le * (alignment-1).
 long long capacityRows(const GroupConfig& cfg, int nRanks, const HandleConfig& h);
 
-// SM (CTA) count of the EP kernels when smBudget is 0. Bandwidth model in the spirit of DeepEP
-// V2's analytic sizing (per-SM NVLink store and HBM copy rates, see docs/performance.md):
-// enough CTAs that the NVLink sends saturate the links and the receive copy keeps up.
-int analyticSmCount(int numSMs, int nRanks, double nvlinkGBps);
+// Link bandwidths the analytic SM count assumes, GB/s per direction.
+struct LinkRates {
+  double nvlinkGBps = 0;  // EPX_NVLINK_GBPS, else an H100/H200 SXM: 18 NVLink4 links (topology/)
+  double rdmaGBps = 0;    // EPX_RDMA_GBPS, else 0 (unknown: the estimate is NVLink-bound)
+};
+
+// Reads EPX_NVLINK_GBPS / EPX_RDMA_GBPS values (nullptr = unset). A value that is not a positive
+// number (EPX_RDMA_GBPS: not >= 0) is ignored with a line appended to *warnings.
+LinkRates parseLinkRates(const char* nvlinkEnv, const char* rdmaEnv, std::string* warnings);
+
+// SM (CTA) count of the EP kernels when smBudget is 0: topology/'s analytic model
+// (epx::topo::epxEstimateEpResources, DeepEP V2's sizing with the constants of docs/topology.md),
+// the one model epx-topo prints too. The group's shape: lsaSize ranks per NVLink domain,
+// nRanks / lsaSize domains, the group's experts and top-k.
+int analyticSmCount(const GroupConfig& cfg, int numSMs, int nRanks, int lsaSize, const LinkRates& rates);
 
 // "" when an NCCL runtime (ncclGetVersion code) can run epx built against `headers`; else the
 // reason naming both versions. The device-API structs (ncclDevComm, windows) carry no size or
@@ -56,6 +67,6 @@ int analyticSmCount(int numSMs, int nRanks, double nvlinkGBps);
 std::string checkNcclVersion(int runtime, int headers);
 
 // CTAs actually launched: the budget (or the analytic count), at most numSMs and dev::kMaxCtas.
-int resolveCtaCount(const GroupConfig& cfg, int numSMs, int nRanks, double nvlinkGBps);
+int resolveCtaCount(const GroupConfig& cfg, int numSMs, int nRanks, int lsaSize, const LinkRates& rates);
 
 }  // namespace epx

@@ -474,7 +474,7 @@ ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t* config, nc
     return fail(ll ? ncclInvalidUsage : ncclInvalidArgument, "GroupCreate: " + err);  // as group.cc
   }
   {  // as host/src/agree.cc: every rank sees every rank's record and reaches the same verdict
-    const epx::AgreedConfig mine = epx::makeAgreedConfig(g->cfg, epx::resolveCtaCount(g->cfg, 132, g->n, 430.0));
+    const epx::AgreedConfig mine = epx::makeAgreedConfig(g->cfg, epx::resolveCtaCount(g->cfg, 132, g->n, g->n, epx::parseLinkRates(nullptr, nullptr, nullptr)));
     std::vector<std::string> blobs;
     std::vector<int> missing;
     if (!fc->x->exchange(fc->rank, "comm", fc->seq++, std::string(reinterpret_cast<const char*>(&mine), sizeof(mine)),

@@ -12,6 +12,7 @@
 namespace epx::topo {
 
 inline constexpr double kNvlinkLinkGBps = 26.562;   ///< per NVLink4 link, per direction (nvidia-smi nvlink -s)
+inline constexpr int kNvlinkSxmLinks = 18;          ///< NVLink4 links of an H100/H200 SXM GPU
 inline constexpr double kNvlinkEfficiency = 0.9;
 inline constexpr double kSmHbmReadGBps = 180.0;     ///< per SM
 inline constexpr double kSmHbmWriteGBps = 45.0;     ///< per SM
