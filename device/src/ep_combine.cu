@@ -5,8 +5,8 @@
 //        rank's combineRecv[this rank][slot] (expanded layout: the token's local expert rows summed
 //        in FP32, rounded to BF16 for the wire — or kept FP32 with the exact-combine option, so
 //        every contribution is rounded once, at the source's final BF16 output): stored directly into NVLink peers' windows, or
-//        staged in this rank's combineX and moved with one GIN put per (CTA, network source) and
-//        array, the last carrying the arrival signal.
+//        staged in this rank's combineX and moved, by the last CTA to finish staging, with one
+//        GIN put per network source and array, the last carrying the arrival signal.
 //  pull: (deduplicated layout, expert output already in the window's combineX) NVLink peers'
 //        rows are not sent: after every rank started combine, each rank reads its tokens' rows
 //        straight from those peers' windows; a closing arrival ("done reading") keeps combineX
@@ -90,28 +90,25 @@ __device__ void sendBack(const CombineArgs& a, const Transport& tr, Share share,
   }
 }
 
-// After the CTA staged its rows: per network source overlapping the share, one put of the rows
-// and one of the weights (the rows of one source are contiguous on both sides), the last one
-// carrying the arrival signal (+rows) on this CTA's context.
-__device__ void putStaged(const CombineArgs& a, const Transport& tr, Share share) {
+// Called by the last CTA to finish staging: per network source s, the rows it sent us are
+// contiguous here (received rows [recvBase[s], recvBase[s+1])) and in its combineRecv (this rank's
+// slots), so one put of the weights and one of the rows, the last carrying the arrival signal
+// (+rows). Sources are spread over the contexts.
+__device__ void putStaged(const CombineArgs& a, const Transport& tr) {
   const Common& c = a.c;
   const Route& r = a.r;
-  if (share.begin >= share.end) return;
-  const int K = c.topk, ctx = dataContextOf(blockIdx.x, c.ginContexts);
+  const int K = c.topk;
   const uint64_t wire = wireRowBytes(a);
   const uint64_t wOff = inWindow(a, tr, a.topkWeights, c.wl.recvWeights) ? c.wl.recvWeights : c.wl.combineStageW;
-  const int s0 = sourceOfRow(r.recvBase, c.nRanks, share.begin);
-  const int s1 = sourceOfRow(r.recvBase, c.nRanks, share.end - 1);
-  for (int s = s0 + int(threadIdx.x); s <= s1; s += kThreads) {
-    if (tr.lsa(s)) continue;
-    const int lo = max(share.begin, r.recvBase[s]), hi = min(share.end, r.recvBase[s + 1]);
-    if (hi <= lo) continue;
-    const uint64_t n = uint64_t(hi - lo);
-    const uint64_t slotRow = uint64_t(c.rank) * c.maxTokens + (lo - r.recvBase[s]);
+  for (int s = threadIdx.x; s < c.nRanks; s += kThreads) {
+    const int lo = r.recvBase[s], n = r.recvBase[s + 1] - lo;
+    if (n == 0 || tr.lsa(s)) continue;
+    const int ctx = dataContextOf(s, c.ginContexts);
+    const uint64_t slotRow = uint64_t(c.rank) * c.maxTokens;
     if (a.topkWeights)
-      tr.put(s, c.wl.combineRecvW + slotRow * K * 4, wOff + uint64_t(lo) * K * 4, n * K * 4, ctx);
-    tr.putSignal(s, c.wl.combineRecv + slotRow * wire, c.wl.combineX + uint64_t(lo) * wire, n * wire, kFlagArriveCombine,
-                 uint32_t(n), ctx);
+      tr.put(s, c.wl.combineRecvW + slotRow * K * 4, wOff + uint64_t(lo) * K * 4, uint64_t(n) * K * 4, ctx);
+    tr.putSignal(s, c.wl.combineRecv + slotRow * wire, c.wl.combineX + uint64_t(lo) * wire, uint64_t(n) * wire,
+                 kFlagArriveCombine, uint32_t(n), ctx);
   }
 }
 
@@ -189,13 +186,8 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_consta
   const GinRows ginRows{nullptr, r.sendCount};
 
   ses.begin(tr, kOpCombine, kPhaseCombineReady);
-  if (!ses.abort) {
-    sendBack<WireRow>(a, tr, share, lane, rows);
-    if (gin) {
-      __syncthreads();
-      putStaged(a, tr, share);
-    }
-  }
+  if (!ses.abort) sendBack<WireRow>(a, tr, share, lane, rows);
+  if (gin && ses.lastToStage(tr, kOpCombine) && !ses.abort) putStaged(a, tr);
   if (a.pull) {
     ses.waitArrivals(tr, kOpCombine, kPhaseCombineData, false, true, ginRows);
     if (!ses.abort) reduceTokens<true, Bf16Row>(a, tr, globalWarp, numWarps, lane, rows);

@@ -2,8 +2,8 @@
 // token's row once to every destination rank of its top-k: NVLink peers get the row and its top-k
 // meta stored straight into their receive arrays (LSA) at the row agreed in the layout's count
 // exchange; rows for network peers are staged in this rank's window, grouped by destination in
-// receive order, and the CTA then moves each destination's rows with one GIN put per array, the
-// last carrying the arrival signal (rows put). Receive: after every source arrived, copy the rows
+// receive order, and the last CTA to finish staging moves each destination's rows with one GIN put
+// per array, the last carrying the arrival signal (rows put). Receive: after every source arrived, copy the rows
 // into the caller's layout (deduplicated copy, or expanded by local expert) — skipped entirely when
 // the caller's outputs are the window arrays.
 #include <nccl_device.h>
@@ -79,10 +79,8 @@ __device__ __forceinline__ SendPlan loadPlan(const DispatchArgs& a, const Transp
 
 // Send phase over this CTA's tokens (warp-strided); the next token's plan is loaded while the
 // current row is copied. Each 16-byte vector of the row is loaded once and stored to every
-// destination. Network rows go to the staging arrays; stFirst/stCount collect, per network
-// destination, the CTA's (contiguous) global slots.
-__device__ void sendTokens(const DispatchArgs& a, const Transport& tr, Share share, int lane, char* (&dsts)[kWarps][kMaxTopk],
-                           int* stFirst, int* stCount) {
+// destination. Network rows go to the staging arrays.
+__device__ void sendTokens(const DispatchArgs& a, const Transport& tr, Share share, int lane, char* (&dsts)[kWarps][kMaxTopk]) {
   const Common& c = a.c;
   const Route& r = a.r;
   const int K = c.topk, Le = c.localExperts, warp = threadIdx.x >> 5;
@@ -97,10 +95,6 @@ __device__ void sendTokens(const DispatchArgs& a, const Transport& tr, Share sha
     if (cur.dest >= 0) {
       char* base = toLsa ? tr.lsaBase(cur.dest) + c.wl.recvX : tr.localBase() + c.wl.stageX;
       dsts[warp][__popc(dests & ((1u << lane) - 1u))] = base + size_t(cur.row) * a.xRowBytes;
-      if (!toLsa) {
-        atomicMin(&stFirst[cur.dest], cur.gslot);
-        atomicAdd(&stCount[cur.dest], 1);
-      }
     }
     __syncwarp();
     warpCopy16Multi<false, 8>(dsts[warp], __popc(dests), a.x + size_t(t) * a.xRowBytes, a.xRowBytes, lane);
@@ -128,19 +122,20 @@ __device__ void sendTokens(const DispatchArgs& a, const Transport& tr, Share sha
   }
 }
 
-// After the CTA staged its rows: one GIN put per array and network destination (the CTA's rows to
-// d are contiguous on both sides), the last one carrying the arrival signal (+rows) on this CTA's
-// context.
-__device__ void putStaged(const DispatchArgs& a, const Transport& tr, const int* stFirst, const int* stCount) {
+// Called by the last CTA to finish staging: per network destination d, the rank's rows to d are
+// contiguous in the staging arrays and in d's receive arrays, so one GIN put per array moves them,
+// the last one carrying the arrival signal (+rows). Destinations are spread over the contexts.
+__device__ void putStaged(const DispatchArgs& a, const Transport& tr) {
   const Common& c = a.c;
   const Route& r = a.r;
-  const int K = c.topk, ctx = dataContextOf(blockIdx.x, c.ginContexts);
+  const int K = c.topk;
   const RowOffsets recv = RowOffsets::recv(c.wl), stage = RowOffsets::stage(c.wl);
   for (int d = threadIdx.x; d < c.nRanks; d += kThreads) {
-    const int n = stCount[d];
+    const int n = r.sendCount[d];
     if (n == 0 || tr.lsa(d)) continue;
-    const uint64_t dstRow = uint64_t(r.sendBase[d]) + stFirst[d];
-    const uint64_t srcRow = uint64_t(r.stageBase[d]) + stFirst[d];
+    const int ctx = dataContextOf(d, c.ginContexts);
+    const uint64_t dstRow = uint64_t(r.sendBase[d]);
+    const uint64_t srcRow = uint64_t(r.stageBase[d]);
     auto putArray = [&](uint64_t dstOff, uint64_t srcOff, uint64_t rowBytes) {
       tr.put(d, dstOff + dstRow * rowBytes, srcOff + srcRow * rowBytes, uint64_t(n) * rowBytes, ctx);
     };
@@ -244,7 +239,6 @@ __device__ void fillGaps(const DispatchArgs& a, int globalWarp, int numWarps, in
 }
 
 __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const __grid_constant__ DispatchArgs a) {
-  extern __shared__ int stSmem[];  // [2][nRanks]: per network destination, first global slot, rows
   __shared__ OpSession ses;
   __shared__ char* dsts[kWarps][kMaxTopk];
   __shared__ int rows[kWarps][kMaxTopk];
@@ -256,23 +250,11 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const __grid_const
   const int globalWarp = blockIdx.x * kWarps + (threadIdx.x >> 5);
   const int numWarps = gridDim.x * kWarps;
   const bool gin = tr.hasGin();
-  int* stFirst = stSmem;
-  int* stCount = stSmem + c.nRanks;
-  if (gin)
-    for (int d = threadIdx.x; d < c.nRanks; d += kThreads) {
-      stFirst[d] = INT_MAX;
-      stCount[d] = 0;
-    }
   const GinRows ginRows{r.recvBase, nullptr};
 
   ses.begin(tr, kOpDispatch, kPhaseDispatchReady);
-  if (!ses.abort) {
-    sendTokens(a, tr, shareOf(r.totals->numTokens, gridDim.x, blockIdx.x), lane, dsts, stFirst, stCount);
-    if (gin) {
-      __syncthreads();
-      putStaged(a, tr, stFirst, stCount);
-    }
-  }
+  if (!ses.abort) sendTokens(a, tr, shareOf(r.totals->numTokens, gridDim.x, blockIdx.x), lane, dsts);
+  if (gin && ses.lastToStage(tr, kOpDispatch) && !ses.abort) putStaged(a, tr);
   ses.arriveLsa(tr, kOpDispatch);
   ses.waitArrivals(tr, kOpDispatch, kPhaseDispatchData, true, true, ginRows);
   if (!ses.abort) {
@@ -296,18 +278,15 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const __grid_const
   ses.end(tr, kOpDispatch, ginRows);
 }
 
-size_t dispatchSmem(int nRanks) { return size_t(2) * nRanks * sizeof(int); }
-
 }  // namespace
 
 cudaError_t launchDispatch(const DispatchArgs& args, int nCtas, cudaStream_t stream) {
-  const size_t smem = dispatchSmem(args.c.nRanks);
-  dispatchKernel<<<nCtas, kThreads, smem, stream>>>(args);
+  dispatchKernel<<<nCtas, kThreads, 0, stream>>>(args);
   return cudaGetLastError();
 }
 
-cudaError_t dispatchMaxCtasPerSm(int nRanks, int* ctas) {
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas, dispatchKernel, kThreads, dispatchSmem(nRanks));
+cudaError_t dispatchMaxCtasPerSm(int /*nRanks*/, int* ctas) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas, dispatchKernel, kThreads, 0);
 }
 
 }  // namespace epx::dev

@@ -35,10 +35,10 @@ EPX_HD bool counterReached(uint64_t seen, uint64_t target) {
   return ((seen - target) & kMask) <= (kMask >> 1);
 }
 
-// GIN context that carries the control signals (counts, readiness); data puts of CTA b use
-// context b % contexts and carry their arrival signal on that same context.
+// GIN context that carries the control signals (counts, readiness); data puts to peer p use
+// context p % contexts and carry their arrival signal on that same context.
 constexpr int kControlContext = 0;
-EPX_HD int dataContextOf(int cta, int contexts) { return contexts > 0 ? cta % contexts : 0; }
+EPX_HD int dataContextOf(int peer, int contexts) { return contexts > 0 ? peer % contexts : 0; }
 
 // value has reached target (wrap-safe).
 EPX_HD bool reached(uint32_t value, uint32_t target) { return int32_t(value - target) >= 0; }

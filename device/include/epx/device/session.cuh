@@ -1,6 +1,7 @@
 // The protocol session of one dispatch or combine, on the transport layer (transport.cuh):
 //   begin()        read this op's sequence number; CTA 0 tells every peer that it may send this op
 //                  to us (ready); every CTA waits until every peer may receive it from us;
+//   lastToStage()  the last CTA to finish staging GIN rows (it posts the op's puts);
 //   arriveLsa()    after this CTA's stores into NVLink peers' windows: +1 on each such peer's
 //                  arrival word (GIN arrivals travel with the data puts, see protocol.h);
 //   waitArrivals() until every source's data (or "done reading") arrived: NVLink sources when all
@@ -45,6 +46,22 @@ struct OpSession {
     if (!ok) abort = 1;
     __syncthreads();
     t.mark(kStepReady);
+  }
+
+  // Called by every CTA after staging its rows for network peers: true in the one CTA that came
+  // last, which then sees every CTA's staged rows (system-scope fence before counting) and posts
+  // the GIN puts of the whole op — a few large operations per peer instead of a few per CTA and
+  // peer (each GIN operation has a fixed cost in the proxy; docs/performance.md).
+  __device__ bool lastToStage(const Transport& t, int kind) {
+    __syncthreads();
+    __shared__ bool last;
+    if (threadIdx.x == 0) {
+      __threadfence_system();
+      last = atomicAdd(&t.c.state->stagedCtas[kind], 1u) == gridDim.x - 1;
+      if (last) t.c.state->stagedCtas[kind] = 0;  // every CTA has counted
+    }
+    __syncthreads();
+    return last;
   }
 
   __device__ void arriveLsa(const Transport& t, int kind) {
