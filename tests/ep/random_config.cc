@@ -64,7 +64,8 @@ GroupSpec drawGroup(uint64_t baseSeed, int group, int R) {
   // Bytes per (token, rank): its expanded rows (data + per-row metadata) and its top-k arrays.
   const double tokenBytes = double(std::min(g.topk, Le)) * (g.hidden * 2 + 32) + g.topk * 8 + 32;
   const int cap = int(std::clamp(kRowBytesBudget / (double(R) * R * tokenBytes), 1.0, double(kMaxTokens)));
-  g.maxTokens = rng.unit() < 0.2 ? cap : logUniform(rng, 1, cap);
+  // The smallest hidden often comes with the most tokens (65536 when the budget allows).
+  g.maxTokens = rng.unit() < (g.hidden == quant ? 0.6 : 0.2) ? cap : logUniform(rng, 1, cap);
   while (g.maxTokens > 1 && double(windowHint(g, R)) * R > kWindowBytesBudget) g.maxTokens /= 2;
   return g;
 }

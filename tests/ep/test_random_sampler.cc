@@ -132,7 +132,7 @@ BOOST_AUTO_TEST_CASE(default_run_covers_the_range_ends) {
         seen["fp32 combine"] += c.combineFp32;
         seen["tokens 0"] += std::count(rc.tokens.begin(), rc.tokens.end(), 0) > 0;
         seen["tokens max"] += std::count(rc.tokens.begin(), rc.tokens.end(), g.maxTokens) > 0;
-        seen["maxTokens 65536"] += g.maxTokens == 65536;
+        if (R == 1) seen["maxTokens 65536"] += g.maxTokens == 65536;  // rows budget: R^2 * maxT * ...
         seen["maxTokens >= 1024"] += g.maxTokens >= 1024;
         seen["one expert for all"] += rc.route.kind == RouteKind::SingleExpert;
         seen["last rank only"] += rc.route.kind == RouteKind::RankSkewed;
@@ -144,6 +144,11 @@ BOOST_AUTO_TEST_CASE(default_run_covers_the_range_ends) {
         }
       }
       for (const auto& [what, n] : seen) BOOST_TEST(n > 0, "R=" << R << " seed " << seed << ": never drew " << what);
+      if (seed == 1) {
+        std::string counts;
+        for (const auto& [what, n] : seen) counts += what + " " + std::to_string(n) + ", ";
+        BOOST_TEST_MESSAGE("R=" << R << ", " << kDefaultCases << " cases: " << counts);
+      }
       // "Meaningful probability" for the ends of top-k: at least 10% of the cases.
       BOOST_TEST(seen["topk 31"] + seen["topk 32"] >= kDefaultCases / 10, "R=" << R << " seed " << seed);
     }
