@@ -21,7 +21,7 @@ namespace epx::test::rnd {
 // Bytes of all ranks' capacity-sized outputs together (nRanks^2 * maxT * min(K, Le) rows of H * 2
 // bytes, plus their metadata):
 // every process builds every rank's data, and fake nodes put every rank on one GPU.
-constexpr double kRowBytesBudget = 256.0 * (1 << 20);
+constexpr double kRowBytesBudget = 64.0 * (1 << 20);
 // Alignment gap rows of all ranks (nRanks * Le * (alignment - 1) * H * 2).
 constexpr double kGapBytesBudget = 64.0 * (1 << 20);
 // ncclEpGetBufferSizeHint of one rank's window, times nRanks (one GPU under fake nodes).

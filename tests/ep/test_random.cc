@@ -48,7 +48,10 @@ void reportFailure(uint64_t seed, const rnd::RandomCase& rc, const std::string& 
 
 struct Tally {
   int ran = 0, failed = 0, topkEnds = 0, fp8 = 0, expanded = 0, capacity = 0;
-  void count(const rnd::RandomCase& rc, bool ok) {
+  double slowestS = 0;
+  std::string slowest;
+  void count(const rnd::RandomCase& rc, bool ok, double seconds) {
+    if (seconds > slowestS) slowestS = seconds, slowest = rnd::describe(rc);
     ++ran;
     failed += ok ? 0 : 1;
     topkEnds += rc.cfg.g.topk >= 31;
@@ -98,6 +101,7 @@ BOOST_AUTO_TEST_CASE(differential) {
       const std::string name = rnd::describe(rc) + " (seed " + hex(seed) + ")";
       BOOST_TEST_MESSAGE("random " << name);
       bool ok = false;
+      const double start = elapsed();
       try {
         ok = runCaseOn(rc.cfg, groups, rc.tokens, rc.route, rc.repeats, rc.dataSeed, name);
       } catch (const std::exception& e) {
@@ -106,7 +110,7 @@ BOOST_AUTO_TEST_CASE(differential) {
         throw;  // an ncclEp call failed: the collective sequence may be out of step; stop here
       }
       if (!ok) reportFailure(seed, rc, "");
-      tally.count(rc, ok);
+      tally.count(rc, ok, elapsed() - start);
       if (anyRankAsyncError(groups)) {  // a device-side timeout leaves the group unusable
         destroyGroups(groups);
         groups = createGroups(g);
@@ -118,6 +122,7 @@ BOOST_AUTO_TEST_CASE(differential) {
               "capacity mode %d\n",
               tally.ran, elapsed(), R, hex(seed).c_str(), tally.failed, tally.topkEnds, tally.fp8, tally.expanded,
               tally.capacity);
+  if (tally.ran) std::printf("random: slowest %.2f s: %s\n", tally.slowestS, tally.slowest.c_str());
   std::fflush(stdout);
   BOOST_TEST(tally.ran > 0);
   BOOST_TEST(tally.failed == 0, tally.failed << " of " << tally.ran << " random cases failed (seed " << hex(seed)
