@@ -883,7 +883,7 @@ std::string EpSession::checkCombine(int maxUlp, double* maxErrOut, int* maxUlpOu
   return err.str();
 }
 
-void EpSession::expectAllCorrect(const std::string& what) const {
+bool EpSession::expectAllCorrect(const std::string& what) const {
   std::string d = checkDispatch();
   BOOST_CHECK_MESSAGE(d.empty(), what << ": dispatch: " << d);
   double maxErr = 0;
@@ -893,11 +893,27 @@ void EpSession::expectAllCorrect(const std::string& what) const {
   BOOST_TEST_MESSAGE(what << ": combine max error " << maxErr << " (" << maxU << " BF16 ulp)");
   std::string a = asyncErrors(groups_);
   BOOST_CHECK_MESSAGE(a.empty(), what << ": " << a);
+  return d.empty() && c.empty() && a.empty();
+}
+
+bool runCaseOn(const CaseConfig& cfg, const std::vector<ncclEpGroup_t>& groups, const std::vector<int>& tokens,
+               const RouteSpec& rs, int repeats, uint64_t seed, const std::string& name) {
+  Rng rng(seed);
+  EpSession s(cfg, &groups);
+  s.randomRouting(tokens, rs, rng);
+  s.layout();
+  bool ok = true;
+  for (int rep = 0; rep < repeats; ++rep) {
+    s.randomData(rng);
+    s.dispatch();
+    s.combine();
+    ok = s.expectAllCorrect(name + (repeats > 1 ? " (dispatch #" + std::to_string(rep) + ")" : "")) && ok;
+  }
+  return ok;
 }
 
 void runCase(const CaseConfig& cfg, const std::vector<int>& tokens, const RouteSpec& rs, int repeats) {
   const uint64_t seed = nextSeed();
-  Rng rng(seed);
   std::ostringstream name;
   name << cfg.describe() << " T=[";
   for (size_t i = 0; i < tokens.size(); ++i) name << (i ? "," : "") << tokens[i];
@@ -905,16 +921,9 @@ void runCase(const CaseConfig& cfg, const std::vector<int>& tokens, const RouteS
   BOOST_TEST_MESSAGE("case " << name.str());
   bool broken = false;
   try {
-    EpSession s(cfg);
-    s.randomRouting(tokens, rs, rng);
-    s.layout();
-    for (int rep = 0; rep < repeats; ++rep) {
-      s.randomData(rng);
-      s.dispatch();
-      s.combine();
-      s.expectAllCorrect(name.str() + (repeats > 1 ? " (dispatch #" + std::to_string(rep) + ")" : ""));
-    }
-    broken = anyRankAsyncError(s.groups());  // every process evicts, or none
+    const auto& groups = groupFor(cfg.g);
+    runCaseOn(cfg, groups, tokens, rs, repeats, seed, name.str());
+    broken = anyRankAsyncError(groups);  // every process evicts, or none
   } catch (...) {
     // A failed collective can leave the group with a device-side timeout: later cases get fresh
     // groups instead of failing in cascade.

@@ -243,8 +243,9 @@ class EpSession {
   // maxUlp BF16 ulps.
   std::string checkDispatch() const;
   std::string checkCombine(int maxUlp = 1, double* maxErr = nullptr, int* maxUlpSeen = nullptr) const;
-  // Checks both with Boost.Test assertions (main thread) and reports the combine error.
-  void expectAllCorrect(const std::string& what) const;
+  // Checks both with Boost.Test assertions (main thread) and reports the combine error; true when
+  // dispatch, combine and the groups' async errors were all clean (lets a caller add replay info).
+  bool expectAllCorrect(const std::string& what) const;
 
   std::vector<ref::RankRouting> routing;    // every rank's (same in every process)
   std::vector<ref::RankDispatch> expect;    // every rank's
@@ -336,5 +337,9 @@ std::vector<int> randomTokens(int lo, int hi, Rng& rng);
 // One full case: new random routing and data, layout/dispatch/combine `repeats` times (repeats > 1:
 // cached dispatch, the same route dispatched and combined again with new data), checked each time.
 void runCase(const CaseConfig& cfg, const std::vector<int>& tokens, const RouteSpec& rs = {}, int repeats = 1);
+// The same on the given groups, with routing and data from `seed`, checks named `name`: true when
+// every check passed. Exceptions of the ncclEp/CUDA calls pass through (the caller owns the groups).
+bool runCaseOn(const CaseConfig& cfg, const std::vector<ncclEpGroup_t>& groups, const std::vector<int>& tokens,
+               const RouteSpec& rs, int repeats, uint64_t seed, const std::string& name);
 
 }  // namespace epx::test

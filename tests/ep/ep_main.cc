@@ -28,12 +28,14 @@ BOOST_TEST_GLOBAL_FIXTURE(GpuTeardown);
 
 int main(int argc, char** argv) {
   epx::testing::installStackDump();  // SIGUSR1: main-thread stack to stderr (fake-nodes.sh at its time limit)
-  // Only the host_api suite selected (e.g. --run_test=host_api): no GPU needed.
+  // Only suites that need no GPU selected (e.g. --run_test=host_api): host_api, random_sampler.
+  auto noGpuSuite = [](const std::string& s) { return s == "host_api" || s == "random_sampler"; };
   bool hostOnly = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--run_test=host_api" || a == "-t=host_api" || (a == "-t" && i + 1 < argc && std::string(argv[i + 1]) == "host_api") ||
-        (a == "--run_test" && i + 1 < argc && std::string(argv[i + 1]) == "host_api"))
+    const bool next = (a == "-t" || a == "--run_test") && i + 1 < argc;
+    if ((a.rfind("--run_test=", 0) == 0 && noGpuSuite(a.substr(11))) || (a.rfind("-t=", 0) == 0 && noGpuSuite(a.substr(3))) ||
+        (next && noGpuSuite(argv[i + 1])))
       hostOnly = true;
     if (a.rfind("--list_content", 0) == 0 || a == "--help" || a == "-?") hostOnly = true;  // no test runs
   }

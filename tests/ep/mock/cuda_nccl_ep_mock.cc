@@ -2,7 +2,9 @@
 // the GPU test harness (tests/ep) on a machine without GPUs: target epx_ep_mock (not built by
 // default; run it like epx_ep_tests, MOCK_GPUS=n for n fake GPUs). The EP semantics come from
 // epx::ref, argument checks from the library's core (checks.cc/config.cc/errors.cc). MOCK_BREAK=1
-// corrupts one dispatched row, MOCK_BREAK=2 one combined value: the suites must then fail.
+// corrupts one dispatched row, MOCK_BREAK=2 one combined value, MOCK_BREAK=3 leaves recvSrcInfo
+// unwritten where lanes K and K + 1 of a warp would have written it (top-k 31: the source token,
+// 32: both words; the bug of issue 15): the suites must then fail.
 // Memory is host memory, streams run everything at once, graphs record closures.
 //
 // Ranks exchange data, never pointers, through an "exchange" per communicator: in memory between
@@ -693,6 +695,7 @@ ncclResult_t ncclEpDispatch(ncclEpHandle_t h, const ncclEpDispatchInputs_t* in, 
     }
     auto d = epx::ref::dispatch(h->shape, rt)[r];
     const bool dedup = !h->cfg.expanded;
+    const bool lanesMissing = std::getenv("MOCK_BREAK") && std::atoi(std::getenv("MOCK_BREAK")) == 3;
     char* rx = static_cast<char*>(O.recvX);
     for (int row = 0; row < d.numRows; ++row) {
       int src = d.srcRank[row], t = d.srcToken[row];
@@ -717,7 +720,8 @@ ncclResult_t ncclEpDispatch(ncclEpHandle_t h, const ncclEpDispatchInputs_t* in, 
         } else if (wt) {
           wt[row] = d.recvWeights[row];
         }
-        if (info) info[2 * row] = src, info[2 * row + 1] = t;
+        if (info && !(lanesMissing && K >= 32)) info[2 * row] = src;
+        if (info && !(lanesMissing && K >= 31)) info[2 * row + 1] = t;
       };
       meta(O.recvTopkIdx, O.recvTopkWeights, O.recvSrcInfo);
       if (dedup) {
