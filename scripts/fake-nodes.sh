@@ -17,7 +17,7 @@
 # own transports), EPX_SOCKET_IFNAME=lo and EPX_NET_TRANSPORT=socket (unless set: on a host with
 # RDMA ports the plugin would otherwise pick its never-run verbs transport), NCCL_NVLS_ENABLE=0 NCCL_MNNVL_ENABLE=0,
 # CUDA_MODULE_LOADING=EAGER (a lazily loaded kernel launched while a GIN kernel spins stalls:
-# docs/plugins.md), EPX_MP_PROCS_PER_GPU (the test harness caps SM budgets at SMs / that, so that the
+# docs/plugins.md), EPX_MP_PROCS_PER_GPU (the test harness caps SM budgets at min(24, (SMs-4) / that), so that the
 # spinning CTAs of all processes fit on the GPU at once), EPX_GIN_STREAMS=process with more than 4
 # processes per GPU (unless set), and one EPX_TEST_SEED for all (the caller's, else random). Everything else in the
 # environment passes through (EPX_GIN_EMU_GBPS, EPX_GIN_EMU_LATENCY_US, NCCL_DEBUG,

@@ -121,8 +121,11 @@ uint64_t nextSeed() {
 
 int smCap() {
   // Several processes on one GPU (fake nodes, MPS): the CTAs of all of them spin on each other and
-  // must be resident together, so each group gets at most its share of the SMs. EPX_TEST_MAX_SMS
-  // overrides; 0 = no cap.
+  // must be resident together with whatever else runs (NCCL's and the harness's own kernels), so
+  // each group gets at most its share of the SMs left after a reserve, and at most a typical
+  // budget: 2 processes x 66 CTAs (all 132 SMs) stalled in combine. It replaces the analytic
+  // default too (which knows nothing of the other processes). EPX_TEST_MAX_SMS overrides; 0 = none.
+  static constexpr int kReservedSms = 4, kMaxSharedBudget = 24;
   static const int cap = [] {
     if (const char* v = std::getenv("EPX_TEST_MAX_SMS"); v && *v) return std::max(0, std::atoi(v));
     const char* p = std::getenv("EPX_MP_PROCS_PER_GPU");
@@ -131,7 +134,7 @@ int smCap() {
     int dev = 0, sms = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
       return 0;
-    return std::max(1, sms / procs);
+    return std::max(1, std::min(kMaxSharedBudget, (sms - kReservedSms) / procs));
   }();
   return cap;
 }
