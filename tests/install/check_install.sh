@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs the build tree into a fresh prefix, then, with LD_LIBRARY_PATH cleared: runs the installed
+# epx-topo and epx-bench (--help), checks that no installed ELF file misses a library of epx's own,
+# and builds and runs a C consumer of libepx through the installed epx.pc.
+#   check_install.sh <build dir> <prefix> <C compiler>
+set -euo pipefail
+build=$1 prefix=$2 cc=${3:-cc}
+rm -rf "$prefix"
+cmake --install "$build" --prefix "$prefix" > "$prefix.install.log" 2>&1 || { cat "$prefix.install.log"; exit 1; }
+unset LD_LIBRARY_PATH
+fail() { echo "install check: $*" >&2; exit 1; }
+
+for f in "$prefix"/bin/* "$prefix"/lib/*.so*; do
+  [ -f "$f" ] && [ ! -L "$f" ] || continue
+  missing=$(ldd "$f" 2>/dev/null | grep "not found" | grep -E "libepx|libnccl-net-epx|libcudart|libnccl\.so" || true)
+  [ -z "$missing" ] || fail "$f cannot find: $missing"
+done
+"$prefix/bin/epx-topo" --help > /dev/null || fail "installed epx-topo --help failed (exit $?)"
+"$prefix/bin/epx-bench" --help > /dev/null || fail "installed epx-bench --help failed (exit $?)"
+
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+cat > "$work/consumer.c" <<'C'
+#include <epx/ep.h>
+#include <stdio.h>
+int main(void) {
+  ncclEpConfig_t cfg = NCCL_EP_CONFIG_INITIALIZER;
+  cfg.maxTokensPerRank = 128; cfg.hidden = 1024; cfg.topk = 4; cfg.numExperts = 16;
+  size_t bytes = 0;
+  if (ncclEpGetBufferSizeHint(&cfg, 2, &bytes) != ncclSuccess || bytes == 0) {
+    fprintf(stderr, "size hint failed: %s\n", ncclEpGetLastError());
+    return 1;
+  }
+  cfg.topk = 0; /* invalid: must be refused with a message */
+  if (ncclEpGetBufferSizeHint(&cfg, 2, &bytes) == ncclSuccess || ncclEpGetLastError()[0] == '\0') return 2;
+  printf("ok %zu\n", bytes);
+  return 0;
+}
+C
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+# shellcheck disable=SC2046
+"$cc" "$work/consumer.c" -o "$work/consumer" $(pkg-config --cflags --libs epx) -L/usr/local/cuda/lib64 \
+  || fail "a C consumer does not build against the installed epx.pc"
+out=$("$work/consumer") || fail "the C consumer built against the prefix did not run (exit $?): $out"
+echo "install check: prefix $prefix OK ($out)"
