@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/net_props.h"
 #include "net/verbs_api.h"
 #include "net/verbs_device.h"
 #include "net/verbs_hca_filter.h"
@@ -319,16 +320,7 @@ ncclResult_t getProperties(int dev, ncclNetProperties_v11_t* props) {
   props->forceFlush = 0;
   props->speed = d.speedMbps;
   props->port = d.port;
-  props->latency = 0;
-  props->maxComms = 65536;
-  props->maxRecvs = 1;
-  props->netDeviceType = NCCL_NET_DEVICE_HOST;
-  props->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
-  props->vProps.ndevs = 1;
-  props->vProps.devs[0] = dev;
-  props->maxP2pBytes = NCCL_MAX_NET_SIZE_BYTES;
-  props->maxCollBytes = NCCL_MAX_NET_SIZE_BYTES;
-  props->maxMultiRequestSize = 1;
+  fillHostNetDefaults(props, dev, 1);
   return ncclSuccess;
 }
 

@@ -20,6 +20,7 @@
 
 #include "../common/env.h"
 #include "../common/log.h"
+#include "../common/net_props.h"
 #include "interfaces.h"
 #include "wire.h"
 
@@ -452,16 +453,7 @@ ncclResult_t getProperties(int dev, ncclNetProperties_v11_t* props) {
   props->forceFlush = 0;
   props->speed = itf.speedMbps > 0 ? itf.speedMbps : 10000;
   props->port = 0;
-  props->latency = 0;
-  props->maxComms = 65536;
-  props->maxRecvs = settings().maxRecvs;
-  props->netDeviceType = NCCL_NET_DEVICE_HOST;
-  props->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
-  props->vProps.ndevs = 1;
-  props->vProps.devs[0] = dev;
-  props->maxP2pBytes = NCCL_MAX_NET_SIZE_BYTES;
-  props->maxCollBytes = NCCL_MAX_NET_SIZE_BYTES;
-  props->maxMultiRequestSize = 1;
+  fillHostNetDefaults(props, dev, settings().maxRecvs);
   return ncclSuccess;
 }
 
