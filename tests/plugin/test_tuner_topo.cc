@@ -143,7 +143,8 @@ BOOST_AUTO_TEST_CASE(pcie_only_and_nvlink_machines_decide_differently) {
   BOOST_TEST((applyTopoPolicy(facts("azhpc_ndv5-topo.xml"), 8, 1, ncclFuncAllReduce, u.data(), 7, 3).rule ==
               TopoRule::None));
   BOOST_TEST(u.same(before));
-  BOOST_TEST(topoPolicyNotes(facts("mpibind_g4dnmetal.xml"), 8, 1)[0].find("GPU links unknown") != std::string::npos);
+  BOOST_TEST(topoPolicyNotes(facts("mpibind_g4dnmetal.xml"), 8, 1)[0].find("NVLink status not recorded") != std::string::npos);
+  BOOST_TEST(topoPolicyNotes(TopoFacts{true, "empty", 0}, 8, 1)[0].find("0 GPU(s) in the topology") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(pcie_ring_conditions) {

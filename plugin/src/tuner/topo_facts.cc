@@ -97,7 +97,7 @@ TopoFacts loadFacts(const std::string& spec) {
 }
 
 std::string describeFacts(const TopoFacts& f) {
-  if (!f.valid) return "no topology (" + f.source + ")";
+  if (!f.valid) return "none (" + f.source + ")";
   char speed[64] = "NIC speed unknown";
   if (f.minGbpsPerGpu > 0) std::snprintf(speed, sizeof speed, ">= %.0f Gb/s per GPU", f.minGbpsPerGpu);
   char buf[512];

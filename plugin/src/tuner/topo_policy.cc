@@ -54,9 +54,14 @@ std::vector<std::string> topoPolicyNotes(const TopoFacts& f, size_t nRanks, size
   } else if (f.links == GpuLinks::NvLink) {
     notes.push_back("no change: NVLink between every GPU pair; NCCL models NVLink, NVLS and CollNet itself "
                     "(entries it disabled stay disabled)");
+  } else if (f.gpus < 2) {
+    notes.push_back("no change: " + std::to_string(f.gpus) + " GPU(s) in the topology, no GPU pair to judge");
+  } else if (f.links == GpuLinks::Mixed) {
+    notes.push_back("no change: NVLink between some GPU pairs only; which GPUs a communicator uses is not "
+                    "known here, so no rule applies");
   } else {
-    notes.push_back(std::string("no change: ") + gpuLinksName(f.links) + " (" + std::to_string(f.gpus) +
-                    " GPU(s)); no rule depends on a partial answer");
+    notes.push_back("no change: NVLink status not recorded for every GPU (hwloc XML has none, an NCCL file "
+                    "without <gpu> elements has none, or NVML did not load); not read as PCIe only");
   }
   if (nNodes > 1 && f.nicCards == 0) {
     notes.push_back("note: no RDMA NIC in the topology; inter-node traffic uses the net plugin's host "
