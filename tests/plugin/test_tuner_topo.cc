@@ -118,15 +118,18 @@ BOOST_AUTO_TEST_CASE(pcie_only_and_nvlink_machines_decide_differently) {
   BOOST_TEST(is(d.from, NCCL_ALGO_TREE, NCCL_PROTO_SIMPLE));
   BOOST_TEST(is(d.to, NCCL_ALGO_RING, NCCL_PROTO_SIMPLE));
   BOOST_TEST(is(t.chosen(), NCCL_ALGO_RING, NCCL_PROTO_SIMPLE));
-  BOOST_TEST(d.reason.find("pcie-ring") != std::string::npos);
-  BOOST_TEST(d.reason.find("PCIe only") != std::string::npos);
-  BOOST_TEST(d.reason.find("SYS") != std::string::npos);
+  const std::string reason = explainTopoDecision(d, pcie, 4);
+  BOOST_TEST(reason.find("pcie-ring") != std::string::npos);
+  BOOST_TEST(reason.find("PCIe only") != std::string::npos);
+  BOOST_TEST(reason.find("SYS") != std::string::npos);
+  BOOST_TEST(reason.find("2(n-1)/n") != std::string::npos);
   BOOST_TEST(t.cost[NCCL_ALGO_NVLS][NCCL_PROTO_SIMPLE] == NCCL_ALGO_PROTO_IGNORE);  // never enabled
 
   // NVLink everywhere, same call: NCCL's table untouched.
   Table n, before;
   TopoDecision dn = applyTopoPolicy(nvl, 8, 1, ncclFuncAllReduce, n.data(), 7, 3);
   BOOST_TEST((dn.rule == TopoRule::None));
+  BOOST_TEST(explainTopoDecision(dn, nvl, 8).empty());
   BOOST_TEST(n.same(before));
   BOOST_TEST(is(n.chosen(), NCCL_ALGO_TREE, NCCL_PROTO_SIMPLE));
 

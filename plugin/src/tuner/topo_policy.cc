@@ -90,11 +90,15 @@ TopoDecision applyTopoPolicy(const TopoFacts& f, size_t nRanks, size_t nNodes, i
   if (!makeCheapest(table, numAlgo, numProto, NCCL_ALGO_RING, NCCL_PROTO_SIMPLE)) return d;
   d.rule = TopoRule::PcieRing;
   d.to = {NCCL_ALGO_RING, NCCL_PROTO_SIMPLE};
-  d.reason = "rule pcie-ring: " + std::string(gpuLinksName(f.links)) + " (worst GPU-GPU path " + f.worstPcie +
+  return d;
+}
+
+std::string explainTopoDecision(const TopoDecision& d, const TopoFacts& f, size_t nRanks) {
+  if (d.rule != TopoRule::PcieRing) return "";
+  return "rule pcie-ring: " + std::string(gpuLinksName(f.links)) + " (worst GPU-GPU path " + f.worstPcie +
              ", " + f.source + "), 1 node, " + std::to_string(nRanks) +
              " ranks, NCCL chose tree/simple: ring sends 2(n-1)/n of the buffer per rank (the all-reduce "
              "bound), a one-node tree (a chain) sends it twice";
-  return d;
 }
 
 }  // namespace epx::plugin::tuner

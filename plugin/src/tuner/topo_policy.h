@@ -24,14 +24,15 @@ struct TopoDecision {
   TopoRule rule = TopoRule::None;  // None: the table is unchanged
   Entry from;                      // NCCL's choice before
   Entry to;                        // the entry made cheapest
-  std::string reason;              // which fact, which rule, and its source
 };
 
 // Init-time lines for the log: what the policy will and will not do for this communicator.
 std::vector<std::string> topoPolicyNotes(const TopoFacts& f, size_t nRanks, size_t nNodes);
 
-// Pure: applies the policy to one call's table.
+// Pure: applies the policy to one call's table (no allocation: it runs on NCCL's enqueue path).
 TopoDecision applyTopoPolicy(const TopoFacts& f, size_t nRanks, size_t nNodes, int collective,
                              float* table, int numAlgo, int numProto);
+// Which fact and which rule made a decision, and why (for the INFO line); "" for TopoRule::None.
+std::string explainTopoDecision(const TopoDecision& d, const TopoFacts& f, size_t nRanks);
 
 }  // namespace epx::plugin::tuner

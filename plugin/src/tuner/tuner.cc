@@ -80,7 +80,7 @@ void decide(Context* ctx, int collective, size_t bytes, float* table, int numAlg
     EPX_INFO(NCCL_TUNING, "EPX tuner: %s %zu bytes: %s/%s -> %s/%s by %s",
              collectiveName(collective), bytes, algorithmName(d.from.algorithm),
              protocolName(d.from.protocol), algorithmName(d.to.algorithm), protocolName(d.to.protocol),
-             d.reason.c_str());
+             explainTopoDecision(d, ctx->topo, ctx->comm.nRanks).c_str());
   } else {
     EPX_TRACE(NCCL_TUNING, "EPX tuner: %s %zu bytes: %s", collectiveName(collective), bytes,
               topoRuleName(d.rule));
