@@ -273,5 +273,13 @@ BOOST_AUTO_TEST_CASE(plugin_symbol_topology_policy_and_rules_precedence) {
   BOOST_TEST(tuner->getCollInfo(ctx, ncclFuncAllReduce, 64 << 20, 1, m.raw(), 7, 3, 0, &ch) == ncclSuccess);
   BOOST_TEST(m.same(before));
   BOOST_TEST(tuner->finalize(ctx) == ncclSuccess);
+
+  // Unset: live discovery of this host (whatever it holds), described at INFO; never fails.
   unsetenv("EPX_TUNER_TOPO");
+  BOOST_TEST_REQUIRE(tuner->init(&ctx, 5, 4, 1, captureLog, &nvl, &constants) == ncclSuccess);
+  BOOST_TEST(infoed("EPX tuner: topology live"));
+  Table l;
+  BOOST_TEST(tuner->getCollInfo(ctx, ncclFuncAllReduce, 64 << 20, 1, l.raw(), 7, 3, 0, &ch) == ncclSuccess);
+  BOOST_TEST(l.chosen().algorithm >= 0);  // some allowed entry is still chosen
+  BOOST_TEST(tuner->finalize(ctx) == ncclSuccess);
 }

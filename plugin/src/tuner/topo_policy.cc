@@ -5,7 +5,6 @@
 #include "nccl.h"
 #include "nccl_common.h"
 #include "nccl_tuner.h"
-#include "tuner/rules.h"
 
 namespace epx::plugin::tuner {
 
@@ -82,10 +81,9 @@ std::vector<std::string> topoPolicyNotes(const TopoFacts& f, size_t nRanks, size
 TopoDecision applyTopoPolicy(const TopoFacts& f, size_t nRanks, size_t nNodes, int collective,
                              float* table, int numAlgo, int numProto) {
   TopoDecision d;
-  if (table == nullptr) return d;
+  if (table == nullptr || !pcieRingApplies(f, nRanks, nNodes) || collective != ncclFuncAllReduce) return d;
   d.from = cheapestEntry(table, numAlgo, numProto);
   d.to = d.from;
-  if (!pcieRingApplies(f, nRanks, nNodes) || collective != ncclFuncAllReduce) return d;
   if (d.from.algorithm != NCCL_ALGO_TREE || d.from.protocol != NCCL_PROTO_SIMPLE) return d;
   if (!makeCheapest(table, numAlgo, numProto, NCCL_ALGO_RING, NCCL_PROTO_SIMPLE)) return d;
   d.rule = TopoRule::PcieRing;

@@ -22,7 +22,7 @@ const char* topoRuleName(TopoRule r);
 
 struct TopoDecision {
   TopoRule rule = TopoRule::None;  // None: the table is unchanged
-  Entry from;                      // NCCL's choice before
+  Entry from;                      // NCCL's choice before (set when the rule was considered)
   Entry to;                        // the entry made cheapest
 };
 
