@@ -1,4 +1,4 @@
-// ncclTunerPlugin_v5: rules-file tuner as NCCL 2.28's tuner plugin API.
+// ncclTunerPlugin_v5: the rules-file and topology-policy tuner as NCCL 2.28's tuner plugin API.
 #include "nccl.h"
 #include "nccl_common.h"
 #include "nccl_tuner.h"

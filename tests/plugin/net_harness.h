@@ -20,6 +20,7 @@ namespace epx::test {
 
 inline std::mutex gLogMutex;
 inline std::vector<std::string> gWarnings;
+inline std::vector<std::string> gInfos;
 
 inline void captureLog(ncclDebugLogLevel level, unsigned long, const char*, int, const char* fmt, ...) {
   char text[2048];
@@ -30,6 +31,9 @@ inline void captureLog(ncclDebugLogLevel level, unsigned long, const char*, int,
   if (level == NCCL_LOG_WARN) {
     std::lock_guard<std::mutex> lock(gLogMutex);
     gWarnings.push_back(text);
+  } else if (level == NCCL_LOG_INFO) {
+    std::lock_guard<std::mutex> lock(gLogMutex);
+    gInfos.push_back(text);
   }
   if (getenv("EPX_TEST_VERBOSE") != nullptr) fprintf(stderr, "[plugin %d] %s\n", level, text);
 }
@@ -38,6 +42,14 @@ inline bool warned(const std::string& needle) {
   std::lock_guard<std::mutex> lock(gLogMutex);
   for (const auto& w : gWarnings)
     if (w.find(needle) != std::string::npos) return true;
+  return false;
+}
+
+// An INFO line containing `needle` was logged.
+inline bool infoed(const std::string& needle) {
+  std::lock_guard<std::mutex> lock(gLogMutex);
+  for (const auto& i : gInfos)
+    if (i.find(needle) != std::string::npos) return true;
   return false;
 }
 

@@ -15,6 +15,7 @@ BOOST_AUTO_TEST_CASE(cts1_pascal_gpus_and_ib_nic_behind_one_switch) {
   BOOST_TEST(formatBusId(t.gpus[0].address) == "0000:04:00.0");
   BOOST_TEST(formatBusId(t.gpus[1].address) == "0000:07:00.0");
   BOOST_TEST(t.gpus[0].name == "Tesla P100-PCIE-16GB");  // hwloc GPUModel info of nvml0
+  BOOST_TEST(!t.gpus[0].nvlinkKnown);  // hwloc XML carries no NVLink data
   // The two I350 Ethernet ports have no OpenFabrics device: not RDMA NICs.
   BOOST_TEST_REQUIRE(t.nics.size() == 1u);
   BOOST_TEST(t.nics[0].name == "mlx5_0");

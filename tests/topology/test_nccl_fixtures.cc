@@ -12,6 +12,7 @@ BOOST_AUTO_TEST_SUITE(nccl_fixtures)
 BOOST_AUTO_TEST_CASE(ibmcloud_h100x8_one_roce_nic_per_gpu_reversed_names) {
   Topology t = loadNccl("ibmcloud_gx3d-h100x8_nccl-topo.xml");
   BOOST_TEST(t.gpus.size() == 8u);
+  for (const Gpu& g : t.gpus) BOOST_TEST(g.nvlinkKnown);  // <gpu> elements with <nvlink> children
   BOOST_TEST(t.nics.size() == 8u);
   BOOST_TEST(t.numCards == 8);
   BOOST_TEST(t.numa.size() == 2u);
@@ -47,6 +48,7 @@ BOOST_AUTO_TEST_CASE(ibmcloud_h100x8_one_roce_nic_per_gpu_reversed_names) {
 BOOST_AUTO_TEST_CASE(azure_ndv5_synthetic_switches_ib) {
   Topology t = loadNccl("azhpc_ndv5-topo.xml");
   BOOST_TEST(t.gpus.size() == 8u);
+  for (const Gpu& g : t.gpus) BOOST_TEST(!g.nvlinkKnown);  // PCI nodes only: NVLink not recorded
   BOOST_TEST(t.nics.size() == 8u);
   RailPlan p = assignRails(t);
   BOOST_TEST(p.policy == "one-per-gpu");
@@ -80,6 +82,7 @@ BOOST_AUTO_TEST_CASE(azure_ndv2_single_nic_shared_by_all) {
 BOOST_AUTO_TEST_CASE(azure_ncv4_nic_without_pci_and_self_nvlink) {
   Topology t = loadNccl("azhpc_ncv4-topo.xml");
   BOOST_TEST(t.gpus.size() == 4u);
+  for (const Gpu& g : t.gpus) BOOST_TEST(g.nvlinkKnown);  // <gpu> present, its only <nvlink> is to itself
   BOOST_TEST(t.numa.size() == 4u);
   BOOST_TEST_REQUIRE(t.nics.size() == 1u);
   BOOST_TEST(t.nics[0].name == "eth0");

@@ -117,6 +117,7 @@ struct Reader {
     g.name = d.device ? buf : "NVIDIA GPU";
     const std::string self = formatBusId(d.address);
     if (gpuEl) {
+      g.nvlinkKnown = true;  // NCCL writes every NVLink of a GPU it describes as <nvlink> children
       for (pugi::xml_node l : gpuEl.children("nvlink")) {
         if (!count()) return false;
         const std::string targetText = l.attribute("target").as_string();

@@ -320,6 +320,7 @@ std::vector<std::string> addNvmlLinks(Topology& t) {
     const NvmlDevice& d = devs[r.nvmlOf[g]];
     if (!d.name.empty()) t.gpus[g].name = d.name;
     t.gpus[g].nvlinks = r.edges[g];
+    t.gpus[g].nvlinkKnown = true;
     trace("gpu %zu (%s) = nvml %d: %zu active link(s)", g, formatBusId(t.gpus[g].address).c_str(), r.nvmlOf[g],
           d.links.size());
   }

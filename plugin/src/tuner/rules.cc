@@ -7,6 +7,7 @@
 #include "nccl.h"
 #include "nccl_common.h"
 #include "nccl_tuner.h"
+#include "tuner/cost_table.h"
 
 namespace epx::plugin::tuner {
 
@@ -174,16 +175,7 @@ int applyRules(const std::vector<Rule>& rules, int collective, size_t bytes, siz
                size_t nNodes, float* table, int numAlgo, int numProto, int* nChannels) {
   for (size_t i : matchingRules(rules, collective, bytes, nRanks, nNodes)) {
     const Rule& r = rules[i];
-    if (r.algorithm >= numAlgo || r.protocol >= numProto) continue;
-    float& cost = table[r.algorithm * numProto + r.protocol];
-    if (cost == static_cast<float>(NCCL_ALGO_PROTO_IGNORE) || cost < 0.0f) continue;  // not allowed here
-    cost = 0.0f;
-    // Make it strictly the cheapest even if NCCL already had a 0.0 entry elsewhere.
-    for (int a = 0; a < numAlgo; ++a)
-      for (int p = 0; p < numProto; ++p) {
-        float& other = table[a * numProto + p];
-        if ((a != r.algorithm || p != r.protocol) && other >= 0.0f && other < 1e-3f) other = 1e-3f;
-      }
+    if (!makeCheapest(table, numAlgo, numProto, r.algorithm, r.protocol)) continue;  // not allowed here
     if (r.channels > 0 && nChannels != nullptr) *nChannels = r.channels;
     return static_cast<int>(i);
   }

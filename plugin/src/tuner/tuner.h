@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "tuner/rules.h"
+#include "tuner/topo_facts.h"
+#include "tuner/topo_policy.h"
 
 namespace epx::plugin::tuner {
 
@@ -23,12 +25,17 @@ struct Context {
   std::string rulesPath;
   std::vector<Rule> rules;
   std::vector<bool> announced;  // rule already logged at INFO
+  TopoFacts topo;               // EPX_TUNER_TOPO snapshot (or live discovery)
+  bool topoAnnounced[5][7] = {};  // topology rule already logged at INFO, per collective and NCCL choice
 };
 
-// Reads EPX_TUNER_RULES (if set) and logs what was loaded. Never fails: bad lines are skipped
-// with a warning.
+// Reads EPX_TUNER_RULES (if set) and the topology (EPX_TUNER_TOPO: a file, "off", or unset for
+// live discovery, done once per process) and logs what was loaded and what the topology policy
+// will do. Never fails: bad lines are skipped with a warning, a missing topology turns the
+// topology policy off with a logged reason.
 Context* createContext(const Communicator& comm);
-// Never fails: leaves NCCL's choice when no rule applies.
+// The first matching rules-file rule wins; when none applies, the topology policy runs. Never
+// fails: leaves NCCL's choice when neither changes it.
 void decide(Context* ctx, int collective, size_t bytes, float* table, int numAlgo, int numProto,
             int* nChannels);
 

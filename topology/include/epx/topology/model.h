@@ -64,6 +64,9 @@ struct Gpu {
   uint16_t deviceId = 0;  ///< PCI device id (0x2335 = H200 SXM), 0 unknown
   std::string name;       ///< model name when known (NVML, hwloc GPUModel), else "10de:xxxx"
   std::vector<NvLinkEdge> nvlinks;
+  /// NVLink status was read (NVML answered for this GPU, or an NCCL `<gpu>` element described it):
+  /// an empty `nvlinks` then means "no NVLink", not "not known". hwloc XML carries no NVLink data.
+  bool nvlinkKnown = false;
 };
 
 /// One RDMA port (one verbs device / one NCCL `<net>`). Ports of one card share `card`.
