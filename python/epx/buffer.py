@@ -6,6 +6,7 @@ synchronous (exact mode: the layout waits for the receive counts). Outputs are a
 """
 
 import ctypes as C
+import weakref
 from dataclasses import dataclass
 from typing import Any, List
 
@@ -103,6 +104,7 @@ class Handle:
         self._keep = ()
         self._key = (layout, mode, alignment, bool(zero_gaps), bool(exact_combine))
         self._ptr = buffer._take_native(self._key)
+        buffer._live.add(self)
         n = C.c_int()
         _lib.check(_lib.lib().ncclEpHandleGetCapacity(self._ptr, C.byref(n)))
         self.capacity = n.value
@@ -163,6 +165,7 @@ class Buffer:
         self._group_ptr = None
         self._own_comm = None
         self._pool = {}
+        self._live = weakref.WeakSet()  # Handles holding a native handle
         self._reported_async = None
         cfg = _make_config(max_tokens_per_rank, hidden, num_experts, topk, fp8, sm_budget, timeout_ms,
                            exact_combine, algorithm)
@@ -221,6 +224,11 @@ class Buffer:
         """Destroy every native handle, the group and an own communicator (waits for the device).
         Handles of this buffer become unusable."""
         lib = _lib.lib() if self._group_ptr else None
+        for h in list(getattr(self, "_live", ())):
+            if h._ptr and lib is not None:
+                lib.ncclEpHandleDestroy(h._ptr)
+            h._ptr = None
+            h._keep = ()
         for ptrs in self._pool.values():
             for p in ptrs:
                 lib.ncclEpHandleDestroy(p)
