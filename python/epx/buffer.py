@@ -353,13 +353,15 @@ class Buffer:
         if cached and handle.num_tokens is None:
             raise ValueError("topk_idx is required (the handle has no route yet)")
         idx_for_check = topk_idx
-        if cached:  # check x against the route's T
+        if cached:  # no new route: x must have the route's T
+            x0 = x[0] if isinstance(x, (tuple, list)) else x
+            if x0 is None or int(x0.shape[0]) != handle.num_tokens:
+                raise ValueError("cached dispatch: x has %s tokens but the handle's route has %d"
+                                 % (None if x0 is None else int(x0.shape[0]), handle.num_tokens))
             idx_for_check = _FakeIdx(handle.num_tokens, self.topk, x)
         x, x_scales, t, x_type, idx_type = _checks.check_dispatch_args(
             x, x_scales, idx_for_check, topk_weights, hidden=self.hidden, topk=self.topk,
             max_tokens=self.max_tokens_per_rank, fp8_enabled=self.fp8, device=self.device)
-        if cached and t != handle.num_tokens:
-            raise ValueError("cached dispatch: x has %d tokens but the handle's route has %d" % (t, handle.num_tokens))
         lib = _lib.lib()
         hp = handle._native()
         stream = torch.cuda.current_stream(self.device).cuda_stream
