@@ -15,6 +15,7 @@ import ctypes as C
 import ctypes.util
 import glob
 import os
+import sys
 import threading
 
 from . import _abi
@@ -70,7 +71,20 @@ def _declare(lib):
                                    "(epx %d)" % (", ".join(missing), _abi.EPX_VERSION_CODE))
 
 
+def _torch_first():
+    """Import torch (when installed) before libepx, so that libepx's libnccl.so.2 and libcudart.so.13
+    resolve to torch's copies. Loaded the other way round, torch would get libepx's NCCL instead of
+    its own (the loader reuses a library already loaded under the same soname)."""
+    if "torch" in sys.modules:
+        return
+    try:
+        import torch  # noqa: F401, PLC0415
+    except ImportError:
+        pass
+
+
 def _load():
+    _torch_first()
     tried = []
     env = os.environ.get(ENV_VAR)
     if env:

@@ -197,6 +197,23 @@ class TestLoader(unittest.TestCase):
         self.assertIn("EPX_LIBRARY=/nonexistent/libepx.so.0", r.stdout)
         self.assertIn("cannot load libepx", r.stdout)
 
+    def test_torch_imported_before_libepx(self):
+        # libepx's libnccl.so.2 must resolve to torch's copy: epx imports torch before loading it.
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "torch"))
+            with open(os.path.join(d, "torch", "__init__.py"), "w") as f:
+                f.write("IMPORTED_BEFORE_LIBEPX = True\n")
+            r = run_py("import sys, epx\n"
+                       "assert 'torch' not in sys.modules\n"
+                       "try:\n"
+                       "    epx.library_path()\n"
+                       "except epx.LibraryNotFoundError:\n"
+                       "    pass\n"
+                       "print('torch' in sys.modules)\n",
+                       {"EPX_LIBRARY": "/nonexistent/libepx.so.0", "PYTHONPATH": d})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "True")
+
     def test_env_dir_without_lib(self):
         with tempfile.TemporaryDirectory() as d:
             r = run_py("import epx\n"
