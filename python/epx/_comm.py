@@ -19,23 +19,30 @@ def _torch():
     return torch, dist
 
 
+def _read(get):
+    try:
+        return int(get() if callable(get) else get)
+    except Exception:  # noqa: BLE001 (some versions raise before the communicator exists)
+        return 0
+
+
 def borrow_comm(group):
     """The group's ncclComm_t as an int, or 0 when PyTorch does not expose it."""
     torch, dist = _torch()
     try:
-        backend = group._get_backend(torch.device("cuda"))
+        backend = group._get_backend(torch.device("cuda", torch.cuda.current_device()))
     except Exception:  # noqa: BLE001 (not an NCCL group, or an old PyTorch)
         return 0
     get = getattr(backend, "_comm_ptr", None)
     if get is None:
         return 0
-    ptr = int(get() if callable(get) else get)
+    ptr = _read(get)
     if ptr == 0:
         # Lazily created communicator: one tiny collective on the group creates it.
         t = torch.zeros(1, device="cuda")
         dist.all_reduce(t, group=group)
         torch.cuda.current_stream().synchronize()
-        ptr = int(get() if callable(get) else get)
+        ptr = _read(get)
     return ptr
 
 

@@ -85,7 +85,7 @@ def make_fake_torch(comm_ptr=COMM):
     torch.cuda = types.SimpleNamespace(current_device=lambda: 0, current_stream=lambda device=None: stream)
 
     dist = types.ModuleType("torch.distributed")
-    backend = types.SimpleNamespace(_comm_ptr=lambda: comm_ptr)
+    backend = types.SimpleNamespace(_comm_ptr=comm_ptr if callable(comm_ptr) else (lambda: comm_ptr))
     world = types.SimpleNamespace(_get_backend=lambda dev: backend)
     dist.group = types.SimpleNamespace(WORLD=world)
     dist.get_rank = lambda g=None: 0
@@ -413,6 +413,14 @@ class TestOwnComm(GlueTest):
         self.assertEqual(self.nccl.calls[:2], ["ncclGetUniqueId", ("ncclCommInitRank", 2, 0)])
         buf.destroy()
         self.assertEqual(self.nccl.calls[-1], ("ncclCommDestroy", 0x6000))
+
+
+def _raise():
+    raise RuntimeError("communicator not initialized")
+
+
+class TestOwnCommWhenCommPtrRaises(TestOwnComm):
+    comm_ptr = staticmethod(_raise)
 
 
 if __name__ == "__main__":
