@@ -1,0 +1,37 @@
+"""epx for PyTorch: expert-parallel dispatch/combine (libepx) on torch.distributed's NCCL communicator.
+
+A thin ctypes layer over the C API (host/include/epx/ep.h): the C library does all the work; torch
+tensors are passed as data_ptr(), the stream as torch.cuda.current_stream().cuda_stream, and outputs
+are allocated with torch. ``import epx`` needs neither torch nor a GPU nor libepx: torch is imported
+inside the functions that need it, and libepx is loaded at first use (EPX_LIBRARY, then the
+package's _lib/, then the system loader).
+
+    import torch, torch.distributed as dist, epx
+    buf = epx.Buffer(dist.group.WORLD, max_tokens_per_rank=4096, hidden=7168, num_experts=256, topk=8)
+    d = buf.dispatch(x, topk_idx, topk_weights, layout="expanded")
+    y = experts(d.recv_x, d.expert_offsets)          # your grouped GEMMs, [R, hidden] bf16
+    out, _ = buf.combine(d.handle, y)                # [T, hidden] bf16
+"""
+
+from . import _abi as abi
+from ._errors import EpAsyncError, EpError, LibraryNotFoundError
+from .buffer import Buffer, DispatchOutput, Handle
+
+__version__ = "0.1.0"
+EPX_VERSION_CODE = abi.EPX_VERSION_CODE
+
+
+def library_path():
+    """Path of the libepx this package loads (loads it; raises LibraryNotFoundError if absent)."""
+    from . import _lib  # noqa: PLC0415
+    return _lib.library_path()
+
+
+def get_last_error():
+    """ncclEpGetLastError() of the calling thread ("" if none)."""
+    from . import _lib  # noqa: PLC0415
+    return _lib.last_error()
+
+
+__all__ = ["Buffer", "Handle", "DispatchOutput", "EpError", "EpAsyncError", "LibraryNotFoundError",
+           "library_path", "get_last_error", "abi", "EPX_VERSION_CODE", "__version__"]

@@ -1,0 +1,187 @@
+"""Loading libepx through ctypes, and the prototypes of its C API (ep.h).
+
+Search order (first that exists wins; a set EPX_LIBRARY that fails to load is an error, it does not
+fall through to the others, so a typo is not silently replaced by another libepx):
+  1. the EPX_LIBRARY environment variable: a path to libepx.so* (or a directory holding one);
+  2. a libepx.so* bundled in this package's _lib/ folder;
+  3. the system loader: "libepx.so.0" (LD_LIBRARY_PATH, ld.so.cache, ...), then ctypes.util.find_library.
+
+libepx needs libnccl.so.2 and libcudart.so.13. When torch is imported first, the loader reuses
+torch's already-loaded copies (same sonames), so epx and torch.distributed share one NCCL library:
+this is required for a ncclComm_t taken from a torch process group to be usable by epx.
+"""
+
+import ctypes as C
+import ctypes.util
+import glob
+import os
+import sys
+import threading
+
+from . import _abi
+from ._errors import EpError, LibraryNotFoundError
+
+_lock = threading.Lock()
+_lib = None
+_lib_path = None
+
+ENV_VAR = "EPX_LIBRARY"
+_PKG_LIB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_lib")
+
+_HINT = ("Install libepx (cmake --install <build> --prefix <prefix>) and set EPX_LIBRARY=<prefix>/lib/"
+         "libepx.so.0, or add <prefix>/lib to LD_LIBRARY_PATH.")
+
+
+def _candidates_in_dir(d):
+    names = sorted(glob.glob(os.path.join(d, "libepx.so*")), key=len)
+    return names
+
+
+def _declare(lib):
+    P = C.POINTER
+    V = C.c_void_p
+    R = _abi.ncclResult_t
+    protos = {
+        "ncclEpGetLastError": (C.c_char_p, []),
+        "ncclEpGroupGetAsyncError": (R, [V, P(R), C.c_char_p, C.c_size_t]),
+        "ncclEpGetBufferSizeHint": (R, [P(_abi.ncclEpConfig_t), C.c_int, P(C.c_size_t)]),
+        "ncclEpGroupCreate": (R, [V, P(_abi.ncclEpConfig_t), P(V)]),
+        "ncclEpGroupDestroy": (R, [V]),
+        "ncclEpGroupGetSmCount": (R, [V, P(C.c_int)]),
+        "ncclEpGroupGetBuffers": (R, [V, P(_abi.ncclEpBuffers_t)]),
+        "ncclEpHandleCreate": (R, [V, P(_abi.ncclEpHandleConfig_t), P(V)]),
+        "ncclEpHandleDestroy": (R, [V]),
+        "ncclEpHandleGetCapacity": (R, [V, P(C.c_int)]),
+        "ncclEpHandleGetCounts": (R, [V, P(_abi.ncclEpCounts_t)]),
+        "ncclEpDispatchLayout": (R, [V, P(_abi.ncclEpRouting_t), V]),
+        "ncclEpDispatch": (R, [V, P(_abi.ncclEpDispatchInputs_t), P(_abi.ncclEpDispatchOutputs_t), V]),
+        "ncclEpCombine": (R, [V, P(_abi.ncclEpCombineInputs_t), P(_abi.ncclEpCombineOutputs_t), V]),
+    }
+    missing = []
+    for name, (res, args) in protos.items():
+        try:
+            f = getattr(lib, name)
+        except AttributeError:
+            missing.append(name)
+            continue
+        f.restype = res
+        f.argtypes = args
+    if missing:
+        raise LibraryNotFoundError("the loaded libepx lacks %s; it is older than this package "
+                                   "(epx %d)" % (", ".join(missing), _abi.EPX_VERSION_CODE))
+
+
+def _torch_first():
+    """Import torch (when installed) before libepx, so that libepx's libnccl.so.2 and libcudart.so.13
+    resolve to torch's copies. Loaded the other way round, torch would get libepx's NCCL instead of
+    its own (the loader reuses a library already loaded under the same soname)."""
+    if "torch" in sys.modules:
+        return
+    try:
+        import torch  # noqa: F401, PLC0415
+    except ImportError:
+        pass
+
+
+def _load():
+    _torch_first()
+    tried = []
+    env = os.environ.get(ENV_VAR)
+    if env:
+        paths = _candidates_in_dir(env) if os.path.isdir(env) else [env]
+        if not paths:
+            raise LibraryNotFoundError("%s=%s is a directory without libepx.so*. %s" % (ENV_VAR, env, _HINT))
+        try:
+            return C.CDLL(paths[0], mode=C.RTLD_GLOBAL), paths[0]
+        except OSError as e:
+            raise LibraryNotFoundError("%s=%s: cannot load libepx: %s. %s" % (ENV_VAR, env, e, _HINT)) from e
+    tried.append("%s (not set)" % ENV_VAR)
+    for p in _candidates_in_dir(_PKG_LIB_DIR):
+        try:
+            return C.CDLL(p, mode=C.RTLD_GLOBAL), p
+        except OSError as e:
+            tried.append("%s: %s" % (p, e))
+    if not os.path.isdir(_PKG_LIB_DIR):
+        tried.append("%s (no bundled library)" % _PKG_LIB_DIR)
+    names = ["libepx.so.0", "libepx.so"]
+    found = ctypes.util.find_library("epx")
+    if found and found not in names:
+        names.append(found)
+    for n in names:
+        try:
+            return C.CDLL(n, mode=C.RTLD_GLOBAL), n
+        except OSError as e:
+            tried.append("%s: %s" % (n, e))
+    raise LibraryNotFoundError("cannot find libepx. Tried: %s. %s" % ("; ".join(tried), _HINT))
+
+
+def lib():
+    """The loaded libepx (ctypes.CDLL) with its prototypes declared; loads it on first use."""
+    global _lib, _lib_path
+    if _lib is None:
+        with _lock:
+            if _lib is None:
+                handle, path = _load()
+                _declare(handle)
+                _lib_path = path
+                _lib = handle
+    return _lib
+
+
+def library_path():
+    """Path (or soname) of the loaded libepx, loading it if needed."""
+    lib()
+    return _lib_path
+
+
+def _reset_for_tests():
+    global _lib, _lib_path
+    _lib = None
+    _lib_path = None
+
+
+def last_error():
+    msg = lib().ncclEpGetLastError()
+    return msg.decode("utf-8", "replace") if msg else ""
+
+
+def check(rc):
+    """Raise EpError(rc, ncclEpGetLastError()) for a non-success ncclResult_t."""
+    if rc != _abi.ncclSuccess:
+        raise EpError(rc, last_error())
+
+
+# --- libnccl, for a communicator of our own -------------------------------------------------
+_nccl = None
+
+
+def nccl():
+    """libnccl.so.2 as libepx sees it (the copy already loaded with libepx, or torch's)."""
+    global _nccl
+    if _nccl is None:
+        lib()  # load libepx first: its NEEDED libnccl.so.2 is then the copy we get here
+        try:
+            n = C.CDLL("libnccl.so.2", mode=C.RTLD_GLOBAL)
+        except OSError as e:
+            raise LibraryNotFoundError("cannot load libnccl.so.2: %s" % e) from e
+        n.ncclGetUniqueId.restype = _abi.ncclResult_t
+        n.ncclGetUniqueId.argtypes = [C.POINTER(_abi.ncclUniqueId)]
+        n.ncclCommInitRank.restype = _abi.ncclResult_t
+        n.ncclCommInitRank.argtypes = [C.POINTER(C.c_void_p), C.c_int, _abi.ncclUniqueId, C.c_int]
+        n.ncclCommDestroy.restype = _abi.ncclResult_t
+        n.ncclCommDestroy.argtypes = [C.c_void_p]
+        n.ncclGetErrorString.restype = C.c_char_p
+        n.ncclGetErrorString.argtypes = [_abi.ncclResult_t]
+        n.ncclGetLastError.restype = C.c_char_p
+        n.ncclGetLastError.argtypes = [C.c_void_p]
+        n.ncclGetVersion.restype = _abi.ncclResult_t
+        n.ncclGetVersion.argtypes = [C.POINTER(C.c_int)]
+        _nccl = n
+    return _nccl
+
+
+def nccl_check(rc, what):
+    if rc != _abi.ncclSuccess:
+        n = nccl()
+        detail = (n.ncclGetLastError(None) or b"").decode("utf-8", "replace")
+        raise EpError(rc, "%s: %s %s" % (what, (n.ncclGetErrorString(rc) or b"").decode(), detail).strip())

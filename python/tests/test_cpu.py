@@ -1,0 +1,417 @@
+"""CPU tests of the epx Python package: no GPU and no torch needed (plain unittest).
+
+  python3 -m unittest discover -s python/tests -p 'test_*.py' -v
+
+Environment (all optional):
+  EPX_LIBRARY        libepx to load for the tests that call it (size hints, config errors); those
+                     tests are skipped when no libepx can be loaded.
+  EPX_HEADER_DIRS    os.pathsep-separated include dirs for the ABI probe (default: the repository's
+                     host/include and /usr/local/cuda/include); CC: the C compiler (default cc).
+"""
+
+import ctypes as C
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PKG_ROOT = os.path.dirname(HERE)  # python/
+REPO = os.path.dirname(PKG_ROOT)
+sys.path.insert(0, PKG_ROOT)
+
+import epx  # noqa: E402
+from epx import _abi, _checks, _lib  # noqa: E402
+
+EP_H = os.path.join(REPO, "host", "include", "epx", "ep.h")
+
+
+def run_py(code, env_update=None):
+    env = dict(os.environ)
+    env.pop("EPX_LIBRARY", None)
+    env.update(env_update or {})
+    env["PYTHONPATH"] = PKG_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+
+
+# --- ep.h parsing ---------------------------------------------------------------------------------
+def strip_comments(text):
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    return re.sub(r"//[^\n]*", " ", text)
+
+
+def header_structs(text):
+    """{struct name: [field names in order]} for every `typedef struct { ... } name;` of the header."""
+    out = {}
+    for body, name in re.findall(r"typedef\s+struct\s*\{([^{}]*)\}\s*(\w+)\s*;", strip_comments(text)):
+        fields = []
+        for decl in body.split(";"):
+            decl = decl.strip()
+            if decl:
+                fields.append(re.search(r"(\w+)\s*(\[[^\]]*\])?\s*$", decl).group(1))
+        out[name] = fields
+    return out
+
+
+def probe_source(structs):
+    lines = ["#include <epx/ep.h>", "#include <stdio.h>", "#include <stddef.h>", "int main(void) {"]
+    for s, fields in structs.items():
+        lines.append('  printf("sizeof %s %%zu\\n", sizeof(%s));' % (s, s))
+        for f in fields:
+            lines.append('  printf("field %s %s %%zu %%zu\\n", offsetof(%s, %s), sizeof(((%s*)0)->%s));'
+                         % (s, f, s, f, s, f))
+    lines.append('  printf("sizeof ncclUniqueId %zu\\n", sizeof(ncclUniqueId));')
+    lines.append('  printf("sizeof enum %zu\\n", sizeof(ncclResult_t));')
+    consts = ["EPX_VERSION_CODE", "NCCL_EP_CONFIG_MAGIC", "NCCL_EP_UNDEF_INT", "ncclEpAlgoAuto",
+              "ncclEpAlgoHighThroughput", "ncclEpAlgoLowLatency", "ncclEpLayoutExpanded",
+              "ncclEpLayoutDeduplicated", "ncclEpModeExact", "ncclEpModeCapacity",
+              "ncclEpCombineBf16Partials", "ncclEpCombineFp32", "ncclSuccess", "ncclUnhandledCudaError",
+              "ncclSystemError", "ncclInternalError", "ncclInvalidArgument", "ncclInvalidUsage",
+              "ncclRemoteError", "ncclInProgress", "ncclInt32", "ncclInt64", "ncclFloat32", "ncclBfloat16",
+              "ncclFloat8e4m3", "NCCL_UNIQUE_ID_BYTES"]
+    for c in consts:
+        lines.append('  printf("const %s %%lld\\n", (long long)(%s));' % (c, c))
+    for s, macro in (("ncclEpConfig_t", "NCCL_EP_CONFIG_INITIALIZER"),
+                     ("ncclEpHandleConfig_t", "NCCL_EP_HANDLE_CONFIG_INITIALIZER")):
+        lines.append("  { %s v = %s;" % (s, macro))
+        for f in structs[s]:
+            lines.append('    printf("init %s %s %%lld\\n", (long long)v.%s);' % (s, f, f))
+        lines.append("  }")
+    lines += ["  return 0;", "}"]
+    return "\n".join(lines) + "\n"
+
+
+_probe_cache = {}
+
+
+def run_probe(testcase):
+    """Compile and run the ABI probe once; returns its output lines as tuples. Skips without a compiler."""
+    if "out" in _probe_cache:
+        return _probe_cache["out"]
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        testcase.skipTest("no C compiler (set CC)")
+    dirs = os.environ.get("EPX_HEADER_DIRS")
+    dirs = dirs.split(os.pathsep) if dirs else [os.path.join(REPO, "host", "include"), "/usr/local/cuda/include"]
+    if not any(os.path.exists(os.path.join(d, "cuda_runtime.h")) for d in dirs):
+        testcase.skipTest("cuda_runtime.h not found in %s (set EPX_HEADER_DIRS)" % dirs)
+    with open(EP_H) as f:
+        structs = header_structs(f.read())
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "abi_probe.c")
+        exe = os.path.join(tmp, "abi_probe")
+        with open(src, "w") as f:
+            f.write(probe_source(structs))
+        cmd = [cc, "-std=c11", "-Wall", "-Werror"] + ["-I" + d for d in dirs] + [src, "-o", exe]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise AssertionError("ABI probe failed to compile (%s):\n%s" % (" ".join(cmd), r.stderr))
+        out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
+    _probe_cache["out"] = [tuple(line.split()) for line in out.splitlines()]
+    return _probe_cache["out"]
+
+
+class TestImport(unittest.TestCase):
+    def test_import_without_torch(self):
+        # sys.modules["torch"] = None makes any `import torch` fail: epx must not need it to import.
+        r = run_py("import sys; sys.modules['torch'] = None\n"
+                   "import epx\n"
+                   "assert epx.EPX_VERSION_CODE == 100\n"
+                   "try:\n"
+                   "    epx.Buffer(None, 128, 1024, 8, 2)\n"
+                   "except ImportError:\n"
+                   "    print('buffer-needs-torch')\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("buffer-needs-torch", r.stdout)
+
+    def test_import_does_not_load_libepx(self):
+        r = run_py("import epx, epx._lib as L; assert L._lib is None; print('ok')",
+                   {"EPX_LIBRARY": "/nonexistent/libepx.so.0"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+
+class TestAbiLayout(unittest.TestCase):
+    """The ctypes structures against ep.h: names, order, sizeof, offsets, field sizes, constants."""
+
+    def setUp(self):
+        with open(EP_H) as f:
+            self.structs = header_structs(f.read())
+
+    def test_same_structs_and_field_names(self):
+        self.assertEqual(sorted(self.structs), sorted(_abi.STRUCTS),
+                         "structs of ep.h and epx/_abi.py STRUCTS differ")
+        for name, fields in self.structs.items():
+            py = [f[0] for f in _abi.STRUCTS[name]._fields_]
+            self.assertEqual(py, fields, "field names/order of %s differ from ep.h" % name)
+
+    def test_sizes_and_offsets_match_c(self):
+        out = run_probe(self)
+        n = 0
+        for row in out:
+            if row[0] == "sizeof" and row[1] in _abi.STRUCTS:
+                self.assertEqual(C.sizeof(_abi.STRUCTS[row[1]]), int(row[2]), "sizeof(%s)" % row[1])
+                n += 1
+            elif row[0] == "field":
+                _, s, f, off, size = row
+                d = getattr(_abi.STRUCTS[s], f)
+                self.assertEqual(d.offset, int(off), "offsetof(%s, %s)" % (s, f))
+                self.assertEqual(d.size, int(size), "sizeof(%s.%s)" % (s, f))
+                n += 1
+            elif row[0] == "sizeof" and row[1] == "ncclUniqueId":
+                self.assertEqual(C.sizeof(_abi.ncclUniqueId), int(row[2]))
+            elif row[0] == "sizeof" and row[1] == "enum":
+                self.assertEqual(C.sizeof(_abi.c_enum), int(row[2]))
+        expected = len(self.structs) + sum(len(v) for v in self.structs.values())
+        self.assertEqual(n, expected)
+
+    def test_constants_match_c(self):
+        consts = {row[1]: int(row[2]) for row in run_probe(self) if row[0] == "const"}
+        self.assertTrue(consts)
+        for name, value in consts.items():
+            self.assertEqual(getattr(_abi, name), value, name)
+
+    def test_initializers_match_c(self):
+        init = {}
+        for row in run_probe(self):
+            if row[0] == "init":
+                init.setdefault(row[1], {})[row[2]] = int(row[3])
+        for s, make in (("ncclEpConfig_t", _abi.config_initializer),
+                        ("ncclEpHandleConfig_t", _abi.handle_config_initializer)):
+            v = make()
+            self.assertEqual(set(init[s]), {f[0] for f in v._fields_})
+            for f, want in init[s].items():
+                self.assertEqual(getattr(v, f), want, "%s.%s" % (s, f))
+
+
+class TestLoader(unittest.TestCase):
+    def test_env_pointing_nowhere(self):
+        r = run_py("import epx\n"
+                   "try:\n"
+                   "    epx.library_path()\n"
+                   "except epx.LibraryNotFoundError as e:\n"
+                   "    print('MSG', e)\n", {"EPX_LIBRARY": "/nonexistent/libepx.so.0"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("EPX_LIBRARY=/nonexistent/libepx.so.0", r.stdout)
+        self.assertIn("cannot load libepx", r.stdout)
+
+    def test_torch_imported_before_libepx(self):
+        # libepx's libnccl.so.2 must resolve to torch's copy: epx imports torch before loading it.
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "torch"))
+            with open(os.path.join(d, "torch", "__init__.py"), "w") as f:
+                f.write("IMPORTED_BEFORE_LIBEPX = True\n")
+            r = run_py("import sys, epx\n"
+                       "assert 'torch' not in sys.modules\n"
+                       "try:\n"
+                       "    epx.library_path()\n"
+                       "except epx.LibraryNotFoundError:\n"
+                       "    pass\n"
+                       "print('torch' in sys.modules)\n",
+                       {"EPX_LIBRARY": "/nonexistent/libepx.so.0", "PYTHONPATH": d})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "True")
+
+    def test_env_dir_without_lib(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = run_py("import epx\n"
+                       "try:\n"
+                       "    epx.Buffer.get_buffer_size_hint(1, 128, 1024, 8, 2)\n"
+                       "except epx.LibraryNotFoundError as e:\n"
+                       "    print('MSG', e)\n", {"EPX_LIBRARY": d})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("directory without libepx.so", r.stdout)
+
+    def test_not_found_anywhere_lists_what_was_tried(self):
+        r = run_py("import epx, epx._lib as L\n"
+                   "L._PKG_LIB_DIR = '/nonexistent/_lib'\n"
+                   "try:\n"
+                   "    epx.library_path()\n"
+                   "    print('FOUND')\n"
+                   "except epx.LibraryNotFoundError as e:\n"
+                   "    print('MSG', e)\n", {"LD_LIBRARY_PATH": ""})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        if "FOUND" in r.stdout:
+            self.skipTest("a libepx is installed system-wide")
+        self.assertIn("EPX_LIBRARY (not set)", r.stdout)
+        self.assertIn("libepx.so.0", r.stdout)
+
+
+def _libepx_available():
+    try:
+        _lib.lib()
+        return True
+    except epx.LibraryNotFoundError:
+        return False
+
+
+@unittest.skipUnless(_libepx_available(), "no libepx to load (set EPX_LIBRARY)")
+class TestWithLibepx(unittest.TestCase):
+    """Calls into libepx that need neither a GPU nor torch."""
+
+    def test_size_hint(self):
+        a = epx.Buffer.get_buffer_size_hint(1, 128, 1024, 8, 2)
+        b = epx.Buffer.get_buffer_size_hint(8, 128, 1024, 8, 2)
+        self.assertGreater(a, 0)
+        self.assertGreater(b, a)
+        self.assertGreater(epx.Buffer.get_buffer_size_hint(8, 128, 1024, 8, 2, exact_combine=True), b)
+
+    def test_size_hint_invalid_config_raises_with_message(self):
+        cases = [((1, 128, 1001, 8, 2), "hidden"),  # not a multiple of 8
+                 ((1, 128, 1024, 8, 0), "topk"),
+                 ((3, 128, 1024, 8, 2), "numExperts"),  # 8 experts over 3 ranks
+                 ((1, 0, 1024, 8, 2), "maxTokensPerRank")]
+        for args, word in cases:
+            with self.assertRaises(epx.EpError) as cm:
+                epx.Buffer.get_buffer_size_hint(*args)
+            self.assertEqual(cm.exception.code, _abi.ncclInvalidArgument, args)
+            self.assertEqual(cm.exception.name, "ncclInvalidArgument")
+            self.assertIn(word, cm.exception.message, args)
+            self.assertEqual(epx.get_last_error(), cm.exception.message)
+
+    def test_fp8_needs_hidden_multiple_of_128(self):
+        epx.Buffer.get_buffer_size_hint(1, 128, 1024, 8, 2, fp8=True)
+        with self.assertRaises(epx.EpError):
+            epx.Buffer.get_buffer_size_hint(1, 128, 1032, 8, 2, fp8=True)
+
+
+class TestConfigInPython(unittest.TestCase):
+    def test_low_latency_not_implemented(self):
+        with self.assertRaises(NotImplementedError):
+            epx.Buffer.get_buffer_size_hint(1, 128, 1024, 8, 2, algorithm="low_latency")
+
+    def test_bad_types(self):
+        with self.assertRaises(TypeError):
+            epx.Buffer.get_buffer_size_hint(1, 128.0, 1024, 8, 2)
+        with self.assertRaises(ValueError):
+            epx.Buffer.get_buffer_size_hint(1, 128, 1024, 8, 2, algorithm="fast")
+
+    def test_error_object(self):
+        e = epx.EpError(5, "why")
+        self.assertEqual((e.code, e.name, e.message), (5, "ncclInvalidUsage", "why"))
+        self.assertIn("ncclInvalidUsage (5): why", str(e))
+        self.assertTrue(issubclass(epx.EpAsyncError, epx.EpError))
+
+
+# --- argument checks with fake tensors ------------------------------------------------------------
+class FakeTensor:
+    """Just what epx._checks reads: shape, dtype, device, is_cuda, is_contiguous(), data_ptr()."""
+
+    def __init__(self, shape, dtype, ptr=0x10000, cuda=True, contiguous=True):
+        self.shape = tuple(shape)
+        self.dtype = "torch." + dtype
+        self.is_cuda = cuda
+        self.device = "cuda:0" if cuda else "cpu"
+        self._contig = contiguous
+        self._ptr = ptr
+
+    def is_contiguous(self):
+        return self._contig
+
+    def data_ptr(self):
+        return self._ptr
+
+
+def dispatch_args(**over):
+    t, h, k = over.pop("t", 4), 256, 2
+    a = dict(x=FakeTensor((t, h), "bfloat16"), x_scales=None, topk_idx=FakeTensor((t, k), "int64"),
+             topk_weights=FakeTensor((t, k), "float32"))
+    a.update(over)
+    kw = dict(hidden=h, topk=k, max_tokens=8, fp8_enabled=False, device="cuda:0")
+    return a, kw
+
+
+class TestDispatchChecks(unittest.TestCase):
+    def check(self, **over):
+        fp8 = over.pop("fp8_enabled", False)
+        a, kw = dispatch_args(**over)
+        kw["fp8_enabled"] = fp8
+        return _checks.check_dispatch_args(a["x"], a["x_scales"], a["topk_idx"], a["topk_weights"], **kw)
+
+    def test_valid_bf16(self):
+        _, _, t, xt, it = self.check()
+        self.assertEqual((t, xt, it), (4, _abi.ncclBfloat16, _abi.ncclInt64))
+        _, _, _, _, it = self.check(topk_idx=FakeTensor((4, 2), "int32"), topk_weights=None)
+        self.assertEqual(it, _abi.ncclInt32)
+
+    def test_zero_tokens(self):
+        self.assertEqual(self.check(t=0)[2], 0)
+
+    def test_x_errors(self):
+        cases = [
+            (dict(x=FakeTensor((4, 128), "bfloat16")), ValueError, "shape [4, 256]"),
+            (dict(x=FakeTensor((4, 256), "float16")), TypeError, "torch.bfloat16 or torch.float8_e4m3fn"),
+            (dict(x=FakeTensor((4, 256), "bfloat16", cuda=False)), ValueError, "CUDA tensor"),
+            (dict(x=FakeTensor((4, 256), "bfloat16", contiguous=False)), ValueError, "contiguous"),
+            (dict(x=FakeTensor((4, 256), "bfloat16", ptr=0x10008)), ValueError, "16-byte aligned"),
+            (dict(x=FakeTensor((4, 256, 1), "bfloat16")), ValueError, "2-D"),
+            (dict(t=9), ValueError, "max_tokens_per_rank=8"),
+            (dict(x_scales=FakeTensor((4, 2), "float32")), ValueError, "FP8"),
+        ]
+        for over, exc, text in cases:
+            with self.assertRaises(exc, msg=str(over)) as cm:
+                self.check(**over)
+            self.assertIn(text, str(cm.exception))
+
+    def test_topk_errors(self):
+        with self.assertRaisesRegex(TypeError, "topk_idx must have dtype torch.int32 or torch.int64"):
+            self.check(topk_idx=FakeTensor((4, 2), "float32"))
+        with self.assertRaisesRegex(ValueError, r"topk_idx must have shape \[4, 2\]"):
+            self.check(topk_idx=FakeTensor((4, 3), "int32"))
+        with self.assertRaisesRegex(ValueError, "8-byte aligned"):
+            self.check(topk_idx=FakeTensor((4, 2), "int64", ptr=0x10004))
+        with self.assertRaisesRegex(TypeError, "topk_weights must have dtype torch.float32"):
+            self.check(topk_weights=FakeTensor((4, 2), "bfloat16"))
+        with self.assertRaisesRegex(ValueError, "topk_weights must have shape"):
+            self.check(topk_weights=FakeTensor((3, 2), "float32"))
+
+    def test_fp8(self):
+        x8 = FakeTensor((4, 256), "float8_e4m3fn")
+        sc = FakeTensor((4, 2), "float32")
+        with self.assertRaisesRegex(ValueError, "fp8=True"):
+            self.check(x=x8, x_scales=sc)
+        with self.assertRaisesRegex(ValueError, "needs x_scales"):
+            self.check(x=x8, fp8_enabled=True)
+        with self.assertRaisesRegex(ValueError, r"x_scales must have shape \[4, 2\]"):
+            self.check(x=x8, x_scales=FakeTensor((4, 1), "float32"), fp8_enabled=True)
+        x, s, t, xt, _ = self.check(x=x8, x_scales=sc, fp8_enabled=True)
+        self.assertEqual((x, s, xt), (x8, sc, _abi.ncclFloat8e4m3))
+        x, s, _, xt, _ = self.check(x=(x8, sc), fp8_enabled=True)  # DeepEP-style tuple
+        self.assertEqual((x, s, xt), (x8, sc, _abi.ncclFloat8e4m3))
+        with self.assertRaisesRegex(ValueError, "not both"):
+            self.check(x=(x8, sc), x_scales=sc, fp8_enabled=True)
+
+
+class TestCombineChecks(unittest.TestCase):
+    def check(self, x, bias=None, w=None, expanded=True, rows=6, t=4):
+        return _checks.check_combine_args(x, rows, t, bias, w, hidden=256, topk=2, expanded=expanded,
+                                          device="cuda:0")
+
+    def test_valid(self):
+        self.assertEqual(self.check(FakeTensor((6, 256), "bfloat16")), (None, None))
+        b = FakeTensor((4, 256), "bfloat16")
+        self.assertEqual(self.check(FakeTensor((8, 256), "bfloat16"), bias=b), (b, None))
+        self.assertEqual(self.check(FakeTensor((6, 256), "bfloat16"), bias=(b, b)), (b, b))
+        self.check(FakeTensor((6, 256), "bfloat16"), w=FakeTensor((6,), "float32"))
+        self.check(FakeTensor((6, 256), "bfloat16"), w=FakeTensor((6, 2), "float32"), expanded=False)
+
+    def test_errors(self):
+        with self.assertRaisesRegex(ValueError, r"rows >= 6"):
+            self.check(FakeTensor((5, 256), "bfloat16"))
+        with self.assertRaisesRegex(TypeError, "torch.bfloat16"):
+            self.check(FakeTensor((6, 256), "float32"))
+        with self.assertRaisesRegex(ValueError, r"bias\[1\] must have shape \[4, 256\]"):
+            self.check(FakeTensor((6, 256), "bfloat16"), bias=(FakeTensor((4, 256), "bfloat16"),
+                                                               FakeTensor((5, 256), "bfloat16")))
+        with self.assertRaisesRegex(ValueError, "at most two"):
+            self.check(FakeTensor((6, 256), "bfloat16"), bias=[None, None, None])
+        with self.assertRaisesRegex(ValueError, r"topk_weights must have shape \[\*\]"):
+            self.check(FakeTensor((6, 256), "bfloat16"), w=FakeTensor((6, 2), "float32"))
+        with self.assertRaisesRegex(ValueError, "topk_weights has 5 rows"):
+            self.check(FakeTensor((6, 256), "bfloat16"), w=FakeTensor((5, 2), "float32"), expanded=False)
+
+
+if __name__ == "__main__":
+    unittest.main()
