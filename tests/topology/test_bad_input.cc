@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "fixtures.h"
@@ -64,6 +65,19 @@ BOOST_AUTO_TEST_CASE(malformed_content) {
   auto r = loadHwlocXmlBuffer("<topology version=\"2.0\"><object type=\"Banana\"/></topology>", "banana");
   BOOST_TEST(!r.ok());
   BOOST_TEST(r.error.find('\n') == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(pci_function_out_of_range) {
+  // hwloc itself takes "00.9" (found by fuzzing: the NCCL export of it could not be read back).
+  std::ifstream in(fixture("mpibind_g4dnmetal.xml"));
+  std::string xml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  BOOST_REQUIRE(loadHwlocXmlBuffer(xml, "as is").ok());
+  const std::string::size_type at = xml.find("pci_busid=\"");
+  BOOST_REQUIRE(at != std::string::npos);
+  const std::string::size_type dot = xml.find('.', at);
+  BOOST_REQUIRE(dot != std::string::npos);
+  xml[dot + 1] = '9';
+  expectOneLineError(loadHwlocXmlBuffer(xml, "fn"), "pci_busid");
 }
 
 BOOST_AUTO_TEST_CASE(deep_nesting_is_bounded) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "builder.h"
+#include "epx/topology/busid.h"
 #include "epx/topology/load.h"
 #include "file_io.h"
 #include "nvml_links.h"
@@ -278,6 +279,10 @@ std::string checkHwlocShape(const pugi::xml_node& root) {
       std::string type = n.attribute("type").as_string();
       if (type.empty()) return "<object> without a type";
       bool io = type == "Bridge" || type == "PCIDev" || type == "OSDev" || type == "Misc";
+      // hwloc accepts any hex digit as the PCI function (and device), which no PCI address has
+      // and the NCCL topology export could not be read back with (found by fuzzing).
+      if (pugi::xml_attribute b = n.attribute("pci_busid"); b && !parseBusId(b.as_string()))
+        return type + " object with a bad pci_busid \"" + b.as_string() + "\" (domain:bus:device.function, device <= 1f, function <= 7)";
       if (!io) {
         for (const char* set : {"cpuset", "complete_cpuset", "nodeset", "complete_nodeset"}) {
           std::string v = n.attribute(set).as_string();
