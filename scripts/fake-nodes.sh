@@ -49,10 +49,10 @@ usage() { sed -n '2,/^set -u/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 2;
 n=0 g=1 limit=600 logdir=""
 while [ $# -gt 0 ]; do
   case $1 in
-    -n) n=${2:?}; shift 2 ;;
-    -g) g=${2:?}; shift 2 ;;
-    -t) limit=${2:?}; shift 2 ;;
-    -l) logdir=${2:?}; shift 2 ;;
+    -n) [ $# -ge 2 ] && [ -n "$2" ] || { echo "fake-nodes: -n needs a value" >&2; exit 2; }; n=$2; shift 2 ;;
+    -g) [ $# -ge 2 ] && [ -n "$2" ] || { echo "fake-nodes: -g needs a value" >&2; exit 2; }; g=$2; shift 2 ;;
+    -t) [ $# -ge 2 ] && [ -n "$2" ] || { echo "fake-nodes: -t needs a value" >&2; exit 2; }; limit=$2; shift 2 ;;
+    -l) [ $# -ge 2 ] && [ -n "$2" ] || { echo "fake-nodes: -l needs a value" >&2; exit 2; }; logdir=$2; shift 2 ;;
     -h|--help) usage ;;
     --) shift; break ;;
     *) echo "fake-nodes: unknown option '$1'" >&2; usage ;;
@@ -60,6 +60,8 @@ while [ $# -gt 0 ]; do
 done
 [ $# -ge 1 ] || { echo "fake-nodes: no program given (after --)" >&2; usage; }
 case "$n$g$limit" in *[!0-9]*) echo "fake-nodes: -n, -g, -t take integers" >&2; exit 2 ;; esac
+[ ${#n} -le 5 ] && [ ${#g} -le 5 ] && [ ${#limit} -le 7 ] || { echo "fake-nodes: -n, -g, -t: values too large" >&2; exit 2; }
+[ "$n" -le 1024 ] && [ "$limit" -ge 1 ] || { echo "fake-nodes: need -n <= 1024 (epx's rank limit) and -t >= 1" >&2; exit 2; }
 [ "$n" -ge 1 ] && [ "$g" -ge 1 ] || { echo "fake-nodes: need -n >= 1 and -g >= 1" >&2; exit 2; }
 
 bin=$1; shift
@@ -90,7 +92,8 @@ fi
 
 # ---- logs ----------------------------------------------------------------------------------------
 if [ -z "$logdir" ]; then logdir=$(mktemp -d /tmp/epx-fake-nodes.XXXXXX); else mkdir -p "$logdir"; fi
-logdir=$(cd "$logdir" && pwd)
+logdir=$(cd "$logdir" 2>/dev/null && pwd) || logdir=""
+if [ -z "$logdir" ] || [ ! -w "$logdir" ]; then echo "fake-nodes: cannot create or write the log directory" >&2; exit 2; fi
 bdir=""
 if [ "${EPX_FAKE_NODES_BEACONS:-0}" = 1 ]; then bdir=/dev/shm/epx-beacons.$$; mkdir -p "$bdir"; fi
 idfile=$logdir/nccl-unique-id

@@ -21,8 +21,11 @@ done
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 cat > "$work/consumer.c" <<'C'
 #include <epx/ep.h>
+#include <nccl.h>
 #include <stdio.h>
 int main(void) {
+  /* a consumer uses NCCL beside epx: it must link through epx.pc alone */
+  if (ncclGetErrorString(ncclSuccess) == NULL) return 3;
   ncclEpConfig_t cfg = NCCL_EP_CONFIG_INITIALIZER;
   cfg.maxTokensPerRank = 128; cfg.hidden = 1024; cfg.topk = 4; cfg.numExperts = 16;
   size_t bytes = 0;
@@ -38,7 +41,7 @@ int main(void) {
 C
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 # shellcheck disable=SC2046
-"$cc" "$work/consumer.c" -o "$work/consumer" $(pkg-config --cflags --libs epx) -L/usr/local/cuda/lib64 \
+"$cc" "$work/consumer.c" -o "$work/consumer" $(pkg-config --cflags --libs epx) \
   || fail "a C consumer does not build against the installed epx.pc"
 out=$("$work/consumer") || fail "the C consumer built against the prefix did not run (exit $?): $out"
 echo "install check: prefix $prefix OK ($out)"
