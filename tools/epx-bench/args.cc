@@ -170,11 +170,16 @@ Options parseArgs(int argc, char** argv) {
     }
   }
   // Network floor defaults from the GIN plugin's NIC emulation settings.
+  // Same ranges as the plugin (docs/plugins.md): a rate of 0 is "off" (no floor), and a latency
+  // without a rate is ignored, as the plugin does.
   if (o.netGBps < 0)
-    if (const char* e = std::getenv("EPX_GIN_EMU_GBPS"); e && *e) o.netGBps = toDouble("EPX_GIN_EMU_GBPS", e, 1e-6, 1e6);
+    if (const char* e = std::getenv("EPX_GIN_EMU_GBPS"); e && *e) {
+      const double g = toDouble("EPX_GIN_EMU_GBPS", e, 0, 10000);
+      if (g > 0) o.netGBps = g;
+    }
   if (o.netLatencyUs < 0) {
     const char* e = std::getenv("EPX_GIN_EMU_LATENCY_US");
-    o.netLatencyUs = e && *e ? toDouble("EPX_GIN_EMU_LATENCY_US", e, 0, 1e7) : 0.0;
+    o.netLatencyUs = o.netGBps > 0 && e && *e ? toDouble("EPX_GIN_EMU_LATENCY_US", e, 0, 1e6) : 0.0;
   }
   if (o.topk > o.experts) bad("--topk must not exceed --experts");
   if (o.hidden % 8) bad("--hidden must be a multiple of 8");
