@@ -56,7 +56,7 @@ Result<SlValue> resolve(const SlInputs& in, const Level (&levels)[4], int max, c
       if (!l.group) continue;
       v = *l.group;
       if (v < 0 || v > max)
-        return Result<SlValue>::fail(std::string("group ") + what + " " + std::to_string(v) + " is out of range (0.." +
+        return Result<SlValue>::fail(std::string("the group's value ") + std::to_string(v) + " is out of range (" + what + " is 0.." +
                                      std::to_string(max) + ")");
     }
     if (!chosen) chosen = SlValue{static_cast<int>(v), l.source, l.origin};
