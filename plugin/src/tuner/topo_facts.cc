@@ -96,17 +96,22 @@ TopoFacts loadFacts(const std::string& spec) {
   return deriveFacts(r.value);
 }
 
-std::string describeFacts(const TopoFacts& f) {
-  if (!f.valid) return "none (" + f.source + ")";
+std::string nicSpeedText(const TopoFacts& f) {
   char speed[64] = "NIC speed unknown";
   if (f.minGbpsPerGpu > 0) std::snprintf(speed, sizeof speed, ">= %.0f Gb/s per GPU", f.minGbpsPerGpu);
+  return speed;
+}
+
+std::string describeFacts(const TopoFacts& f) {
+  if (!f.valid) return "none (" + f.source + ")";
+  const std::string speed = nicSpeedText(f);
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "%s: %d GPU(s), %s%s%s; %d RDMA NIC card(s) (rails %s), >= %d card(s) per GPU, "
                 "<= %d GPU(s) per card, %s",
                 f.source.c_str(), f.gpus, gpuLinksName(f.links),
                 f.worstPcie.empty() ? "" : ", worst GPU-GPU PCIe path ", f.worstPcie.c_str(),
-                f.nicCards, f.railPolicy.c_str(), f.minNicsPerGpu, f.maxGpusPerNic, speed);
+                f.nicCards, f.railPolicy.c_str(), f.minNicsPerGpu, f.maxGpusPerNic, speed.c_str());
   return buf;
 }
 

@@ -39,6 +39,8 @@ TopoFacts deriveFacts(const topo::Topology& t);
 // holds "<system", else hwloc XML). Never fails: on error `valid` is false and `source` says why.
 TopoFacts loadFacts(const std::string& spec);
 // One line for the log.
+// ">= N Gb/s per GPU", or "NIC speed unknown".
+std::string nicSpeedText(const TopoFacts& f);
 std::string describeFacts(const TopoFacts& f);
 
 }  // namespace epx::plugin::tuner

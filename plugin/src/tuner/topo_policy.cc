@@ -66,13 +66,12 @@ std::vector<std::string> topoPolicyNotes(const TopoFacts& f, size_t nRanks, size
     notes.push_back("note: no RDMA NIC in the topology; inter-node traffic uses the net plugin's host "
                     "transport and NCCL models it from the plugin's device speed; no change");
   } else if (nNodes > 1 && f.maxGpusPerNic > 1) {
-    char speed[64] = "NIC speed unknown";
-    if (f.minGbpsPerGpu > 0) std::snprintf(speed, sizeof speed, ">= %.0f Gb/s per GPU", f.minGbpsPerGpu);
+    const std::string speed = nicSpeedText(f);
     char buf[320];
     std::snprintf(buf, sizeof buf,
                   "note: rail sharing, up to %d GPUs per NIC card (%d card(s), %s); NCCL already spreads "
                   "GPUs over the local NICs and models their speed; no change",
-                  f.maxGpusPerNic, f.nicCards, speed);
+                  f.maxGpusPerNic, f.nicCards, speed.c_str());
     notes.push_back(buf);
   }
   return notes;
