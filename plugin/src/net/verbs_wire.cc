@@ -3,23 +3,19 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/fnv.h"
+
 namespace epx::plugin::verbs {
 
 namespace {
 
-// FNV-1a over a byte range.
-uint32_t fnv(const void* data, size_t n, uint32_t h = 2166136261u) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 16777619u;
-  return h;
-}
 
 uint32_t handleChecksum(const Handle& h) {
-  uint32_t c = fnv(&h, offsetof(Handle, checksum));
-  return fnv(&h.address, sizeof h.address, c);
+  uint32_t c = fnv1a(&h, offsetof(Handle, checksum));
+  return fnv1a(&h.address, sizeof h.address, c);
 }
 
-uint32_t connInfoChecksum(const ConnInfo& i) { return fnv(&i, offsetof(ConnInfo, checksum)); }
+uint32_t connInfoChecksum(const ConnInfo& i) { return fnv1a(&i, offsetof(ConnInfo, checksum)); }
 
 }  // namespace
 

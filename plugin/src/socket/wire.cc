@@ -5,18 +5,13 @@
 #include <algorithm>
 #include <cstring>
 
+#include "../common/fnv.h"
+
 namespace epx::plugin::socket {
 
-namespace {
-uint32_t fnv1a(const void* data, size_t length, uint32_t hash) {
-  auto* bytes = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < length; ++i) hash = (hash ^ bytes[i]) * 16777619u;
-  return hash;
-}
-}  // namespace
 
 uint32_t handleChecksum(const Handle& h) {
-  uint32_t hash = 2166136261u;
+  uint32_t hash = kFnv1aOffset;
   hash = fnv1a(&h.magic, sizeof(h.magic), hash);
   hash = fnv1a(&h.version, sizeof(h.version), hash);
   hash = fnv1a(&h.nStreams, sizeof(h.nStreams), hash);
