@@ -47,12 +47,14 @@ set -u
 
 usage() { sed -n '2,/^set -u/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 2; }
 n=0 g=1 limit=600 logdir=""
+# value <option> <its argument...>: the option's value, or a usage error when it has none.
+value() { [ $# -ge 2 ] && [ -n "$2" ] || { echo "fake-nodes: $1 needs a value" >&2; exit 2; }; }
 while [ $# -gt 0 ]; do
   case $1 in
-    -n) [ $# -ge 2 ] && [ -n "$2" ] || { echo "fake-nodes: -n needs a value" >&2; exit 2; }; n=$2; shift 2 ;;
-    -g) [ $# -ge 2 ] && [ -n "$2" ] || { echo "fake-nodes: -g needs a value" >&2; exit 2; }; g=$2; shift 2 ;;
-    -t) [ $# -ge 2 ] && [ -n "$2" ] || { echo "fake-nodes: -t needs a value" >&2; exit 2; }; limit=$2; shift 2 ;;
-    -l) [ $# -ge 2 ] && [ -n "$2" ] || { echo "fake-nodes: -l needs a value" >&2; exit 2; }; logdir=$2; shift 2 ;;
+    -n) value "$@"; n=$2; shift 2 ;;
+    -g) value "$@"; g=$2; shift 2 ;;
+    -t) value "$@"; limit=$2; shift 2 ;;
+    -l) value "$@"; logdir=$2; shift 2 ;;
     -h|--help) usage ;;
     --) shift; break ;;
     *) echo "fake-nodes: unknown option '$1'" >&2; usage ;;
@@ -134,8 +136,8 @@ fi
 # and one signal stream per process instead (docs/fake-nodes.md).
 if [ "$per_gpu" -gt 4 ] && [ -z "${EPX_GIN_STREAMS:-}" ]; then export EPX_GIN_STREAMS=process; fi
 # SMs: epx's dispatch/combine CTAs spin on peers, so the CTAs of ALL processes on a GPU must be
-# resident at once. The test harness caps each group's SM budget at (SMs / processes per GPU)
-# (EPX_MP_PROCS_PER_GPU; EPX_TEST_MAX_SMS overrides); epx-bench takes --sms.
+# resident at once. The test harness caps each group's SM budget at min(24, (SMs - 4) / processes
+# per GPU) (EPX_MP_PROCS_PER_GPU; EPX_TEST_MAX_SMS overrides); epx-bench takes --sms.
 export EPX_MP_PROCS_PER_GPU=$per_gpu
 say "$n rank(s) on $nodes fake node(s) ($g per node), $ngpu GPU(s), limit ${limit} s, seed $seed"
 say "program: $bin $*"

@@ -6,11 +6,8 @@
 #   scripts/gpu-fn-bench.sh N limit_s label [epx-bench args...]
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
 n=$1 limit=$2 label=$3; shift 3
-PIPNCCL=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib
-export LD_LIBRARY_PATH=$PWD/.devbuild/lib:$PIPNCCL:${LD_LIBRARY_PATH:-}
-export NCCL_NVLS_ENABLE=0 NCCL_MNNVL_ENABLE=0 CUDA_MODULE_LOADING=EAGER
+. scripts/devbuild-env.sh
 if [ "${EPX_GIN_EMU_GBPS:-}" = off ]; then unset EPX_GIN_EMU_GBPS EPX_GIN_EMU_LATENCY_US
 else export EPX_GIN_EMU_GBPS=${EPX_GIN_EMU_GBPS:-50} EPX_GIN_EMU_LATENCY_US=${EPX_GIN_EMU_LATENCY_US:-3}; fi
 tag=bench-fn$n-$label
