@@ -4,7 +4,6 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -30,21 +29,8 @@ std::string runTopo(const std::string& args) {
   return out;
 }
 
-std::string h200Pair() {
-  const std::string path = std::string(EPX_TEST_TMP) + "/agreement-2xh200.xml";
-  std::ofstream f(path);
-  f << "<system version=\"1\">\n"
-       "  <cpu numaid=\"0\" affinity=\"ffffffff\" arch=\"x86_64\" vendor=\"GenuineIntel\" familyid=\"6\" modelid=\"143\">\n"
-       "    <pci busid=\"0000:00:06.0\" class=\"0x030200\" vendor=\"0x10de\" device=\"0x2335\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\">\n"
-       "      <gpu dev=\"0\" sm=\"90\" rank=\"0\" gdr=\"0\"><nvlink target=\"0000:00:07.0\" count=\"18\" tclass=\"0x030200\"/></gpu>\n"
-       "    </pci>\n"
-       "    <pci busid=\"0000:00:07.0\" class=\"0x030200\" vendor=\"0x10de\" device=\"0x2335\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\">\n"
-       "      <gpu dev=\"1\" sm=\"90\" rank=\"1\" gdr=\"0\"><nvlink target=\"0000:00:06.0\" count=\"18\" tclass=\"0x030200\"/></gpu>\n"
-       "    </pci>\n"
-       "  </cpu>\n"
-       "</system>\n";
-  return path;
-}
+// The 2×H200 NV18 machine as NCCL would dump it (shared with the epx-topo CLI test).
+std::string h200Pair() { return std::string(EPX_TOPO_TEST_DATA) + "/2xh200-nv18-nccl.xml"; }
 
 // libepx's count for the group epx-topo's estimate describes.
 int libepxCount(const nlohmann::json& e, int numSMs, LinkRates rates) {

@@ -213,20 +213,7 @@ BOOST_AUTO_TEST_CASE(help_and_version) {
 
 BOOST_AUTO_TEST_CASE(two_h200_nv18_no_nic_gives_28_sms_0_qps) {
   // The 2×H200 machine as NCCL would dump it: two GPUs on one host bridge, 18 NVLinks each way.
-  std::string xml = tmpPath("2xh200.xml");
-  {
-    std::ofstream f(xml);
-    f << "<system version=\"1\">\n"
-         "  <cpu numaid=\"0\" affinity=\"ffffffff\" arch=\"x86_64\" vendor=\"GenuineIntel\" familyid=\"6\" modelid=\"143\">\n"
-         "    <pci busid=\"0000:00:06.0\" class=\"0x030200\" vendor=\"0x10de\" device=\"0x2335\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\">\n"
-         "      <gpu dev=\"0\" sm=\"90\" rank=\"0\" gdr=\"0\"><nvlink target=\"0000:00:07.0\" count=\"18\" tclass=\"0x030200\"/></gpu>\n"
-         "    </pci>\n"
-         "    <pci busid=\"0000:00:07.0\" class=\"0x030200\" vendor=\"0x10de\" device=\"0x2335\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\">\n"
-         "      <gpu dev=\"1\" sm=\"90\" rank=\"1\" gdr=\"0\"><nvlink target=\"0000:00:06.0\" count=\"18\" tclass=\"0x030200\"/></gpu>\n"
-         "    </pci>\n"
-         "  </cpu>\n"
-         "</system>\n";
-  }
+  const std::string xml = std::string(EPX_TOPO_TEST_DATA) + "/2xh200-nv18-nccl.xml";
   auto j = jsonOf(run("--json --nccl-xml " + xml));
   BOOST_TEST(j["matrix"]["gpu_gpu"][0][1] == "NV18");
   BOOST_TEST(j["gpus"][0]["nvlinks"] == 18);
@@ -237,7 +224,6 @@ BOOST_AUTO_TEST_CASE(two_h200_nv18_no_nic_gives_28_sms_0_qps) {
   BOOST_TEST(j["estimate"]["qps"] == 0);
   Run t = run("--nccl-xml " + xml);
   BOOST_TEST(t.out.find("SMs 28, QPs 0 (no RDMA: NVLink-only EP)") != std::string::npos, t.out);
-  std::remove(xml.c_str());
 }
 
 BOOST_AUTO_TEST_CASE(nccl_vm_dump_with_hidden_nvswitch_target_keeps_nvlinks) {
