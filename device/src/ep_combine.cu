@@ -1,12 +1,15 @@
 // Combine kernel. Sums, per source token, the rows its destination ranks return, in FP32: in
 // ascending destination rank, then bias0, bias1; BF16 out (the order of the CPU reference in
 // host/ref).
-//  send: CTA b takes a contiguous share of the received rows; each row goes back to its source
+//  send: CTA b takes a contiguous share of the received rows (of each put round); each row goes back to its source
 //        rank's combineRecv[this rank][slot] (expanded layout: the token's local expert rows summed
 //        in FP32, rounded to BF16 for the wire — or kept FP32 with the exact-combine option, so
-//        every contribution is rounded once, at the source's final BF16 output): stored directly into NVLink peers' windows, or
-//        staged in this rank's combineX and moved, by the last CTA to finish staging, with one
-//        GIN put per network source and array, the last carrying the arrival signal.
+//        every contribution is rounded once, at the source's final BF16 output): stored directly
+//        into NVLink peers' windows, or staged in this rank's combineX and moved over GIN in a few
+//        put rounds of received rows: the last CTA to finish staging a round posts, per network
+//        source, one put of the weights and one of the rows, which adds the rows to the source's
+//        arrival signal — the source reduces each layout chunk of its tokens as soon as that
+//        chunk's rows arrived, while later rounds are on the wire.
 //  pull: (deduplicated layout, expert output already in the window's combineX) NVLink peers'
 //        rows are not sent: after every rank started combine, each rank reads its tokens' rows
 //        straight from those peers' windows; a closing arrival ("done reading") keeps combineX
@@ -90,40 +93,56 @@ __device__ void sendBack(const CombineArgs& a, const Transport& tr, Share share,
   }
 }
 
-// Called by the last CTA to finish staging: per network source s, the rows it sent us are
-// contiguous here (received rows [recvBase[s], recvBase[s+1])) and in its combineRecv (this rank's
-// slots), so one put of the weights and one of the rows, the last carrying the arrival signal
-// (+rows). Sources are spread over the contexts.
-__device__ void putStaged(const CombineArgs& a, const Transport& tr) {
+// Called by the last CTA to finish staging put round `rows` (a contiguous range of received
+// rows): per network source s, the round's rows s sent us are contiguous here and in its
+// combineRecv (this rank's slots, in s's token order), so one put of their weights and one of the
+// rows, which adds the rows to s's arrival signal: s reduces its tokens as their rows arrive
+// (waitGinPrefix). Sources are spread over the contexts; each source's puts stay on one context,
+// in row order.
+__device__ void putRound(const CombineArgs& a, const Transport& tr, OpSession& ses, Share rows) {
   const Common& c = a.c;
   const Route& r = a.r;
   const int K = c.topk;
   const uint64_t wire = wireRowBytes(a);
   const uint64_t wOff = inWindow(a, tr, a.topkWeights, c.wl.recvWeights) ? c.wl.recvWeights : c.wl.combineStageW;
   for (int s = threadIdx.x; s < c.nRanks; s += kThreads) {
-    const int lo = r.recvBase[s], n = r.recvBase[s + 1] - lo;
-    if (n == 0 || tr.lsa(s)) continue;
+    if (tr.lsa(s)) continue;
+    const int base = r.recvBase[s];
+    const Share piece = intersect(Share{base, r.recvBase[s + 1]}, rows);
+    const int n = piece.end - piece.begin;
+    if (n == 0) continue;
+    if (!ses.readyGin(tr, kOpCombine, s, kPhaseCombineReady)) continue;
     const int ctx = dataContextOf(s, c.ginContexts);
-    const uint64_t slotRow = uint64_t(c.rank) * c.maxTokens;
+    const uint64_t slotRow = uint64_t(c.rank) * c.maxTokens + uint64_t(piece.begin - base);
     if (a.topkWeights)
-      tr.put(s, c.wl.combineRecvW + slotRow * K * 4, wOff + uint64_t(lo) * K * 4, uint64_t(n) * K * 4, ctx);
-    tr.putSignal(s, c.wl.combineRecv + slotRow * wire, c.wl.combineX + uint64_t(lo) * wire, uint64_t(n) * wire,
+      tr.put(s, c.wl.combineRecvW + slotRow * K * 4, wOff + uint64_t(piece.begin) * K * 4, uint64_t(n) * K * 4, ctx);
+    tr.putSignal(s, c.wl.combineRecv + slotRow * wire, c.wl.combineX + uint64_t(piece.begin) * wire, uint64_t(n) * wire,
                  kFlagArriveCombine, uint32_t(n), ctx);
   }
+  __syncthreads();  // ses.abort is read by every thread next
 }
+
+// Rows this rank sent network destination d for its tokens before token t (d returns them in that
+// order): the prefix of d's returned rows that the tokens before t need.
+struct ReturnedBefore {
+  const Route& r;
+  int nRanks, t;
+  __device__ int operator()(int d) const {
+    return rowsBeforeToken(r.chunkRankBase, r.sendCount, nRanks, r.totals->numTokens, t, d);
+  }
+};
 
 // Reduce per source token. Lane k whose slot is the first with its destination rank d holds the
 // row d returned: in d's combineX (pull from an NVLink peer) or in this rank's combineRecv[d].
 template <bool kPull, class WireRow>
-__device__ void reduceTokens(const CombineArgs& a, const Transport& tr, int globalWarp, int numWarps, int lane,
-                             const int4* (&srcRows)[kWarps][kMaxTopk]) {
+__device__ void reduceRange(const CombineArgs& a, const Transport& tr, Share tokens, int globalWarp, int numWarps,
+                            int lane, const int4* (&srcRows)[kWarps][kMaxTopk]) {
   const Common& c = a.c;
   const Route& r = a.r;
   const int R = c.nRanks, K = c.topk, H = c.hidden, Le = c.localExperts, warp = threadIdx.x >> 5;
-  const int T = r.totals->numTokens;
   const size_t wire = wireRowBytes(a);
   char* local = tr.localBase();
-  for (int t = globalWarp; t < T; t += numWarps) {
+  for (int t = tokens.begin + globalWarp; t < tokens.end; t += numWarps) {
     int e = -1, dest = -1;
     const int4* row = nullptr;
     const float* w = nullptr;
@@ -169,6 +188,23 @@ __device__ void reduceTokens(const CombineArgs& a, const Transport& tr, int glob
   }
 }
 
+// With network peers the tokens go in layout chunks, each after its rows from every network
+// destination arrived (the rest is still on the wire).
+template <bool kPull, class WireRow>
+__device__ void reduceTokens(const CombineArgs& a, const Transport& tr, OpSession& ses, int globalWarp, int numWarps,
+                             int lane, const int4* (&srcRows)[kWarps][kMaxTopk]) {
+  const Common& c = a.c;
+  const Route& r = a.r;
+  const int T = r.totals->numTokens;
+  const int step = tr.hasGin() ? kLayoutChunk : (T > 0 ? T : 1);
+  for (int t0 = 0; t0 < T; t0 += step) {
+    const int t1 = t0 + step < T ? t0 + step : T;
+    if (tr.hasGin()) ses.waitGinPrefix(tr, kOpCombine, kPhaseCombineData, ReturnedBefore{r, c.nRanks, t1});
+    if (ses.abort) return;
+    reduceRange<kPull, WireRow>(a, tr, Share{t0, t1}, globalWarp, numWarps, lane, srcRows);
+  }
+}
+
 // WireRow: BF16 (pull or push), or FP32 partial sums (push, exact combine).
 template <class WireRow>
 __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_constant__ CombineArgs a) {
@@ -182,21 +218,26 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_consta
   const int globalWarp = blockIdx.x * kWarps + (threadIdx.x >> 5);
   const int numWarps = gridDim.x * kWarps;
   const bool gin = tr.hasGin();
-  const Share share = shareOf(r.totals->recvRows, gridDim.x, blockIdx.x);
   const GinRows ginRows{nullptr, r.sendCount};
 
   ses.begin(tr, kOpCombine, kPhaseCombineReady);
-  if (!ses.abort) sendBack<WireRow>(a, tr, share, lane, rows);
-  if (gin && ses.lastToStage(tr, kOpCombine) && !ses.abort) putStaged(a, tr);
+  // Send in put rounds of received rows (protocol.h): round j leaves while round j+1 is staged.
+  const int recvRows = r.totals->recvRows;
+  const int rounds = putRoundsOf((recvRows + kLayoutChunk - 1) / kLayoutChunk, gin);
+  for (int j = 0; j < rounds; ++j) {
+    const Share round = shareOf(recvRows, rounds, j);
+    const Share mine = shareOf(round.end - round.begin, gridDim.x, blockIdx.x);
+    if (!ses.abort) sendBack<WireRow>(a, tr, Share{round.begin + mine.begin, round.begin + mine.end}, lane, rows);
+    if (gin && ses.lastToStage(tr, kOpCombine, j) && !ses.abort) putRound(a, tr, ses, round);
+  }
   if (a.pull) {
-    ses.waitArrivals(tr, kOpCombine, kPhaseCombineData, false, true, ginRows);
-    if (!ses.abort) reduceTokens<true, Bf16Row>(a, tr, globalWarp, numWarps, lane, rows);
+    if (!ses.abort) reduceTokens<true, Bf16Row>(a, tr, ses, globalWarp, numWarps, lane, rows);
     ses.arriveLsa(tr, kOpCombine);  // "done reading your combineX"
     ses.waitArrivals(tr, kOpCombine, kPhaseCombineData, true, false, ginRows);
   } else {
     ses.arriveLsa(tr, kOpCombine);
-    ses.waitArrivals(tr, kOpCombine, kPhaseCombineData, true, true, ginRows);
-    if (!ses.abort) reduceTokens<false, WireRow>(a, tr, globalWarp, numWarps, lane, rows);
+    ses.waitArrivals(tr, kOpCombine, kPhaseCombineData, true, false, ginRows);
+    if (!ses.abort) reduceTokens<false, WireRow>(a, tr, ses, globalWarp, numWarps, lane, rows);
   }
   if (gin) tr.completeGin();  // combineX / weights are the caller's again
   ses.end(tr, kOpCombine, ginRows);

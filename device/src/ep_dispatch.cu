@@ -1,14 +1,14 @@
-// Dispatch kernel. Send: CTA b takes a contiguous share of this rank's tokens; each warp sends a
-// token's row once to every destination rank of its top-k: NVLink peers get the row and its top-k
-// meta stored straight into their receive arrays (LSA) at the row agreed in the layout's count
-// exchange; rows for network peers are staged in this rank's window, grouped by destination in
-// receive order, and the last CTA to finish staging moves each destination's rows with one GIN put
-// per array, the last carrying the arrival signal (rows put). Receive: after every source arrived, copy the rows
-// into the caller's layout (deduplicated copy, or expanded by local expert) — skipped entirely when
-// the caller's outputs are the window arrays.
+// Dispatch kernel. Send: each warp sends a token's row once to every destination rank of its
+// top-k: NVLink peers get the row and its top-k meta stored straight into their receive arrays
+// (LSA) at the row agreed in the layout's count exchange; rows for network peers are staged in
+// this rank's window, grouped by destination in receive order. With network peers the tokens are
+// sent in a few put rounds of whole layout chunks (protocol.h), each cut into contiguous CTA
+// shares: the last CTA to finish staging a round moves each destination's rows of that round with
+// one GIN put, so the wire overlaps the staging of the next round; the last round also moves the
+// per-row arrays and carries the arrival signal (rows put). Receive: after every source arrived,
+// copy the rows into the caller's layout (deduplicated copy, or expanded by local expert) —
+// skipped entirely when the caller's outputs are the window arrays.
 #include <nccl_device.h>
-
-#include <climits>
 
 #include "epx/device/copy.cuh"
 #include "epx/device/ep_args.h"
@@ -122,30 +122,39 @@ __device__ void sendTokens(const DispatchArgs& a, const Transport& tr, Share sha
   }
 }
 
-// Called by the last CTA to finish staging: per network destination d, the rank's rows to d are
-// contiguous in the staging arrays and in d's receive arrays, so one GIN put per array moves them,
-// the last one carrying the arrival signal (+rows). Destinations are spread over the contexts.
-__device__ void putStaged(const DispatchArgs& a, const Transport& tr) {
+// Called by the last CTA to finish staging put round `tok` (whole layout chunks of tokens): per
+// network destination d, the rank's rows to d from those tokens are contiguous in the staging
+// arrays and in d's receive arrays (rowsBeforeToken bounds them), so one GIN put moves their
+// hidden rows. The last round also moves the small per-row arrays of all of d's rows, the last put
+// carrying the arrival signal (+rows): every earlier put to d went on the same context, so the
+// signal covers them. Destinations are spread over the contexts.
+__device__ void putRound(const DispatchArgs& a, const Transport& tr, OpSession& ses, Share tok, bool lastRound) {
   const Common& c = a.c;
   const Route& r = a.r;
-  const int K = c.topk;
+  const int K = c.topk, T = r.totals->numTokens;
   const RowOffsets recv = RowOffsets::recv(c.wl), stage = RowOffsets::stage(c.wl);
   for (int d = threadIdx.x; d < c.nRanks; d += kThreads) {
     const int n = r.sendCount[d];
     if (n == 0 || tr.lsa(d)) continue;
+    const int lo = rowsBeforeToken(r.chunkRankBase, r.sendCount, c.nRanks, T, tok.begin, d);
+    const int hi = rowsBeforeToken(r.chunkRankBase, r.sendCount, c.nRanks, T, tok.end, d);
+    if (hi == lo && !lastRound) continue;
+    if (!ses.readyGin(tr, kOpDispatch, d, kPhaseDispatchReady)) continue;
     const int ctx = dataContextOf(d, c.ginContexts);
     const uint64_t dstRow = uint64_t(r.sendBase[d]);
     const uint64_t srcRow = uint64_t(r.stageBase[d]);
-    auto putArray = [&](uint64_t dstOff, uint64_t srcOff, uint64_t rowBytes) {
-      tr.put(d, dstOff + dstRow * rowBytes, srcOff + srcRow * rowBytes, uint64_t(n) * rowBytes, ctx);
+    auto putRows = [&](uint64_t dstOff, uint64_t srcOff, uint64_t rowBytes, int first, int count) {
+      tr.put(d, dstOff + (dstRow + first) * rowBytes, srcOff + (srcRow + first) * rowBytes, uint64_t(count) * rowBytes, ctx);
     };
-    putArray(recv.x, stage.x, a.xRowBytes);
-    putArray(recv.scales, stage.scales, a.scaleRowBytes);
-    putArray(recv.idx, stage.idx, K * 4);
-    putArray(recv.weights, stage.weights, K * 4);
-    if (r.expanded) putArray(recv.pos, stage.pos, K * 4);
+    putRows(recv.x, stage.x, a.xRowBytes, lo, hi - lo);
+    if (!lastRound) continue;
+    putRows(recv.scales, stage.scales, a.scaleRowBytes, 0, n);
+    putRows(recv.idx, stage.idx, K * 4, 0, n);
+    putRows(recv.weights, stage.weights, K * 4, 0, n);
+    if (r.expanded) putRows(recv.pos, stage.pos, K * 4, 0, n);
     tr.putSignal(d, recv.info + dstRow * 8, stage.info + srcRow * 8, uint64_t(n) * 8, kFlagArriveDispatch, uint32_t(n), ctx);
   }
+  __syncthreads();  // ses.abort is read by every thread next
 }
 
 // Deduplicated layout into caller buffers: row i of the window arrays -> row i of the outputs.
@@ -253,8 +262,15 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const __grid_const
   const GinRows ginRows{r.recvBase, nullptr};
 
   ses.begin(tr, kOpDispatch, kPhaseDispatchReady);
-  if (!ses.abort) sendTokens(a, tr, shareOf(r.totals->numTokens, gridDim.x, blockIdx.x), lane, dsts);
-  if (gin && ses.lastToStage(tr, kOpDispatch) && !ses.abort) putStaged(a, tr);
+  // Send in put rounds (protocol.h): round j's rows leave while round j+1 is staged.
+  const int T = r.totals->numTokens;
+  const int rounds = putRoundsOf((T + kLayoutChunk - 1) / kLayoutChunk, gin);
+  for (int j = 0; j < rounds; ++j) {
+    const Share tok = dispatchRoundTokens(T, rounds, j);
+    const Share mine = shareOf(tok.end - tok.begin, gridDim.x, blockIdx.x);
+    if (!ses.abort) sendTokens(a, tr, Share{tok.begin + mine.begin, tok.begin + mine.end}, lane, dsts);
+    if (gin && ses.lastToStage(tr, kOpDispatch, j) && !ses.abort) putRound(a, tr, ses, tok, j == rounds - 1);
+  }
   ses.arriveLsa(tr, kOpDispatch);
   ses.waitArrivals(tr, kOpDispatch, kPhaseDispatchData, true, true, ginRows);
   if (!ses.abort) {
@@ -285,7 +301,7 @@ cudaError_t launchDispatch(const DispatchArgs& args, int nCtas, cudaStream_t str
   return cudaGetLastError();
 }
 
-cudaError_t dispatchMaxCtasPerSm(int /*nRanks*/, int* ctas) {
+cudaError_t dispatchMaxCtasPerSm(int* ctas) {
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas, dispatchKernel, kThreads, 0);
 }
 

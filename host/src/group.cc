@@ -55,7 +55,7 @@ ncclResult_t hostBarrier(ncclComm_t comm) {
 // Kernels whose CTAs wait on each other need every CTA resident at once.
 std::string checkCoResident(int nCtas, int numSMs, int nRanks) {
   int perSmD = 0, perSmC = 0;
-  if (epx::dev::dispatchMaxCtasPerSm(nRanks, &perSmD) != cudaSuccess || epx::dev::combineMaxCtasPerSm(&perSmC) != cudaSuccess)
+  if (epx::dev::dispatchMaxCtasPerSm(&perSmD) != cudaSuccess || epx::dev::combineMaxCtasPerSm(&perSmC) != cudaSuccess)
     return "cannot query the occupancy of the dispatch/combine kernels";
   const int fit = std::min(perSmD, perSmC) * numSMs;
   if (nCtas > fit)

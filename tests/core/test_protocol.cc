@@ -91,6 +91,121 @@ BOOST_AUTO_TEST_CASE(a_ctas_rows_to_a_destination_are_contiguous) {
     }
 }
 
+BOOST_AUTO_TEST_CASE(put_rounds_cover_whole_layout_chunks) {
+  BOOST_TEST(dev::putRoundsOf(8, false) == 1);  // NVLink only: one pass, no rounds
+  BOOST_TEST(dev::putRoundsOf(0, true) == 1);
+  BOOST_TEST(dev::putRoundsOf(1, true) == 1);
+  BOOST_TEST(dev::putRoundsOf(3, true) == 3);
+  BOOST_TEST(dev::putRoundsOf(128, true) == dev::kMaxPutRounds);
+  for (int T : {0, 1, 511, 512, 513, 2047, 4096, 5000, 65536}) {
+    const int chunks = (T + dev::kLayoutChunk - 1) / dev::kLayoutChunk;
+    for (bool gin : {false, true}) {
+      const int rounds = dev::putRoundsOf(chunks, gin);
+      BOOST_TEST(rounds >= 1);
+      BOOST_TEST(rounds <= dev::kMaxPutRounds);
+      int next = 0;
+      for (int j = 0; j < rounds; ++j) {
+        const dev::Share tok = dev::dispatchRoundTokens(T, rounds, j);
+        BOOST_TEST(tok.begin == next);
+        BOOST_TEST(tok.end >= tok.begin);
+        BOOST_TEST((tok.end == T || tok.end % dev::kLayoutChunk == 0));  // rounds end on chunk bounds
+        if (gin && chunks >= rounds) BOOST_TEST(tok.end > tok.begin);   // no empty round
+        next = tok.end;
+      }
+      BOOST_TEST(next == T);
+    }
+  }
+}
+
+// Layout numbering as the layout kernel does it: chunk-local slots in token order, chunkRankBase
+// [chunks][R] the rows to each rank in earlier chunks, sendCount [R].
+struct ChunkedRoute {
+  std::vector<int> slot;  // [T][R] chunk-local slot of token t's row to rank d, or -1
+  std::vector<int> chunkRankBase, sendCount;
+  int gslot(int t, int d, int R) const { return chunkRankBase[(t / dev::kLayoutChunk) * R + d] + slot[t * R + d]; }
+};
+
+ChunkedRoute randomRoute(std::mt19937& rng, int T, int R, int K, int E) {
+  ChunkedRoute cr;
+  const int chunks = (T + dev::kLayoutChunk - 1) / dev::kLayoutChunk;
+  cr.slot.assign(size_t(T) * R, -1);
+  cr.chunkRankBase.assign(size_t(chunks) * R, 0);
+  cr.sendCount.assign(R, 0);
+  std::vector<int> inChunk(R, 0);
+  for (int t = 0; t < T; ++t) {
+    if (t % dev::kLayoutChunk == 0) {
+      for (int d = 0; d < R; ++d) cr.chunkRankBase[(t / dev::kLayoutChunk) * R + d] = cr.sendCount[d];
+      std::fill(inChunk.begin(), inChunk.end(), 0);
+    }
+    std::set<int> dests;
+    const bool oneExpert = rng() % 7 == 0;  // all of the token's slots on expert 0
+    for (int k = 0; k < K; ++k) {
+      if (rng() % 5 == 0) continue;  // masked slot
+      dests.insert(dev::destOf(oneExpert ? 0 : int(rng() % E), E / R));
+    }
+    for (int d : dests) {
+      cr.slot[size_t(t) * R + d] = inChunk[d]++;
+      ++cr.sendCount[d];
+    }
+  }
+  return cr;
+}
+
+// Dispatch put round j to destination d moves rows [rowsBeforeToken(begin), rowsBeforeToken(end)):
+// exactly the rows of the round's tokens; the rounds partition d's rows.
+BOOST_AUTO_TEST_CASE(a_put_rounds_rows_to_a_destination_are_its_tokens_rows) {
+  std::mt19937 rng(11);
+  for (int T : {1, 600, 4096, 5000}) {
+    const int R = 8, K = 8, E = 64;
+    const ChunkedRoute cr = randomRoute(rng, T, R, K, E);
+    const int rounds = dev::putRoundsOf((T + dev::kLayoutChunk - 1) / dev::kLayoutChunk, true);
+    for (int d = 0; d < R; ++d) {
+      int next = 0;
+      for (int j = 0; j < rounds; ++j) {
+        const dev::Share tok = dev::dispatchRoundTokens(T, rounds, j);
+        const int lo = dev::rowsBeforeToken(cr.chunkRankBase.data(), cr.sendCount.data(), R, T, tok.begin, d);
+        const int hi = dev::rowsBeforeToken(cr.chunkRankBase.data(), cr.sendCount.data(), R, T, tok.end, d);
+        BOOST_TEST(lo == next);
+        std::set<int> rows;
+        for (int t = tok.begin; t < tok.end; ++t)
+          if (cr.slot[size_t(t) * R + d] >= 0) rows.insert(cr.gslot(t, d, R));
+        BOOST_TEST(int(rows.size()) == hi - lo);
+        if (!rows.empty()) {
+          BOOST_TEST(*rows.begin() == lo);
+          BOOST_TEST(*rows.rbegin() == hi - 1);
+        }
+        next = hi;
+      }
+      BOOST_TEST(next == cr.sendCount[d]);
+    }
+  }
+}
+
+// Combine put rounds cut the received rows; each source's piece of a round is contiguous, and the
+// pieces partition the source's rows in order (the arrival signal grows by each piece's rows).
+BOOST_AUTO_TEST_CASE(combine_put_round_pieces_partition_each_source) {
+  std::mt19937 rng(5);
+  for (int sources : {1, 2, 9}) {
+    std::vector<int> base(sources + 1, 0);
+    for (int s = 0; s < sources; ++s) base[s + 1] = base[s] + int(rng() % 3000) * (s % 4 != 1);  // some send nothing
+    const int recvRows = base[sources];
+    const int rounds = dev::putRoundsOf((recvRows + dev::kLayoutChunk - 1) / dev::kLayoutChunk, true);
+    for (int s = 0; s < sources; ++s) {
+      int next = base[s];
+      for (int j = 0; j < rounds; ++j) {
+        const dev::Share piece = dev::intersect(dev::Share{base[s], base[s + 1]}, dev::shareOf(recvRows, rounds, j));
+        BOOST_TEST(piece.end >= piece.begin);
+        if (piece.end > piece.begin) {
+          BOOST_TEST(piece.begin == next);
+          next = piece.end;
+        }
+      }
+      BOOST_TEST(next == base[s + 1]);
+    }
+  }
+  BOOST_TEST(dev::intersect(dev::Share{0, 5}, dev::Share{7, 9}).end == dev::intersect(dev::Share{0, 5}, dev::Share{7, 9}).begin);
+}
+
 BOOST_AUTO_TEST_CASE(source_of_a_received_row) {
   // Sources 1 and 3 sent nothing; rows 0..9 from 0, 10..14 from 2, 15..19 from 4.
   const int base[] = {0, 10, 10, 15, 15, 20};

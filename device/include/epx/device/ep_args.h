@@ -45,7 +45,7 @@ struct GroupState {
   uint32_t layoutSeq;
   uint32_t opSeq[kNumOpKinds];
   uint32_t doneCtas[kNumOpKinds];
-  uint32_t stagedCtas[kNumOpKinds];  // CTAs done staging GIN rows (OpSession::lastToStage)
+  uint32_t stagedCtas[kNumOpKinds][kMaxPutRounds];  // CTAs done staging a put round (OpSession::lastToStage)
 };
 
 // One device-side error. `code` is published last (release), after the fields it describes.

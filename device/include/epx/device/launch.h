@@ -20,7 +20,7 @@ cudaError_t launchDispatch(const DispatchArgs& args, int nCtas, cudaStream_t str
 cudaError_t launchCombine(const CombineArgs& args, int nCtas, cudaStream_t stream);
 
 // CTAs of each kernel that fit on one SM (for the co-residency check at group creation).
-cudaError_t dispatchMaxCtasPerSm(int nRanks, int* ctas);
+cudaError_t dispatchMaxCtasPerSm(int* ctas);
 cudaError_t combineMaxCtasPerSm(int* ctas);
 
 // Zeroes the group's GIN signals on every context (group creation, before any peer can signal:

@@ -83,6 +83,35 @@ EPX_HD Share shareOf(int n, int parts, int p) {
   return Share{b, b + q + (p < r ? 1 : 0)};
 }
 
+// Put rounds (GIN): an op's rows leave in a few rounds so that the wire overlaps the staging of
+// later rows, with few enough GIN operations (each has a fixed cost in the proxy path). Dispatch:
+// round j covers whole layout chunks (so each destination's rows of the round are contiguous:
+// chunkRankBase gives their bounds); every CTA stages its share of the round's tokens, and the last
+// CTA to finish the round posts one put per network destination. Combine: round j covers a
+// contiguous range of received rows, cut the same way into CTA shares.
+constexpr int kMaxPutRounds = 4;
+// Rounds of an op over `items` chunks (dispatch) or rows (combine): 1 without network peers.
+EPX_HD int putRoundsOf(int items, bool gin) {
+  if (!gin || items <= 1) return 1;
+  return items < kMaxPutRounds ? items : kMaxPutRounds;
+}
+// Tokens [begin, end) of dispatch round j of `rounds` over numTokens tokens (whole layout chunks).
+EPX_HD Share dispatchRoundTokens(int numTokens, int rounds, int j) {
+  const int chunks = (numTokens + kLayoutChunk - 1) / kLayoutChunk;
+  const Share c = shareOf(chunks, rounds, j);
+  const int b = c.begin * kLayoutChunk, e = c.end * kLayoutChunk;
+  return Share{b < numTokens ? b : numTokens, e < numTokens ? e : numTokens};
+}
+// Rows to destination d among this rank's tokens before token t (t a multiple of kLayoutChunk or
+// numTokens): the bound of a round's rows to d (chunkRankBase [chunks][nRanks], sendCount [nRanks]).
+EPX_HD int rowsBeforeToken(const int* chunkRankBase, const int* sendCount, int nRanks, int numTokens, int t, int d) {
+  return t >= numTokens ? sendCount[d] : chunkRankBase[(t / kLayoutChunk) * nRanks + d];
+}
+// Intersection of [a, b) with [c, e) (empty: begin == end).
+EPX_HD Share intersect(Share x, Share y) {
+  const int b = x.begin > y.begin ? x.begin : y.begin, e = x.end < y.end ? x.end : y.end;
+  return Share{b, e > b ? e : b};
+}
 // Source rank of received row i, given the exclusive prefix recvBase[0..nRanks] (binary search:
 // the last s with recvBase[s] <= i, skipping sources that sent nothing).
 EPX_HD int sourceOfRow(const int* recvBase, int nRanks, int i) {

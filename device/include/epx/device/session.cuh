@@ -1,7 +1,9 @@
 // The protocol session of one dispatch or combine, on the transport layer (transport.cuh):
 //   begin()        read this op's sequence number; CTA 0 tells every peer that it may send this op
-//                  to us (ready); every CTA waits until every peer may receive it from us;
-//   lastToStage()  the last CTA to finish staging GIN rows (it posts the op's puts);
+//                  to us (ready); every CTA waits until every NVLink peer may receive it from us
+//                  (its stores go straight into their windows);
+//   lastToStage()  the last CTA to finish staging a put round's GIN rows (it posts the round's
+//                  puts, after readyGin() for each network peer: staging overlaps that round trip);
 //   arriveLsa()    after this CTA's stores into NVLink peers' windows: +1 on each such peer's
 //                  arrival word (GIN arrivals travel with the data puts, see protocol.h);
 //   waitArrivals() until every source's data (or "done reading") arrived: NVLink sources when all
@@ -42,23 +44,35 @@ struct OpSession {
     if (blockIdx.x == 0)
       for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x) t.publish(p, readyKind, s);
     bool ok = true;
-    for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x) ok = ok && t.wait(readyKind, p, s, phase);
+    for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x)
+      if (t.lsa(p)) ok = ok && t.wait(readyKind, p, s, phase);
     if (!ok) abort = 1;
     __syncthreads();
     t.mark(kStepReady);
   }
 
-  // Called by every CTA after staging its rows for network peers: true in the one CTA that came
-  // last, which then sees every CTA's staged rows (system-scope fence before counting) and posts
-  // the GIN puts of the whole op — a few large operations per peer instead of a few per CTA and
-  // peer (each GIN operation has a fixed cost in the proxy; docs/performance.md).
-  __device__ bool lastToStage(const Transport& t, int kind) {
+  // Single thread, before its first put to network peer p in this op: p may receive it from us.
+  // false after a timeout (the CTA aborts).
+  __device__ bool readyGin(const Transport& t, int kind, int p, int phase) {
+    const int readyKind = kind == kOpDispatch ? kFlagReadyDispatch : kFlagReadyCombine;
+    if (t.wait(readyKind, p, seq, phase)) return true;
+    abort = 1;
+    return false;
+  }
+
+  // Called by every CTA after staging its rows of put round `round` for network peers: true in the
+  // one CTA that came last, which then sees every CTA's staged rows (system-scope fence before
+  // counting) and posts the round's GIN puts — a few large operations per peer and round instead
+  // of a few per CTA and peer (each GIN operation has a fixed cost in the proxy;
+  // docs/performance.md).
+  __device__ bool lastToStage(const Transport& t, int kind, int round) {
     __syncthreads();
     __shared__ bool last;
     if (threadIdx.x == 0) {
       __threadfence_system();
-      last = atomicAdd(&t.c.state->stagedCtas[kind], 1u) == gridDim.x - 1;
-      if (last) t.c.state->stagedCtas[kind] = 0;  // every CTA has counted
+      uint32_t* staged = &t.c.state->stagedCtas[kind][round];
+      last = atomicAdd(staged, 1u) == gridDim.x - 1;
+      if (last) *staged = 0;  // every CTA has counted this round
     }
     __syncthreads();
     return last;
@@ -74,8 +88,24 @@ struct OpSession {
     t.mark(kStepSent);
   }
 
+  template <class Rows>
   __device__ void waitArrivals(const Transport& t, int kind, int phase, bool lsaSources, bool ginSources,
-                               const GinRows& rows) {
+                               const Rows& rows) {
+    waitSources(t, kind, phase, lsaSources, ginSources, rows);
+    t.mark(kStepArrived);
+  }
+
+  // Until the first rows(p) of this op's rows from every network source p have arrived (GIN
+  // sources post their rows in order, each put round adding its rows to the arrival signal), so
+  // the receiver can work on a prefix while the rest is on the wire. Every thread of the CTA.
+  template <class Rows>
+  __device__ void waitGinPrefix(const Transport& t, int kind, int phase, const Rows& rows) {
+    waitSources(t, kind, phase, false, true, rows);
+  }
+
+  template <class Rows>
+  __device__ void waitSources(const Transport& t, int kind, int phase, bool lsaSources, bool ginSources,
+                              const Rows& rows) {
     const Common& c = t.c;
     const int arriveKind = kind == kOpDispatch ? kFlagArriveDispatch : kFlagArriveCombine;
     bool ok = true;
@@ -84,14 +114,13 @@ struct OpSession {
         if (t.lsa(p)) {
           if (lsaSources) ok = t.wait(arriveKind, p, seq * uint32_t(c.nCtas), phase);
         } else if (ginSources) {
-          const uint32_t target = c.arrived[kind * c.nRanks + p] + rows(p);
+          const uint32_t target = c.arrived[kind * c.nRanks + p] + uint32_t(rows(p));
           ok = t.wait(arriveKind, p, target, phase);
         }
       }
     }
     if (!ok) abort = 1;
     __syncthreads();
-    t.mark(kStepArrived);
   }
 
   __device__ void end(const Transport& t, int kind, const GinRows& rows) {
