@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_consta
   // staged; then rows from NVLink sources (push), while the last round is on the wire.
   if (gin) {
     const int ginRows = r.recvGinBase[c.nRanks];
-    const int rounds = putRoundsOf((ginRows + kLayoutChunk - 1) / kLayoutChunk, true);
+    const int rounds = putRoundsOf((ginRows + kLayoutChunk - 1) / kLayoutChunk, true, c.putRounds);
     for (int j = 0; j < rounds; ++j) {
       const Share round = shareOf(ginRows, rounds, j);
       const Share mine = shareOf(round.end - round.begin, gridDim.x, blockIdx.x);

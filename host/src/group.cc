@@ -88,6 +88,7 @@ epx::dev::Common ncclEpGroup::common() const {
   c.ginPosted = ginPosted;
   c.ginCounters = ginCounters;
   c.ginFlushCompletion = ginFlushCompletion;
+  c.putRounds = putRounds;
   c.error = errorDev;
   c.timeoutNs = 1000000LL * cfg.timeoutMs;
   c.beacons = beacons.device;
@@ -177,6 +178,11 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
   const bool network = g->lsaSize < g->nRanks;
   g->ginCounters = network ? epx::dev::ginCounterCount(g->nCtas, g->cfg.maxTokensPerRank) : 0;
   if (const char* v = std::getenv("EPX_GIN_COMPLETION"); v && std::string(v) == "flush") g->ginFlushCompletion = 1;
+  if (std::string bad = epx::parsePutRounds(std::getenv("EPX_GIN_PUT_ROUNDS"), g->nRanks - g->lsaSize,
+                                                  &g->putRounds); !bad.empty()) {
+    releaseGroup(g);
+    return fail(ncclInvalidUsage, "ncclEpGroupCreate: " + bad);
+  }
   if ((r = epx::devCommCreate(comm, network ? epx::dev::ginSignalCount(g->nRanks) : 0, g->ginCounters, &g->devComm,
                               &g->ginContexts)) != ncclSuccess) {
     g->devComm = nullptr;

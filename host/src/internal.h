@@ -24,6 +24,7 @@ struct ncclEpGroup {
   uint32_t* arrived = nullptr;              // device memory [kNumOpKinds][nRanks]
   uint64_t* ginPosted = nullptr;            // device memory [ginContexts][ginCounters] GIN puts posted per CTA
   int ginCounters = 0;                      // GIN completion counters per context (one per CTA)
+  int putRounds = 1;                        // GIN put rounds per op (core/config.h parsePutRounds)
   int ginFlushCompletion = 0;               // EPX_GIN_COMPLETION=flush (diagnostics): NCCL's unbounded flush
   epx::dev::AsyncError* error = nullptr;    // mapped pinned host memory
   epx::dev::AsyncError* errorDev = nullptr; // its device alias

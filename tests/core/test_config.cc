@@ -85,6 +85,35 @@ void expectDisjointRegions(const dev::WindowLayout& wl, uint64_t rows, uint64_t 
 }
 }  // namespace
 
+BOOST_AUTO_TEST_CASE(put_rounds_from_the_environment) {
+  // Default: GIN ops of a dispatch (peers x (rounds + meta puts)) within the budget, 1..8 rounds.
+  BOOST_TEST(epx::dev::defaultPutRounds(0) == 1);
+  BOOST_TEST(epx::dev::defaultPutRounds(1) == 8);   // 2 nodes: 12 ops
+  BOOST_TEST(epx::dev::defaultPutRounds(3) == 8);   // 4 nodes: 36 ops
+  BOOST_TEST(epx::dev::defaultPutRounds(4) == 6);   // 40 ops
+  BOOST_TEST(epx::dev::defaultPutRounds(7) == 1);   // 8 nodes: 35 ops
+  BOOST_TEST(epx::dev::defaultPutRounds(1023) == 1);
+  for (int peers = 1; peers < 64; ++peers) {
+    const int r = epx::dev::defaultPutRounds(peers);
+    BOOST_TEST((r == 1 || peers * (r + epx::dev::kMetaPutsPerPeer) <= epx::dev::kPutOpsBudget));
+  }
+  int r = 0;
+  BOOST_TEST(epx::parsePutRounds(nullptr, 3, &r).empty());
+  BOOST_TEST(r == 8);
+  BOOST_TEST(epx::parsePutRounds("", 7, &r).empty());
+  BOOST_TEST(r == 1);
+  BOOST_TEST(epx::parsePutRounds("2", 7, &r).empty());
+  BOOST_TEST(r == 2);
+  BOOST_TEST(epx::parsePutRounds("8", 0, &r).empty());
+  BOOST_TEST(r == epx::dev::kMaxPutRounds);
+  for (const char* bad : {"0", "9", "-2", "3x", "four"}) {
+    const std::string e = epx::parsePutRounds(bad, 1, &r);
+    BOOST_TEST(e.find("EPX_GIN_PUT_ROUNDS='" + std::string(bad) + "'") != std::string::npos, e);
+    BOOST_TEST(e.find("[1, 8]") != std::string::npos, e);
+    BOOST_TEST(r == 8);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(window_layout_regions_do_not_overlap) {
   ncclEpConfig_t in = deepseek();
   in.fp8Dispatch = 1;

@@ -93,15 +93,18 @@ BOOST_AUTO_TEST_CASE(a_ctas_rows_to_a_destination_are_contiguous) {
 }
 
 BOOST_AUTO_TEST_CASE(put_rounds_cover_whole_layout_chunks) {
-  BOOST_TEST(dev::putRoundsOf(8, false) == 1);  // NVLink only: one pass, no rounds
-  BOOST_TEST(dev::putRoundsOf(0, true) == 1);
-  BOOST_TEST(dev::putRoundsOf(1, true) == 1);
-  BOOST_TEST(dev::putRoundsOf(3, true) == 3);
-  BOOST_TEST(dev::putRoundsOf(128, true) == dev::kMaxPutRounds);
+  BOOST_TEST(dev::putRoundsOf(8, false, dev::kMaxPutRounds) == 1);  // NVLink only: one pass, no rounds
+  BOOST_TEST(dev::putRoundsOf(0, true, dev::kMaxPutRounds) == 1);
+  BOOST_TEST(dev::putRoundsOf(1, true, dev::kMaxPutRounds) == 1);
+  BOOST_TEST(dev::putRoundsOf(3, true, dev::kMaxPutRounds) == 3);
+  BOOST_TEST(dev::putRoundsOf(128, true, dev::kMaxPutRounds) == dev::kMaxPutRounds);
+  BOOST_TEST(dev::putRoundsOf(128, true, 2) == 2);
+  BOOST_TEST(dev::putRoundsOf(128, true, 0) == 1);    // clamped up
+  BOOST_TEST(dev::putRoundsOf(128, true, 99) == dev::kMaxPutRounds);  // clamped down
   for (int T : {0, 1, 511, 512, 513, 2047, 4096, 5000, 65536}) {
     const int chunks = (T + dev::kLayoutChunk - 1) / dev::kLayoutChunk;
     for (bool gin : {false, true}) {
-      const int rounds = dev::putRoundsOf(chunks, gin);
+      const int rounds = dev::putRoundsOf(chunks, gin, dev::kMaxPutRounds);
       BOOST_TEST(rounds >= 1);
       BOOST_TEST(rounds <= dev::kMaxPutRounds);
       int next = 0;
@@ -159,7 +162,7 @@ BOOST_AUTO_TEST_CASE(a_put_rounds_rows_to_a_destination_are_its_tokens_rows) {
   for (int T : {1, 600, 4096, 5000}) {
     const int R = 8, K = 8, E = 64;
     const ChunkedRoute cr = randomRoute(rng, T, R, K, E);
-    const int rounds = dev::putRoundsOf((T + dev::kLayoutChunk - 1) / dev::kLayoutChunk, true);
+    const int rounds = dev::putRoundsOf((T + dev::kLayoutChunk - 1) / dev::kLayoutChunk, true, dev::defaultPutRounds(1));
     for (int d = 0; d < R; ++d) {
       int next = 0;
       for (int j = 0; j < rounds; ++j) {
@@ -206,7 +209,7 @@ BOOST_AUTO_TEST_CASE(combine_put_round_pieces_partition_each_network_source) {
         for (int i = base[s]; i < base[s + 1]; ++i) expect.push_back(i);
     BOOST_REQUIRE(int(expect.size()) == ginRows);
     for (int v = 0; v < ginRows; ++v) BOOST_TEST(dev::ginRowOf(base.data(), ginBase.data(), sources, v) == expect[v]);
-    const int rounds = dev::putRoundsOf((ginRows + dev::kLayoutChunk - 1) / dev::kLayoutChunk, true);
+    const int rounds = dev::putRoundsOf((ginRows + dev::kLayoutChunk - 1) / dev::kLayoutChunk, true, dev::kMaxPutRounds);
     BOOST_TEST(rounds == std::min(dev::kMaxPutRounds, std::max(1, (ginRows + dev::kLayoutChunk - 1) / dev::kLayoutChunk)));
     for (int s = 0; s < sources; ++s) {
       if (nvlink[s]) continue;

@@ -24,6 +24,18 @@ std::string header(size_t size, unsigned magic, unsigned version, size_t expecte
 }
 }  // namespace
 
+std::string parsePutRounds(const char* env, int networkPeers, int* rounds) {
+  *rounds = dev::defaultPutRounds(networkPeers);
+  if (env == nullptr || *env == '\0') return "";
+  char* end = nullptr;
+  const long v = std::strtol(env, &end, 10);
+  if (*end != '\0' || v < 1 || v > dev::kMaxPutRounds)
+    return "EPX_GIN_PUT_ROUNDS='" + std::string(env) + "' is not an integer in [1, " +
+           std::to_string(dev::kMaxPutRounds) + "]";
+  *rounds = int(v);
+  return "";
+}
+
 std::string normalizeConfig(const ncclEpConfig_t* in, int nRanks, GroupConfig* out) {
   if (!in) return "config is NULL";
   std::string h = header(in->size, in->magic, in->version, sizeof(ncclEpConfig_t), "NCCL_EP_CONFIG");

@@ -100,6 +100,7 @@ struct Common {
   uint64_t* ginPosted;  // [ginContexts][ginCounters] GIN puts posted so far by CTA b on context ctx (cumulative)
   int ginCounters;      // GIN counters per context: one per CTA of any kernel that puts (ginCounterCount)
   int ginFlushCompletion;  // 1: complete GIN puts with NCCL's flush() (unbounded; EPX_GIN_COMPLETION=flush)
+  int putRounds;           // most GIN put rounds per dispatch / combine (protocol.h; EPX_GIN_PUT_ROUNDS)
   AsyncError* error;
   long long timeoutNs;
   uint32_t* beacons;  // [kBeaconCtas + 1] mapped host words, or null (off)

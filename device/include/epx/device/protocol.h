@@ -90,11 +90,25 @@ EPX_HD Share shareOf(int n, int parts, int p) {
 // CTA to finish the round posts one put per network destination. Combine: round j covers a
 // contiguous range of the rows received from network sources (in source order, ginRowOf), cut the
 // same way into CTA shares; rows of NVLink sources go after the last round, while it is on the wire.
-constexpr int kMaxPutRounds = 4;
-// Rounds of an op over `items` chunks (dispatch) or rows (combine): 1 without network peers.
-EPX_HD int putRoundsOf(int items, bool gin) {
+constexpr int kMaxPutRounds = 8;
+// Default rounds: as many as keep a dispatch's GIN operations per call within kPutOpsBudget (each
+// network peer gets one x put per round plus kMetaPutsPerPeer puts of the per-row arrays). The
+// budget comes from measurements on fake nodes with the emulated NIC (docs/performance.md, "Put
+// rounds"): 8 rounds were best at 1 and 3 network peers (12 and 36 ops), while at 7 peers every
+// extra round cost time (the per-op cost of the proxy path dominates there).
+constexpr int kPutOpsBudget = 40;
+constexpr int kMetaPutsPerPeer = 4;
+EPX_HD int defaultPutRounds(int networkPeers) {
+  if (networkPeers < 1) return 1;
+  const int r = kPutOpsBudget / networkPeers - kMetaPutsPerPeer;
+  return r < 1 ? 1 : (r > kMaxPutRounds ? kMaxPutRounds : r);
+}
+// Rounds of an op over `items` layout chunks: 1 without network peers, else at most maxRounds
+// (the group's Common::putRounds, clamped to [1, kMaxPutRounds]) and at most one per chunk.
+EPX_HD int putRoundsOf(int items, bool gin, int maxRounds) {
+  const int m = maxRounds < 1 ? 1 : (maxRounds > kMaxPutRounds ? kMaxPutRounds : maxRounds);
   if (!gin || items <= 1) return 1;
-  return items < kMaxPutRounds ? items : kMaxPutRounds;
+  return items < m ? items : m;
 }
 // Tokens [begin, end) of dispatch round j of `rounds` over numTokens tokens (whole layout chunks).
 EPX_HD Share dispatchRoundTokens(int numTokens, int rounds, int j) {
