@@ -7,6 +7,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -42,6 +43,12 @@ struct LlCase {
     return os.str();
   }
 };
+
+// Experts for the job's ranks: at least perRank per rank and at least topk in total.
+int expertsFor(int perRank, int topk) {
+  const int R = nRanks();
+  return R * std::max(perRank, (topk + R - 1) / R);
+}
 
 std::vector<ncclEpGroup_t> createLlGroups(const LlSpec& s) {
   GroupSpec gs;
@@ -358,7 +365,7 @@ BOOST_AUTO_TEST_SUITE(low_latency)
 
 BOOST_AUTO_TEST_CASE(token_counts_dtypes_and_masks) {
   LlSpec s;
-  s.experts = 2 * nRanks() * (nRanks() < 8 ? 4 : 2);
+  s.experts = expertsFor(nRanks() < 8 ? 8 : 4, s.topk);
   auto groups = createLlGroups(s);
   std::vector<int> tokens = {0, 1, 7, 128};
   if (quick()) tokens = {0, 7, 128};
@@ -399,7 +406,7 @@ BOOST_AUTO_TEST_CASE(hidden_sizes_and_topk) {
     LlSpec s;
     s.hidden = sh.hidden;
     s.topk = sh.topk;
-    s.experts = std::max(sh.experts, ((sh.topk + R - 1) / R) * R);
+    s.experts = std::max(sh.experts, expertsFor(1, sh.topk));
     s.maxTokens = 64;
     auto groups = createLlGroups(s);
     for (int fp8 : {0, 1}) {
@@ -416,7 +423,7 @@ BOOST_AUTO_TEST_CASE(max_tokens_per_rank) {
   LlSpec s;
   s.maxTokens = quick() ? 256 : 1024;
   s.topk = 4;
-  s.experts = 2 * nRanks();
+  s.experts = expertsFor(2, s.topk);
   auto groups = createLlGroups(s);
   LlCase cs;
   cs.tokens = s.maxTokens;
@@ -428,7 +435,7 @@ BOOST_AUTO_TEST_CASE(max_tokens_per_rank) {
 
 BOOST_AUTO_TEST_CASE(send_receive_split) {
   LlSpec s;
-  s.experts = 4 * nRanks();
+  s.experts = expertsFor(4, s.topk);
   auto groups = createLlGroups(s);
   for (int fp8 : {0, 1}) {
     LlCase cs;
@@ -442,7 +449,7 @@ BOOST_AUTO_TEST_CASE(send_receive_split) {
 // Slots with ids out of range or repeated are dropped (the reference drops them too) and reported.
 BOOST_AUTO_TEST_CASE(invalid_ids_dropped_and_reported) {
   LlSpec s;
-  s.experts = 4 * nRanks();
+  s.experts = expertsFor(4, s.topk);
   auto groups = createLlGroups(s);
   LlCase cs;
   cs.invalidIds = true;
@@ -467,7 +474,7 @@ BOOST_AUTO_TEST_CASE(invalid_ids_dropped_and_reported) {
 // receive B, then the combines the same way; banks alternate, nothing is shared (NVIDIA/nccl #2303).
 BOOST_AUTO_TEST_CASE(two_handles_alternating) {
   LlSpec s;
-  s.experts = 4 * nRanks();
+  s.experts = expertsFor(4, s.topk);
   s.maxTokens = 64;
   auto groups = createLlGroups(s);
   const int rounds = quick() ? 3 : 10;
@@ -535,10 +542,10 @@ BOOST_AUTO_TEST_CASE(two_handles_alternating) {
 // rank as a CUDA graph (split halves inside), replayed with new routing and data each time.
 BOOST_AUTO_TEST_CASE(graph_replays_with_changing_routing) {
   LlSpec s;
-  s.experts = 4 * nRanks();
   s.maxTokens = 32;
   s.hidden = 1024;
   s.topk = 4;
+  s.experts = expertsFor(4, s.topk);
   auto groups = createLlGroups(s);
   const int replays = quick() ? 50 : 1000;
   const int R = nRanks(), Le = s.experts / R, rowsPer = R * s.maxTokens;
@@ -609,7 +616,7 @@ BOOST_AUTO_TEST_CASE(graph_replays_with_changing_routing) {
 // Host-side refusals before anything is launched (no communication: every rank fails alike).
 BOOST_AUTO_TEST_CASE(host_side_errors) {
   LlSpec s;
-  s.experts = 2 * nRanks();
+  s.experts = expertsFor(2, s.topk);
   s.fp8 = 0;
   // hidden 2880 is not a multiple of 128: ncclEpGroupCreate refuses before any exchange.
   std::vector<int> created(nRanks(), -1);
