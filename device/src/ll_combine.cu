@@ -149,9 +149,7 @@ __global__ void __launch_bounds__(kThreads, 1) llCombineKernel(const __grid_cons
 }  // namespace
 
 cudaError_t launchLlCombine(const LlCombineArgs& args, int nCtas, cudaStream_t stream) {
-  const size_t smem = size_t(args.c.localExperts + 1) * sizeof(int);
-  cudaError_t e = cudaFuncSetAttribute(llCombineKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-  if (e != cudaSuccess) return e;
+  const size_t smem = size_t(args.c.localExperts + 1) * sizeof(int);  // <= 4 KiB: no opt-in needed
   llCombineKernel<<<nCtas, kThreads, smem, stream>>>(args);
   return cudaGetLastError();
 }

@@ -286,10 +286,15 @@ size_t dispatchSmem(const Common& c) {
 
 }  // namespace
 
+cudaError_t llPrepareKernels() {
+  // The largest dynamic shared memory any LL group needs (kMaxExperts experts), set once at group
+  // creation so that launches (possibly under graph capture) need no attribute call.
+  return cudaFuncSetAttribute(llDispatchKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              int(llDispatchSmem(kMaxExperts, 1)));
+}
+
 cudaError_t launchLlDispatch(const LlDispatchArgs& args, int nCtas, cudaStream_t stream) {
   const size_t smem = dispatchSmem(args.c);
-  cudaError_t e = cudaFuncSetAttribute(llDispatchKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-  if (e != cudaSuccess) return e;
   llDispatchKernel<<<nCtas, kThreads, smem, stream>>>(args);
   return cudaGetLastError();
 }

@@ -4,13 +4,15 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "epx/device/launch.h"
 #include "internal.h"
 
 namespace epx {
 
 cudaError_t llGroupInit(ncclEpGroup* g) {
   const size_t seenBytes = sizeof(uint32_t) * dev::kLlBanks * g->cfg.numExperts;
-  cudaError_t ce = cudaMalloc(&g->llState, sizeof(dev::LlState));
+  cudaError_t ce = dev::llPrepareKernels();
+  if (ce == cudaSuccess) ce = cudaMalloc(&g->llState, sizeof(dev::LlState));
   if (ce == cudaSuccess) ce = cudaMemset(g->llState, 0, sizeof(dev::LlState));
   if (ce == cudaSuccess) ce = cudaMalloc(&g->llCountSeen, seenBytes);
   if (ce == cudaSuccess) ce = cudaMemset(g->llCountSeen, 0, seenBytes);

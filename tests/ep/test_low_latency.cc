@@ -36,10 +36,11 @@ struct LlCase {
   int singleExpert = -1;     // >= 0: every token of every rank to this expert only
   bool invalidIds = false;   // some slots out of range or repeated (dropped and reported)
   bool split = false;        // send half, other work on the stream, receive half on another stream
+  bool zeroCopy = false;     // combine input written into the group's buffer (ncclEpLowLatencyGetCombineBuffer)
   std::string describe() const {
     std::ostringstream os;
     os << "T=" << tokens << (fp8 ? (roundScale ? " fp8/ue8m0" : " fp8") : " bf16") << " mask=" << maskProb
-       << (singleExpert >= 0 ? " one-expert" : "") << (invalidIds ? " bad-ids" : "") << (split ? " split" : "");
+       << (singleExpert >= 0 ? " one-expert" : "") << (invalidIds ? " bad-ids" : "") << (split ? " split" : "") << (zeroCopy ? " zero-copy" : "");
     return os.str();
   }
 };
@@ -337,8 +338,10 @@ std::string runLlCase(const LlSpec& s, const std::vector<ncclEpGroup_t>& groups,
     downloadDispatch(s, cs, Le, rowsPer, b, c.stream, o);
     errs[c.rank] = checkDispatch(s, cs, in, c.rank, o);
     const std::vector<uint16_t> y = expertOutputs(s, cs, in, c.rank, o);
-    EPX_CHECK_CUDA(cudaMemcpy(b.combIn.ptr(), y.data(), y.size() * 2, cudaMemcpyHostToDevice));
-    ncclEpLowLatencyCombineInputs_t cin{b.combIn.ptr(), b.w.as<float>()};
+    void* combX = b.combIn.ptr();
+    if (cs.zeroCopy) EPX_CHECK_EP(ncclEpLowLatencyGetCombineBuffer(groups[c.rank], &combX));
+    EPX_CHECK_CUDA(cudaMemcpy(combX, y.data(), y.size() * 2, cudaMemcpyHostToDevice));
+    ncclEpLowLatencyCombineInputs_t cin{combX, b.w.as<float>()};
     ncclEpLowLatencyCombineOutputs_t cout{b.out.ptr()};
     runHalves(cs.split, c.stream, scratch, [&](int f, cudaStream_t st) { return ncclEpLowLatencyCombine(h, &cin, &cout, f, st); });
     o.out.resize(size_t(cs.tokens) * s.hidden);
@@ -441,6 +444,13 @@ BOOST_AUTO_TEST_CASE(send_receive_split) {
     LlCase cs;
     cs.split = true;
     cs.fp8 = fp8;
+    expectCase(s, groups, cs);
+  }
+  // Zero-copy combine input (the group's buffer), whole calls and split.
+  for (int split : {0, 1}) {
+    LlCase cs;
+    cs.zeroCopy = true;
+    cs.split = split;
     expectCase(s, groups, cs);
   }
   destroyGroups(groups);
@@ -668,6 +678,21 @@ BOOST_AUTO_TEST_CASE(host_side_errors) {
                                  ncclInvalidUsage, ncclInvalidArgument};
   for (int r : localRanks()) BOOST_TEST(codes[r] == want, boost::test_tools::per_element());
   destroyGroups(groups);
+  // A handle of a high-throughput group passed to the low-latency calls.
+  GroupSpec ht;
+  ht.numExperts = s.experts;
+  const auto& htGroups = groupFor(ht);
+  std::vector<int> htCodes(nRanks(), -1);
+  gpus().run([&](const RankContext& c) {
+    ncclEpHandleConfig_t hc = NCCL_EP_HANDLE_CONFIG_INITIALIZER;
+    ncclEpHandle_t h = nullptr;
+    EPX_CHECK_EP(ncclEpHandleCreate(htGroups[c.rank], &hc, &h));
+    ncclEpLowLatencyDispatchInputs_t din{};
+    ncclEpLowLatencyDispatchOutputs_t dout{};
+    htCodes[c.rank] = ncclEpLowLatencyDispatch(h, &din, &dout, NCCL_EP_LL_SEND_RECV, c.stream);
+    EPX_CHECK_EP(ncclEpHandleDestroy(h));
+  });
+  for (int r : localRanks()) BOOST_TEST(htCodes[r] == int(ncclInvalidUsage));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
