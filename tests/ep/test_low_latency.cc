@@ -8,6 +8,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -693,6 +694,53 @@ BOOST_AUTO_TEST_CASE(host_side_errors) {
     EPX_CHECK_EP(ncclEpHandleDestroy(h));
   });
   for (int r : localRanks()) BOOST_TEST(htCodes[r] == int(ncclInvalidUsage));
+}
+
+// Only rank 0 dispatches: its receive half waits for counts that never come, and gives up after
+// timeoutMs with an async error naming a missing peer and the phase; the group then refuses work.
+BOOST_AUTO_TEST_CASE(peer_never_arrives_times_out, *boost::unit_test::precondition(needsPeers)) {
+  LlSpec s;
+  s.experts = expertsFor(2, s.topk);
+  GroupSpec gs;
+  gs.maxTokens = s.maxTokens;
+  gs.hidden = s.hidden;
+  gs.topk = s.topk;
+  gs.numExperts = s.experts;
+  ncclEpConfig_t cfg = makeConfig(gs);
+  cfg.algorithm = ncclEpAlgoLowLatency;
+  cfg.timeoutMs = 300;
+  std::vector<ncclEpGroup_t> groups(nRanks(), nullptr);
+  gpus().run([&](const RankContext& c) { EPX_CHECK_EP(ncclEpGroupCreate(c.comm, &cfg, &groups[c.rank])); });
+  Rng rng(nextSeed());
+  LlCase cs;
+  const LlInputs in = makeInputs(s, cs, rng);
+  gpus().run([&](const RankContext& c) {
+    if (c.rank != 0) return;
+    LlBuffers b;
+    b.size(s, s.experts / nRanks(), nRanks() * s.maxTokens, s.maxTokens);
+    ncclEpHandleConfig_t hc = NCCL_EP_HANDLE_CONFIG_INITIALIZER;
+    ncclEpHandle_t h = nullptr;
+    EPX_CHECK_EP(ncclEpHandleCreate(groups[0], &hc, &h));
+    uploadInputs(cs, s, in, 0, b, c.stream);
+    auto din = dispatchIn(cs, b);
+    auto dout = dispatchOut(cs, b);
+    const auto start = std::chrono::steady_clock::now();
+    EPX_CHECK_EP(ncclEpLowLatencyDispatch(h, &din, &dout, NCCL_EP_LL_SEND_RECV, c.stream));
+    EPX_CHECK_CUDA(cudaStreamSynchronize(c.stream));
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    BOOST_CHECK_LT(secs, 5.0);  // bounded by timeoutMs, not a hang
+    ncclResult_t async = ncclSuccess;
+    char msg[512] = {};
+    EPX_CHECK_EP(ncclEpGroupGetAsyncError(groups[0], &async, msg, sizeof(msg)));
+    BOOST_TEST_MESSAGE("async error: " << msg);
+    BOOST_CHECK_EQUAL(int(async), int(ncclRemoteError));
+    BOOST_CHECK(std::string(msg).find("low-latency dispatch data") != std::string::npos);
+    BOOST_CHECK(std::string(msg).find("peer rank") != std::string::npos);
+    BOOST_CHECK(std::string(msg).find("peer rank 0 ") == std::string::npos);  // names a missing peer
+    BOOST_CHECK_EQUAL(int(ncclEpLowLatencyDispatch(h, &din, &dout, NCCL_EP_LL_SEND_RECV, c.stream)), int(ncclRemoteError));
+    EPX_CHECK_EP(ncclEpHandleDestroy(h));
+  });
+  destroyGroups(groups);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
