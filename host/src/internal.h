@@ -35,6 +35,7 @@ struct ncclEpGroup {
   epx::dev::LlLayout ll{};
   epx::dev::LlState* llState = nullptr;     // device memory
   uint32_t* llCountSeen = nullptr;          // device memory [kLlBanks][numExperts]
+  epx::LlGroupCalls llCalls;                // host mirror of the LL call order (ll_checks.h)
   epx::dev::Common common() const;
   epx::dev::LlGroupDev llDev() const { return {ll, llState, llCountSeen}; }
 };

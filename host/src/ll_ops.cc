@@ -23,7 +23,7 @@ ncclResult_t checkLlHandle(const ncclEpHandle* h, const char* what) {
   return ncclSuccess;
 }
 
-epx::LlHandleView view(const ncclEpHandle* h) { return {&h->group->cfg, h->group->nRanks, &h->llState}; }
+epx::LlHandleView view(const ncclEpHandle* h) { return {&h->group->cfg, h->group->nRanks, &h->llState, &h->group->llCalls}; }
 
 int halves(int flags) {
   return ((flags & NCCL_EP_LL_SEND) ? epx::dev::kLlHalfSend : 0) | ((flags & NCCL_EP_LL_RECV) ? epx::dev::kLlHalfRecv : 0);
@@ -78,7 +78,7 @@ extern "C" ncclResult_t ncclEpLowLatencyDispatch(ncclEpHandle_t h, const ncclEpL
   a.recvCount = out->recvCount;
   a.recvSrcInfo = out->recvSrcInfo;
   if (cudaError_t ce = epx::dev::launchLlDispatch(a, g->nCtas, stream); ce != cudaSuccess) return launchFailed(what, ce);
-  epx::advanceLlDispatch(&h->llState, *in, flags);
+  epx::advanceLlDispatch(&h->llState, &g->llCalls, *in, flags);
   return ncclSuccess;
 }
 
@@ -103,6 +103,6 @@ extern "C" ncclResult_t ncclEpLowLatencyCombine(ncclEpHandle_t h, const ncclEpLo
   a.numTokens = h->llState.numTokens;
   a.out = static_cast<uint16_t*>(out->out);
   if (cudaError_t ce = epx::dev::launchLlCombine(a, g->nCtas, stream); ce != cudaSuccess) return launchFailed(what, ce);
-  epx::advanceLlCombine(&h->llState, flags);
+  epx::advanceLlCombine(&h->llState, &g->llCalls, flags);
   return ncclSuccess;
 }

@@ -126,7 +126,8 @@ BOOST_AUTO_TEST_CASE(host_checks_name_the_problem) {
   c.fp8Dispatch = 0;
   BOOST_REQUIRE(normalizeConfig(&c, 2, &g) == "");
   LlCallState st;
-  const LlHandleView h{&g, 2, &st};
+  LlGroupCalls calls;
+  const LlHandleView h{&g, 2, &st, &calls};
   alignas(16) static char buf[256];
   ncclEpLowLatencyDispatchInputs_t in{};
   in.x = buf;
@@ -162,18 +163,18 @@ BOOST_AUTO_TEST_CASE(host_checks_name_the_problem) {
   BOOST_TEST(checkLlDispatchOrder(h, NCCL_EP_LL_RECV).find("without a pending send") != std::string::npos);
   BOOST_TEST(checkLlCombineOrder(h, NCCL_EP_LL_SEND_RECV).find("needs a dispatch") != std::string::npos);
   BOOST_TEST(checkLlDispatchOrder(h, NCCL_EP_LL_SEND) == "");
-  advanceLlDispatch(&st, in, NCCL_EP_LL_SEND);
+  advanceLlDispatch(&st, &calls, in, NCCL_EP_LL_SEND);
   BOOST_TEST(st.numTokens == 7);
   BOOST_TEST(checkLlDispatchOrder(h, NCCL_EP_LL_SEND).find("not been received") != std::string::npos);
   BOOST_TEST(checkLlCombineOrder(h, NCCL_EP_LL_SEND).find("needs a dispatch") != std::string::npos);
   BOOST_TEST(checkLlDispatchOrder(h, NCCL_EP_LL_RECV) == "");
-  advanceLlDispatch(&st, in, NCCL_EP_LL_RECV);
+  advanceLlDispatch(&st, &calls, in, NCCL_EP_LL_RECV);
   BOOST_TEST(checkLlCombineOrder(h, NCCL_EP_LL_RECV).find("without a pending send") != std::string::npos);
   BOOST_TEST(checkLlCombineOrder(h, NCCL_EP_LL_SEND) == "");
-  advanceLlCombine(&st, NCCL_EP_LL_SEND);
+  advanceLlCombine(&st, &calls, NCCL_EP_LL_SEND);
   BOOST_TEST(checkLlDispatchOrder(h, NCCL_EP_LL_SEND).find("combine send half") != std::string::npos);
   BOOST_TEST(checkLlCombineOrder(h, NCCL_EP_LL_RECV) == "");
-  advanceLlCombine(&st, NCCL_EP_LL_RECV);
+  advanceLlCombine(&st, &calls, NCCL_EP_LL_RECV);
   BOOST_TEST(checkLlCombineOrder(h, NCCL_EP_LL_SEND_RECV) == "");  // combine again on the same dispatch
   ncclEpLowLatencyCombineInputs_t cin{};
   ncclEpLowLatencyCombineOutputs_t cout{};
@@ -182,6 +183,36 @@ BOOST_AUTO_TEST_CASE(host_checks_name_the_problem) {
   cin.topkWeights = reinterpret_cast<const float*>(buf);
   cout.out = buf + 8;
   BOOST_TEST(checkLlCombine(h, &cin, &cout, NCCL_EP_LL_SEND_RECV).find("out must be 16-byte aligned") != std::string::npos);
+}
+
+// Several handles of one group: receive halves in send order, at most two sends pending.
+BOOST_AUTO_TEST_CASE(group_call_order_across_handles) {
+  GroupConfig g;
+  ncclEpConfig_t c = llConfig(128, 2048, 8, 16);
+  BOOST_REQUIRE(normalizeConfig(&c, 2, &g) == "");
+  LlGroupCalls calls;
+  LlCallState a, b, d;
+  const LlHandleView ha{&g, 2, &a, &calls}, hb{&g, 2, &b, &calls}, hd{&g, 2, &d, &calls};
+  ncclEpLowLatencyDispatchInputs_t in{};
+  BOOST_TEST(checkLlDispatchOrder(ha, NCCL_EP_LL_SEND) == "");
+  advanceLlDispatch(&a, &calls, in, NCCL_EP_LL_SEND);
+  BOOST_TEST(checkLlDispatchOrder(hb, NCCL_EP_LL_SEND_RECV).find("pending on this group") != std::string::npos);
+  BOOST_TEST(checkLlDispatchOrder(hb, NCCL_EP_LL_SEND) == "");
+  advanceLlDispatch(&b, &calls, in, NCCL_EP_LL_SEND);
+  BOOST_TEST(checkLlDispatchOrder(hd, NCCL_EP_LL_SEND).find("at most 2") != std::string::npos);
+  BOOST_TEST(checkLlDispatchOrder(hb, NCCL_EP_LL_RECV).find("order of their send halves") != std::string::npos);
+  BOOST_TEST(checkLlDispatchOrder(ha, NCCL_EP_LL_RECV) == "");
+  advanceLlDispatch(&a, &calls, in, NCCL_EP_LL_RECV);
+  BOOST_TEST(checkLlDispatchOrder(hd, NCCL_EP_LL_SEND) == "");  // one pending again
+  BOOST_TEST(checkLlDispatchOrder(hb, NCCL_EP_LL_RECV) == "");
+  advanceLlDispatch(&b, &calls, in, NCCL_EP_LL_RECV);
+  BOOST_TEST(calls.sent[0] == 2u);
+  BOOST_TEST(calls.received[0] == 2u);
+  // Combines of both handles in the same pattern.
+  advanceLlCombine(&a, &calls, NCCL_EP_LL_SEND);
+  advanceLlCombine(&b, &calls, NCCL_EP_LL_SEND);
+  BOOST_TEST(checkLlCombineOrder(hb, NCCL_EP_LL_RECV).find("order of their send halves") != std::string::npos);
+  BOOST_TEST(checkLlCombineOrder(ha, NCCL_EP_LL_RECV) == "");
 }
 
 BOOST_AUTO_TEST_CASE(reference_rows_follow_source_then_token_order) {

@@ -24,8 +24,9 @@
  * Double buffering: the group owns a device-side sequence number per op kind; op #seq uses bank
  * seq & 1 of every receive region, so two handles used alternately (two micro-batches) never share
  * rows or signals, and graph replays alternate banks without the host. At most two ops of a kind
- * may be in flight per group (sent, not yet received): the third send waits on the device until
- * the peers received the first.
+ * may be pending per group (send half issued, receive half not yet), and receive halves must be
+ * issued in the order of their send halves (a whole call needs no other pending op of its kind);
+ * on the device a send also waits until the peers received the op that used its bank before.
  *
  * Rules: like every ncclEp op, LL calls are collective over the group and issued in the same order
  * on every rank; a group created with ncclEpAlgoLowLatency serves only these calls (the
@@ -36,7 +37,8 @@
  * misaligned pointers, numTokens outside [0, maxTokensPerRank] (also during graph capture), FP8
  * without fp8Dispatch, bad flags; ncclInvalidUsage for a handle of a high-throughput group, a
  * receive half without its send half, a send half while the handle's previous one is not received,
- * a combine without a received dispatch; ncclRemoteError after a device-side timeout. Device side
+ * a combine without a received dispatch, receive halves out of send order, a third pending send;
+ * ncclRemoteError after a device-side timeout. Device side
  * (ncclEpGroupGetAsyncError): top-k ids outside [-1, numExperts) or repeated within a token are
  * dropped (the slot contributes nothing) and reported; a peer that does not arrive within
  * timeoutMs becomes a timeout naming the peer and the phase.

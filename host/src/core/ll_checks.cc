@@ -13,6 +13,23 @@ std::string ptr(const char* name, const void* p, uintptr_t a, bool required) {
 }
 bool send(int flags) { return (flags & NCCL_EP_LL_SEND) != 0; }
 bool recv(int flags) { return (flags & NCCL_EP_LL_RECV) != 0; }
+
+// Group-wide order of `op` (0 dispatch, 1 combine): "" or the reason.
+std::string checkGroupOrder(const LlHandleView& h, int op, int flags) {
+  const char* name = op == 0 ? "dispatch" : "combine";
+  const LlGroupCalls& g = *h.calls;
+  const unsigned pending = g.sent[op] - g.received[op];
+  if (send(flags) && recv(flags) && pending != 0)
+    return std::string("another handle's ") + name + " send half is pending on this group: its receive half must " +
+           "come first (receive halves run in the order of the send halves)";
+  if (send(flags) && !recv(flags) && pending >= kLlMaxPending)
+    return std::string("already ") + std::to_string(pending) + " " + name + " send halves pending on this group (at " +
+           "most " + std::to_string(kLlMaxPending) + "; receive one first)";
+  if (!send(flags) && h.state->pendingSeq[op] != g.received[op] + 1)
+    return std::string("receive halves must run in the order of their send halves: an earlier ") + name +
+           " send half of this group (another handle) has not been received yet";
+  return {};
+}
 }  // namespace
 
 #define EPX_LL_RETURN_IF(expr)  \
@@ -69,7 +86,7 @@ std::string checkLlDispatchOrder(const LlHandleView& h, int flags) {
     return "the handle's combine send half has not been received yet (a new dispatch would replace its route)";
   if (!send(flags) && !s.dispatchSendPending)
     return "receive half (NCCL_EP_LL_RECV) without a pending send half (NCCL_EP_LL_SEND) on this handle";
-  return {};
+  return checkGroupOrder(h, 0, flags);
 }
 
 std::string checkLlCombine(const LlHandleView& h, const ncclEpLowLatencyCombineInputs_t* in,
@@ -93,25 +110,33 @@ std::string checkLlCombineOrder(const LlHandleView& h, int flags) {
     return "the handle's previous combine send half has not been received yet (call NCCL_EP_LL_RECV first)";
   if (!send(flags) && !s.combineSendPending)
     return "receive half (NCCL_EP_LL_RECV) without a pending send half (NCCL_EP_LL_SEND) on this handle";
-  return {};
+  return checkGroupOrder(h, 1, flags);
 }
 
-void advanceLlDispatch(LlCallState* s, const ncclEpLowLatencyDispatchInputs_t& in, int flags) {
+void advanceLlDispatch(LlCallState* s, LlGroupCalls* g, const ncclEpLowLatencyDispatchInputs_t& in, int flags) {
   if (send(flags)) {
     s->dispatchSendPending = true;
     s->dispatchReceived = false;
     s->pendingFp8 = in.useFp8;
     s->numTokens = in.numTokens;
+    s->pendingSeq[0] = ++g->sent[0];
   }
   if (recv(flags)) {
     s->dispatchSendPending = false;
     s->dispatchReceived = true;
+    ++g->received[0];
   }
 }
 
-void advanceLlCombine(LlCallState* s, int flags) {
-  if (send(flags)) s->combineSendPending = true;
-  if (recv(flags)) s->combineSendPending = false;
+void advanceLlCombine(LlCallState* s, LlGroupCalls* g, int flags) {
+  if (send(flags)) {
+    s->combineSendPending = true;
+    s->pendingSeq[1] = ++g->sent[1];
+  }
+  if (recv(flags)) {
+    s->combineSendPending = false;
+    ++g->received[1];
+  }
 }
 
 }  // namespace epx
