@@ -197,37 +197,34 @@ struct Transport {
   // every CTA's earlier puts before they overwrite the staging rows that any CTA may have posted).
   __device__ bool completeGinCounters(int first, int n) const {
     __syncthreads();  // every put of this CTA is posted and counted
-    __shared__ int ok;
     mark(kStepCompleting);
     if (c.ginFlushCompletion) {  // diagnostic alternative: NCCL's flush, without a bound
       for (int ctx = 0; ctx < c.ginContexts; ++ctx) ncclGin(devComm(), ctx).flush(ncclCoopCta{});
       mark(kStepCompleted);
       return true;
     }
-    if (threadIdx.x == 0) {
-      ok = 1;
-      for (int i = 0; i < n * c.ginContexts && ok; ++i) {
-        const int ctx = i / n, counter = first + i % n;
-        const uint64_t target = atomicAdd(reinterpret_cast<unsigned long long*>(postedSlotOf(ctx, counter)), 0ull);
-        ncclGin gin(devComm(), ctx);
-        uint64_t seen = gin.readCounter(counter);
-        const uint64_t start = globalTimerNs();
-        for (uint32_t spin = 1; !counterReached(seen, target); ++spin) {
-          if ((spin & 255u) == 0) {
-            if (timedOut(c.error) || globalTimerNs() - start > uint64_t(c.timeoutNs)) {
-              recordTimeout(c.error, kPhaseGinCompletion, -1, c.rank, kTransportGin, (long long)target,
-                            (long long)seen);
-              ok = 0;
-              break;
-            }
+    // One (context, counter) pair per thread: the waits overlap instead of adding up.
+    bool mine = true;
+    for (int i = threadIdx.x; i < n * c.ginContexts && mine; i += blockDim.x) {
+      const int ctx = i / n, counter = first + i % n;
+      const uint64_t target = atomicAdd(reinterpret_cast<unsigned long long*>(postedSlotOf(ctx, counter)), 0ull);
+      ncclGin gin(devComm(), ctx);
+      uint64_t seen = gin.readCounter(counter);
+      const uint64_t start = globalTimerNs();
+      for (uint32_t spin = 1; !counterReached(seen, target); ++spin) {
+        if ((spin & 255u) == 0) {
+          if (timedOut(c.error) || globalTimerNs() - start > uint64_t(c.timeoutNs)) {
+            recordTimeout(c.error, kPhaseGinCompletion, -1, c.rank, kTransportGin, (long long)target, (long long)seen);
+            mine = false;
+            break;
           }
-          seen = gin.readCounter(counter);
         }
+        seen = gin.readCounter(counter);
       }
     }
-    __syncthreads();
+    const bool ok = __syncthreads_or(!mine) == 0;
     mark(kStepCompleted);
-    return ok != 0;
+    return ok;
   }
 
   // This CTA's GIN counter (the same id on every context) and its posted total on context ctx.
