@@ -273,7 +273,8 @@ ncclResult_t ncclEpGroupGetAsyncError(ncclEpGroup_t group, ncclResult_t* asyncEr
  * group with network (GIN) peers, which adds staging areas of maxTokensPerRank * min(topk, network
  * peers) rows; a group inside one NVLink domain allocates less. Memory grows with
  * nRanks * maxTokensPerRank rows (receive arrays, combine buffers); the count exchange of every
- * ncclEpDispatchLayout moves nRanks + Le ints to every rank.
+ * ncclEpDispatchLayout moves nRanks + Le ints to every rank. A low-latency config
+ * (ncclEpAlgoLowLatency) is sized for its own regions instead (docs/low-latency.md, "Memory").
  * Errors: ncclInvalidArgument for an invalid config (reason in ncclEpGetLastError).
  */
 ncclResult_t ncclEpGetBufferSizeHint(const ncclEpConfig_t* config, int nRanks, size_t* bytes);
