@@ -51,9 +51,13 @@ __device__ __forceinline__ bool inWindow(const CombineArgs& a, const Transport& 
 // Bytes of one returned row: BF16, or FP32 partial sums (exact combine, expanded layout only).
 __device__ __forceinline__ size_t wireRowBytes(const CombineArgs& a) { return size_t(a.c.hidden) * (a.fp32 ? 4 : 2); }
 
-// Send phase over this CTA's received rows [share.begin, share.end). WireRow: what travels.
+// Which received rows a send pass covers: rows from network sources, numbered in source order
+// (a put round, protocol.h), or rows from NVLink sources (numbered as received; others skipped).
+enum class SendRows { kGin, kLsa };
+
+// Send phase over this CTA's rows [share.begin, share.end) of `which`. WireRow: what travels.
 template <class WireRow>
-__device__ void sendBack(const CombineArgs& a, const Transport& tr, Share share, int lane,
+__device__ void sendBack(const CombineArgs& a, const Transport& tr, SendRows which, Share share, int lane,
                          const int4* (&srcs)[kWarps][kMaxTopk]) {
   const Common& c = a.c;
   const Route& r = a.r;
@@ -63,9 +67,11 @@ __device__ void sendBack(const CombineArgs& a, const Transport& tr, Share share,
   char* local = tr.localBase();
   const bool xInWindow = inWindow(a, tr, a.x, c.wl.combineX);
   const bool wInWindow = inWindow(a, tr, a.topkWeights, c.wl.recvWeights);
-  for (int i = share.begin + warp; i < share.end; i += kWarps) {
+  for (int v = share.begin + warp; v < share.end; v += kWarps) {
+    const int i = which == SendRows::kGin ? ginRowOf(r.recvBase, r.recvGinBase, c.nRanks, v) : v;
     const ReturnRow rr = returnRowOf(c, r, i);
     const bool lsa = tr.lsa(rr.src);
+    if (lsa != (which == SendRows::kLsa)) continue;
     if (lsa && a.pull) continue;  // the source reads this row in place
     char* dst;
     float* dstW;
@@ -93,12 +99,12 @@ __device__ void sendBack(const CombineArgs& a, const Transport& tr, Share share,
   }
 }
 
-// Called by the last CTA to finish staging put round `rows` (a contiguous range of received
-// rows): per network source s, the round's rows s sent us are contiguous here and in its
-// combineRecv (this rank's slots, in s's token order), so one put of their weights and one of the
-// rows, which adds the rows to s's arrival signal: s reduces its tokens as their rows arrive
-// (waitGinPrefix). Sources are spread over the contexts; each source's puts stay on one context,
-// in row order.
+// Called by the last CTA to finish staging put round `rows` (a contiguous range of the rows from
+// network sources, in source order): per network source s, the round's rows s sent us are
+// contiguous here and in its combineRecv (this rank's slots, in s's token order), so one put of
+// their weights and one of the rows, which adds the rows to s's arrival signal: s reduces its
+// tokens as their rows arrive (waitGinPrefix). Sources are spread over the contexts; each source's
+// puts stay on one context, in row order.
 __device__ void putRound(const CombineArgs& a, const Transport& tr, OpSession& ses, Share rows) {
   const Common& c = a.c;
   const Route& r = a.r;
@@ -107,8 +113,9 @@ __device__ void putRound(const CombineArgs& a, const Transport& tr, OpSession& s
   const uint64_t wOff = inWindow(a, tr, a.topkWeights, c.wl.recvWeights) ? c.wl.recvWeights : c.wl.combineStageW;
   for (int s = threadIdx.x; s < c.nRanks; s += kThreads) {
     if (tr.lsa(s)) continue;
-    const int base = r.recvBase[s];
-    const Share piece = intersect(Share{base, r.recvBase[s + 1]}, rows);
+    const int ginBase = r.recvGinBase[s], base = r.recvBase[s];
+    const Share v = intersect(Share{ginBase, r.recvGinBase[s + 1]}, rows);
+    const Share piece{base + (v.begin - ginBase), base + (v.end - ginBase)};
     const int n = piece.end - piece.begin;
     if (n == 0) continue;
     if (!ses.readyGin(tr, kOpCombine, s, kPhaseCombineReady)) continue;
@@ -221,15 +228,20 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_consta
   const GinRows ginRows{nullptr, r.sendCount};
 
   ses.begin(tr, kOpCombine, kPhaseCombineReady);
-  // Send in put rounds of received rows (protocol.h): round j leaves while round j+1 is staged.
-  const int recvRows = r.totals->recvRows;
-  const int rounds = putRoundsOf((recvRows + kLayoutChunk - 1) / kLayoutChunk, gin);
-  for (int j = 0; j < rounds; ++j) {
-    const Share round = shareOf(recvRows, rounds, j);
-    const Share mine = shareOf(round.end - round.begin, gridDim.x, blockIdx.x);
-    if (!ses.abort) sendBack<WireRow>(a, tr, Share{round.begin + mine.begin, round.begin + mine.end}, lane, rows);
-    if (gin && ses.lastToStage(tr, kOpCombine, j) && !ses.abort) putRound(a, tr, ses, round);
+  // Rows from network sources in put rounds (protocol.h): round j leaves while round j+1 is
+  // staged; then rows from NVLink sources (push), while the last round is on the wire.
+  if (gin) {
+    const int ginRows = r.recvGinBase[c.nRanks];
+    const int rounds = putRoundsOf((ginRows + kLayoutChunk - 1) / kLayoutChunk, true);
+    for (int j = 0; j < rounds; ++j) {
+      const Share round = shareOf(ginRows, rounds, j);
+      const Share mine = shareOf(round.end - round.begin, gridDim.x, blockIdx.x);
+      if (!ses.abort)
+        sendBack<WireRow>(a, tr, SendRows::kGin, Share{round.begin + mine.begin, round.begin + mine.end}, lane, rows);
+      if (ses.lastToStage(tr, kOpCombine, j) && !ses.abort) putRound(a, tr, ses, round);
+    }
   }
+  if (!a.pull && !ses.abort) sendBack<WireRow>(a, tr, SendRows::kLsa, shareOf(r.totals->recvRows, gridDim.x, blockIdx.x), lane, rows);
   if (a.pull) {
     if (!ses.abort) reduceTokens<true, Bf16Row>(a, tr, ses, globalWarp, numWarps, lane, rows);
     ses.arriveLsa(tr, kOpCombine);  // "done reading your combineX"

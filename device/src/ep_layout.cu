@@ -172,14 +172,17 @@ __device__ void finalize(const LayoutArgs& a, int* smem, int badKeyValue) {
   }
   __syncthreads();
   if (tid == 0) {
-    int base = 0, stage = 0;
+    int base = 0, ginBase = 0, stage = 0;
     for (int s = 0; s < R; ++s) {
       r.recvBase[s] = base;
+      r.recvGinBase[s] = ginBase;
       base += cnt[s * stride + c.rank];
+      if (!tr.lsa(s)) ginBase += cnt[s * stride + c.rank];
       r.stageBase[s] = tr.lsa(s) ? -1 : stage;
       if (!tr.lsa(s)) stage += rankTotal[s];
     }
     r.recvBase[R] = base;
+    r.recvGinBase[R] = ginBase;
     int start = 0;
     for (int le = 0; le < Le; ++le) {  // shared-memory prefix: a few cycles per expert
       const int n = count[le];

@@ -31,6 +31,7 @@ size_t carveRoute(char* base, const ncclEpGroup& g, epx::dev::Route* r) {
   take(&r->sendBase, R);
   take(&r->stageBase, R);
   take(&r->recvBase, R + 1);
+  take(&r->recvGinBase, R + 1);
   take(&r->expertCount, Le);
   take(&r->expertStart, Le + 1);
   take(&r->srcExpertOff, R * Le);

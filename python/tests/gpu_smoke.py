@@ -5,7 +5,7 @@
 Dispatch + combine of random data for both layouts and both modes (and FP8, biases, combined
 weights, cached dispatch, a communicator of epx's own, one refused call), compared with a pure-torch
 reference of what ep.h specifies. Prints one line per case and exits 1 if any failed.
-FIRST CUT: written without access to a GPU; it has not been run yet.
+Passed every case on one H200 (torch 2.11.0+cu130, pip NCCL 2.28.9) on 2026-12-02.
 """
 
 import os

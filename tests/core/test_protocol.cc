@@ -2,6 +2,7 @@
 // async-error report (host/src/core/async_error.h).
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <set>
@@ -183,17 +184,36 @@ BOOST_AUTO_TEST_CASE(a_put_rounds_rows_to_a_destination_are_its_tokens_rows) {
 
 // Combine put rounds cut the received rows; each source's piece of a round is contiguous, and the
 // pieces partition the source's rows in order (the arrival signal grows by each piece's rows).
-BOOST_AUTO_TEST_CASE(combine_put_round_pieces_partition_each_source) {
+// Combine's put rounds cut the rows received from network sources (numbered in source order):
+// per network source, the pieces of the rounds (mapped back to received rows as putRound does)
+// are contiguous, in order and cover its rows exactly; ginRowOf walks exactly those rows, in order.
+BOOST_AUTO_TEST_CASE(combine_put_round_pieces_partition_each_network_source) {
   std::mt19937 rng(5);
-  for (int sources : {1, 2, 9}) {
-    std::vector<int> base(sources + 1, 0);
-    for (int s = 0; s < sources; ++s) base[s + 1] = base[s] + int(rng() % 3000) * (s % 4 != 1);  // some send nothing
-    const int recvRows = base[sources];
-    const int rounds = dev::putRoundsOf((recvRows + dev::kLayoutChunk - 1) / dev::kLayoutChunk, true);
+  for (int sources : {1, 2, 9, 1024}) {
+    std::vector<int> base(sources + 1, 0), ginBase(sources + 1, 0);
+    std::vector<bool> nvlink(sources);
     for (int s = 0; s < sources; ++s) {
+      nvlink[s] = rng() % 3 == 0;
+      const int n = int(rng() % (sources > 100 ? 40 : 3000)) * (s % 4 != 1);  // some send nothing
+      base[s + 1] = base[s] + n;
+      ginBase[s + 1] = ginBase[s] + (nvlink[s] ? 0 : n);
+    }
+    const int ginRows = ginBase[sources];
+    // ginRowOf: the v-th network row, in order, skipping NVLink sources' rows.
+    std::vector<int> expect;
+    for (int s = 0; s < sources; ++s)
+      if (!nvlink[s])
+        for (int i = base[s]; i < base[s + 1]; ++i) expect.push_back(i);
+    BOOST_REQUIRE(int(expect.size()) == ginRows);
+    for (int v = 0; v < ginRows; ++v) BOOST_TEST(dev::ginRowOf(base.data(), ginBase.data(), sources, v) == expect[v]);
+    const int rounds = dev::putRoundsOf((ginRows + dev::kLayoutChunk - 1) / dev::kLayoutChunk, true);
+    BOOST_TEST(rounds == std::min(dev::kMaxPutRounds, std::max(1, (ginRows + dev::kLayoutChunk - 1) / dev::kLayoutChunk)));
+    for (int s = 0; s < sources; ++s) {
+      if (nvlink[s]) continue;
       int next = base[s];
       for (int j = 0; j < rounds; ++j) {
-        const dev::Share piece = dev::intersect(dev::Share{base[s], base[s + 1]}, dev::shareOf(recvRows, rounds, j));
+        const dev::Share v = dev::intersect(dev::Share{ginBase[s], ginBase[s + 1]}, dev::shareOf(ginRows, rounds, j));
+        const dev::Share piece{base[s] + (v.begin - ginBase[s]), base[s] + (v.end - ginBase[s])};
         BOOST_TEST(piece.end >= piece.begin);
         if (piece.end > piece.begin) {
           BOOST_TEST(piece.begin == next);

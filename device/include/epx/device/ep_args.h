@@ -132,6 +132,8 @@ struct Route {
   int32_t* sendBase;        // [nRanks] first row of this rank's tokens in rank d's receive arrays
   int32_t* stageBase;       // [nRanks] first staging row of rows to network rank d (GIN), else -1
   int32_t* recvBase;        // [nRanks + 1] exclusive prefix of rows received from each source
+  int32_t* recvGinBase;     // [nRanks + 1] the same over network (GIN) sources only: NVLink sources
+                            //   add no rows (combine's put rounds cut these rows, protocol.h)
   int32_t* expertCount;     // [Le] rows per local expert
   int32_t* expertStart;     // [Le + 1] segment starts in the output (expanded: aligned)
   int32_t* srcExpertOff;    // [nRanks, Le] rows of expert e from sources before s

@@ -88,7 +88,8 @@ EPX_HD Share shareOf(int n, int parts, int p) {
 // round j covers whole layout chunks (so each destination's rows of the round are contiguous:
 // chunkRankBase gives their bounds); every CTA stages its share of the round's tokens, and the last
 // CTA to finish the round posts one put per network destination. Combine: round j covers a
-// contiguous range of received rows, cut the same way into CTA shares.
+// contiguous range of the rows received from network sources (in source order, ginRowOf), cut the
+// same way into CTA shares; rows of NVLink sources go after the last round, while it is on the wire.
 constexpr int kMaxPutRounds = 4;
 // Rounds of an op over `items` chunks (dispatch) or rows (combine): 1 without network peers.
 EPX_HD int putRoundsOf(int items, bool gin) {
@@ -121,6 +122,13 @@ EPX_HD int sourceOfRow(const int* recvBase, int nRanks, int i) {
     if (recvBase[mid] <= i) lo = mid; else hi = mid - 1;
   }
   return lo;
+}
+
+// Received row of the v-th row from network sources (rows of network sources in source order):
+// recvGinBase is recvBase over network sources only (NVLink sources add no rows).
+EPX_HD int ginRowOf(const int* recvBase, const int* recvGinBase, int nRanks, int v) {
+  const int s = sourceOfRow(recvGinBase, nRanks, v);
+  return recvBase[s] + (v - recvGinBase[s]);
 }
 
 // Whether world rank `peer` is an NVLink (LSA) peer of `rank` (LSA teams are consecutive ranks).
