@@ -19,7 +19,9 @@
  * Send/receive split: flags NCCL_EP_LL_SEND launches only the send half (returns once the rows are
  * written or their puts issued: no SMs are held while data is in flight); NCCL_EP_LL_RECV later
  * (any stream, ordered after the send half by the caller) waits and finishes. Pass the same
- * inputs/outputs to both halves. Both halves are capturable in a CUDA graph.
+ * inputs/outputs to both halves. Both halves are capturable in a CUDA graph. Send halves of a group
+ * run one at a time (keep them on one stream), and so do receive halves; a receive half may run
+ * while a later send half does.
  *
  * Double buffering: the group owns a device-side sequence number per op kind; op #seq uses bank
  * seq & 1 of every receive region, so two handles used alternately (two micro-batches) never share
