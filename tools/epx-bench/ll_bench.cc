@@ -59,6 +59,34 @@ double maxNetRows(const std::vector<epx::ref::LlRouting>& all, int K, int E, int
   return m;
 }
 
+// GIN operations one call posts on the busiest rank (what ll_dispatch.cu / ll_combine.cu post):
+// dispatch one put-with-signal per expert on another node; combine one put per (local expert,
+// source on another node) with rows, plus one signal per source on another node.
+struct GinOps {
+  double dispatch = 0, combine = 0;
+};
+GinOps ginOps(const std::vector<epx::ref::LlRouting>& all, int K, int E, int nRanks, int ranksPerNode) {
+  GinOps g;
+  const int Le = E / nRanks;
+  for (int r = 0; r < nRanks; ++r) {
+    double disp = 0, comb = 0;
+    for (int e = 0; e < E; ++e)
+      if (e / Le / ranksPerNode != r / ranksPerNode) disp += 1;
+    for (int s = 0; s < nRanks; ++s) {
+      if (s / ranksPerNode == r / ranksPerNode) continue;
+      comb += 1;  // the arrival signal
+      std::vector<char> used(size_t(Le), 0);
+      for (int64_t e : all[size_t(s)].topkIdx)
+        if (e >= 0 && int(e) / Le == r) used[size_t(e % Le)] = 1;
+      for (char u : used) comb += u;
+    }
+    g.dispatch = std::max(g.dispatch, disp);
+    g.combine = std::max(g.combine, comb);
+  }
+  (void)K;
+  return g;
+}
+
 struct Times {
   double disp = 0, send = 0, recv = 0, comb = 0, csend = 0, crecv = 0;
   bool countsOk = true;
@@ -81,9 +109,10 @@ int runLowLatency(const Options& opt, epx::testing::MultiGpu& mg, int n, int ran
       std::printf("# network floor: max LL message bytes to/from other nodes per rank / %.1f GB/s + %.1f us\n",
                   opt.netGBps, opt.netLatencyUs);
     std::printf("# per-selection GB/s = tokens x top-k x row bytes (BF16 2H, FP8 H + H/32) / us; halves timed back to back\n");
-    std::printf("%7s %5s %9s %9s %9s %9s %9s %9s %10s %10s %10s %7s %10s %7s %6s\n", "tokens", "dtype", "disp_us",
-                "send_us", "recv_us", "comb_us", "csend_us", "crecv_us", "disp_GB/s", "comb_GB/s", "floorD_us", "D/flr",
-                "floorC_us", "C/flr", "check");
+    std::printf("# ginD/ginC: GIN operations per dispatch/combine call on the busiest rank (0 inside one node)\n");
+    std::printf("%7s %5s %9s %9s %9s %9s %9s %9s %10s %10s %10s %7s %10s %7s %6s %6s %6s\n", "tokens", "dtype",
+                "disp_us", "send_us", "recv_us", "comb_us", "csend_us", "crecv_us", "disp_GB/s", "comb_GB/s", "floorD_us",
+                "D/flr", "floorC_us", "C/flr", "ginD", "ginC", "check");
   }
   std::vector<ncclEpGroup_t> groups(size_t(n), nullptr);
   mg.run([&](const epx::testing::RankContext& c) {
@@ -187,11 +216,12 @@ int runLowLatency(const Options& opt, epx::testing::MultiGpu& mg, int n, int ran
           floorC = rowsNet * 2.0 * H / (opt.netGBps * 1e3) + opt.netLatencyUs;
         }
       }
+      const GinOps gin = ginOps(routing, K, E, n, ranksPerNode);
       if (printer)
-        std::printf("%7d %5s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %10.1f %10.1f %10.1f %7.2f %10.1f %7.2f %6s\n", T,
-                    fp8 ? "fp8" : "bf16", disp, send, recv, comb, csend, crecv, gbps(dispBytes, disp), gbps(combBytes, comb),
-                    floorD, floorD > 0 ? disp / floorD : 0.0, floorC, floorC > 0 ? comb / floorC : 0.0,
-                    opt.check ? (ok ? "ok" : "FAIL") : "-");
+        std::printf("%7d %5s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %10.1f %10.1f %10.1f %7.2f %10.1f %7.2f %6.0f %6.0f %6s\n",
+                    T, fp8 ? "fp8" : "bf16", disp, send, recv, comb, csend, crecv, gbps(dispBytes, disp),
+                    gbps(combBytes, comb), floorD, floorD > 0 ? disp / floorD : 0.0, floorC,
+                    floorC > 0 ? comb / floorC : 0.0, gin.dispatch, gin.combine, opt.check ? (ok ? "ok" : "FAIL") : "-");
       std::fflush(stdout);
     }
   mg.run([&](const epx::testing::RankContext& c) { BENCH_EP(ncclEpGroupDestroy(groups[size_t(c.rank)])); });
