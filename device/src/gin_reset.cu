@@ -11,7 +11,7 @@ namespace {
 
 __global__ void resetGinSignalsKernel(const __grid_constant__ Common c) {
   const Transport tr(c);
-  const int n = ginSignalCount(c.nRanks);
+  const int n = c.ginSignals;
   for (int ctx = 0; ctx < c.ginContexts; ++ctx) {
     ncclGin gin(tr.devComm(), ctx);
     for (int id = blockIdx.x * blockDim.x + threadIdx.x; id < n; id += gridDim.x * blockDim.x) gin.resetSignal(id);

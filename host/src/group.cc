@@ -34,6 +34,7 @@ void releaseGroup(ncclEpGroup* g) {
   if (g->state) cudaFree(g->state);
   if (g->arrived) cudaFree(g->arrived);
   if (g->ginPosted) cudaFree(g->ginPosted);
+  epx::llGroupRelease(g);
   epx::closeBeacons(&g->beacons);
   if (g->error) cudaFreeHost(g->error);
   delete g;
@@ -87,6 +88,7 @@ epx::dev::Common ncclEpGroup::common() const {
   c.arrived = arrived;
   c.ginPosted = ginPosted;
   c.ginCounters = ginCounters;
+  c.ginSignals = ginSignals;
   c.ginFlushCompletion = ginFlushCompletion;
   c.putRounds = putRounds;
   c.error = errorDev;
@@ -121,11 +123,6 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
     delete g;
     return fail(r, "ncclEpGroupCreate: cannot query the communicator");
   }
-  if (config && config->magic == NCCL_EP_CONFIG_MAGIC && config->algorithm == ncclEpAlgoLowLatency) {
-    delete g;
-    return fail(ncclInvalidUsage, "ncclEpGroupCreate: algorithm ncclEpAlgoLowLatency is not implemented in this "
-                                  "release (use ncclEpAlgoAuto or ncclEpAlgoHighThroughput)");
-  }
   std::string err = epx::normalizeConfig(config, g->nRanks, &g->cfg);
   if (!err.empty()) {
     delete g;
@@ -156,6 +153,7 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
     return fail(ncclInvalidUsage, "ncclEpGroupCreate: " + why);
   }
   g->wl = epx::computeWindowLayout(g->cfg, g->nRanks, g->lsaSize);
+  if (g->cfg.lowLatency()) g->ll = epx::computeLlLayout(g->cfg, g->nRanks, g->lsaSize);
 
   if ((r = ncclMemAlloc(&g->buffer, g->wl.totalBytes)) != ncclSuccess) {
     releaseGroup(g);
@@ -183,7 +181,10 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
     releaseGroup(g);
     return fail(ncclInvalidUsage, "ncclEpGroupCreate: " + bad);
   }
-  if ((r = epx::devCommCreate(comm, network ? epx::dev::ginSignalCount(g->nRanks) : 0, g->ginCounters, &g->devComm,
+  if (network)
+    g->ginSignals = g->cfg.lowLatency() ? int(epx::dev::llTotalWords(g->nRanks, g->cfg.numExperts))
+                                        : epx::dev::ginSignalCount(g->nRanks);
+  if ((r = epx::devCommCreate(comm, g->ginSignals, g->ginCounters, &g->devComm,
                               &g->ginContexts)) != ncclSuccess) {
     g->devComm = nullptr;
     releaseGroup(g);
@@ -205,6 +206,7 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
       (ce = cudaMemset(g->ginPosted, 0, sizeof(uint64_t) * std::max(1, g->ginContexts * g->ginCounters))) != cudaSuccess ||
       (ce = cudaHostAlloc(&g->error, sizeof(epx::dev::AsyncError), cudaHostAllocMapped)) != cudaSuccess ||
       (ce = cudaHostGetDevicePointer(reinterpret_cast<void**>(&g->errorDev), g->error, 0)) != cudaSuccess ||
+      (g->cfg.lowLatency() && (ce = epx::llGroupInit(g)) != cudaSuccess) ||
       (ce = cudaDeviceSynchronize()) != cudaSuccess) {
     releaseGroup(g);
     return fail(ncclUnhandledCudaError, cudaMsg("ncclEpGroupCreate: device state", ce));
@@ -261,6 +263,9 @@ extern "C" ncclResult_t ncclEpGroupGetAsyncError(ncclEpGroup_t g, ncclResult_t* 
 
 extern "C" ncclResult_t ncclEpGroupGetBuffers(ncclEpGroup_t g, ncclEpBuffers_t* b) {
   if (!g || !b) return fail(ncclInvalidArgument, "ncclEpGroupGetBuffers: NULL argument");
+  if (g->cfg.lowLatency())
+    return fail(ncclInvalidUsage, "ncclEpGroupGetBuffers: a low-latency group has no high-throughput buffers "
+                                  "(see ncclEpLowLatencyGetCombineBuffer)");
   char* base = static_cast<char*>(g->buffer);
   b->recvX = base + g->wl.recvX;
   b->recvScales = g->cfg.fp8Dispatch ? reinterpret_cast<float*>(base + g->wl.recvScales) : nullptr;

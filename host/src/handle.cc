@@ -53,6 +53,16 @@ extern "C" ncclResult_t ncclEpHandleCreate(ncclEpGroup_t g, const ncclEpHandleCo
     delete h;
     return fail(ncclInvalidArgument, "ncclEpHandleCreate: " + err);
   }
+  if (g->cfg.lowLatency()) {  // the handle config's layout/mode do not apply
+    h->ll = true;
+    if (cudaError_t ce = epx::llHandleInit(h); ce != cudaSuccess) {
+      epx::llHandleRelease(h);
+      delete h;
+      return fail(ncclUnhandledCudaError, std::string("ncclEpHandleCreate: ") + cudaGetErrorString(ce));
+    }
+    *out = h;
+    return ncclSuccess;
+  }
   if (h->cfg.fp32Combine && !g->cfg.exactCombine) {
     delete h;
     return fail(ncclInvalidUsage, "ncclEpHandleCreate: combinePrecision ncclEpCombineFp32 needs a group created with "
@@ -98,8 +108,9 @@ extern "C" ncclResult_t ncclEpHandleDestroy(ncclEpHandle_t h) {
   if (!h) return ncclSuccess;
   cudaSetDevice(h->group->cudaDev);
   cudaError_t ce = cudaDeviceSynchronize();
-  cudaFree(h->devMem);
-  cudaFreeHost(h->summary);
+  if (h->devMem) cudaFree(h->devMem);
+  if (h->summary) cudaFreeHost(h->summary);
+  epx::llHandleRelease(h);
   delete h;
   if (ce != cudaSuccess) return fail(ncclUnhandledCudaError, std::string("ncclEpHandleDestroy: ") + cudaGetErrorString(ce));
   return ncclSuccess;
@@ -107,12 +118,14 @@ extern "C" ncclResult_t ncclEpHandleDestroy(ncclEpHandle_t h) {
 
 extern "C" ncclResult_t ncclEpHandleGetCapacity(ncclEpHandle_t h, int* rows) {
   if (!h || !rows) return fail(ncclInvalidArgument, "ncclEpHandleGetCapacity: NULL argument");
+  if (h->ll) return fail(ncclInvalidUsage, "ncclEpHandleGetCapacity: a low-latency handle's outputs are sized by ncclEpLowLatencyGetShape");
   *rows = int(h->capacityRows);
   return ncclSuccess;
 }
 
 extern "C" ncclResult_t ncclEpHandleGetCounts(ncclEpHandle_t h, ncclEpCounts_t* counts) {
   if (!h || !counts) return fail(ncclInvalidArgument, "ncclEpHandleGetCounts: NULL argument");
+  if (h->ll) return fail(ncclInvalidUsage, "ncclEpHandleGetCounts: a low-latency handle keeps its counts on the device (recvCount)");
   if (h->cfg.capacity)
     return fail(ncclInvalidUsage, "ncclEpHandleGetCounts: capacity-mode handles keep counts on the device "
                                   "(ncclEpDispatchOutputs_t expertCounts / numRecvRows)");

@@ -7,7 +7,9 @@
 
 #include "beacons.h"
 #include "core/config.h"
+#include "core/ll_checks.h"
 #include "epx/device/ep_args.h"
+#include "epx/device/ll_args.h"
 #include "epx/ep.h"
 
 struct ncclEpGroup {
@@ -25,11 +27,18 @@ struct ncclEpGroup {
   uint64_t* ginPosted = nullptr;            // device memory [ginContexts][ginCounters] GIN puts posted per CTA
   int ginCounters = 0;                      // GIN completion counters per context (one per CTA)
   int putRounds = 1;                        // GIN put rounds per op (core/config.h parsePutRounds)
+  int ginSignals = 0;                       // GIN signals per context (0 without network peers)
   int ginFlushCompletion = 0;               // EPX_GIN_COMPLETION=flush (diagnostics): NCCL's unbounded flush
   epx::dev::AsyncError* error = nullptr;    // mapped pinned host memory
   epx::dev::AsyncError* errorDev = nullptr; // its device alias
   epx::Beacons beacons;                     // debugging: EPX_DEBUG_BEACONS (beacons.h)
+  // Low-latency groups (cfg.lowLatency()): the LL region and the group-owned LL device state.
+  epx::dev::LlLayout ll{};
+  epx::dev::LlState* llState = nullptr;     // device memory
+  uint32_t* llCountSeen = nullptr;          // device memory [kLlBanks][numExperts]
+  epx::LlGroupCalls llCalls;                // host mirror of the LL call order (ll_checks.h)
   epx::dev::Common common() const;
+  epx::dev::LlGroupDev llDev() const { return {ll, llState, llCountSeen}; }
 };
 
 struct ncclEpHandle {
@@ -46,9 +55,19 @@ struct ncclEpHandle {
   int numRows = 0, numRecvTokens = 0;  // exact mode
   std::vector<int> expertCounts;     // exact mode
   int rowsNeeded() const { return cfg.capacity ? int(capacityRows) : numRows; }
+  // Low-latency handles (of a low-latency group): their route and call state (ll_handle.cc).
+  bool ll = false;
+  void* llMem = nullptr;
+  epx::dev::LlRoute llRoute{};
+  epx::LlCallState llState;
 };
 
 namespace epx {
+// Low-latency pieces of groups and handles (ll_handle.cc).
+cudaError_t llGroupInit(ncclEpGroup* g);  // after the window layout: device state
+void llGroupRelease(ncclEpGroup* g);
+cudaError_t llHandleInit(ncclEpHandle* h);  // h->group set
+void llHandleRelease(ncclEpHandle* h);
 // NCCL device-API pieces (host side), compiled by nvcc because nccl_device.h needs it.
 struct LsaTeam {
   int size, rank;

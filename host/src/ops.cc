@@ -28,10 +28,17 @@ ncclResult_t checkHealthy(const ncclEpGroup* g, const char* what) {
   return ncclSuccess;
 }
 
+// High-throughput calls on a handle of a low-latency group.
+ncclResult_t refuseLowLatency(const ncclEpHandle* h, const char* what) {
+  return fail(ncclInvalidUsage, std::string(what) + ": the handle belongs to a low-latency group (ncclEpAlgoLowLatency); "
+                                                    "use ncclEpLowLatencyDispatch / ncclEpLowLatencyCombine (ep_ll.h)");
+}
+
 }  // namespace
 
 extern "C" ncclResult_t ncclEpDispatchLayout(ncclEpHandle_t h, const ncclEpRouting_t* routing, cudaStream_t stream) {
   if (!h) return fail(ncclInvalidArgument, "ncclEpDispatchLayout: handle is NULL");
+  if (h->ll) return refuseLowLatency(h, "ncclEpDispatchLayout");
   ncclEpGroup* g = h->group;
   std::string err = epx::checkRouting(g->cfg, routing);
   if (!err.empty()) return fail(ncclInvalidArgument, "ncclEpDispatchLayout: " + err);
@@ -83,6 +90,7 @@ extern "C" ncclResult_t ncclEpDispatchLayout(ncclEpHandle_t h, const ncclEpRouti
 extern "C" ncclResult_t ncclEpDispatch(ncclEpHandle_t h, const ncclEpDispatchInputs_t* in,
                                        const ncclEpDispatchOutputs_t* out, cudaStream_t stream) {
   if (!h) return fail(ncclInvalidArgument, "ncclEpDispatch: handle is NULL");
+  if (h->ll) return refuseLowLatency(h, "ncclEpDispatch");
   ncclEpGroup* g = h->group;
   std::string err = epx::checkDispatch(view(h), in, out);
   if (!err.empty()) return fail(ncclInvalidArgument, "ncclEpDispatch: " + err);
@@ -115,6 +123,7 @@ extern "C" ncclResult_t ncclEpDispatch(ncclEpHandle_t h, const ncclEpDispatchInp
 extern "C" ncclResult_t ncclEpCombine(ncclEpHandle_t h, const ncclEpCombineInputs_t* in,
                                       const ncclEpCombineOutputs_t* out, cudaStream_t stream) {
   if (!h) return fail(ncclInvalidArgument, "ncclEpCombine: handle is NULL");
+  if (h->ll) return refuseLowLatency(h, "ncclEpCombine");
   ncclEpGroup* g = h->group;
   std::string err = epx::checkCombine(view(h), in, out);
   if (!err.empty()) return fail(ncclInvalidArgument, "ncclEpCombine: " + err);

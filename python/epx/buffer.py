@@ -33,7 +33,7 @@ def _make_config(max_tokens_per_rank, hidden, num_experts, topk, fp8, sm_budget,
     if algorithm not in _ALGOS:
         raise ValueError("algorithm must be one of %s, got %r" % (sorted(_ALGOS), algorithm))
     if algorithm == "low_latency":
-        _not_yet("the low-latency algorithm (ep.h reserves it; libepx refuses it)")
+        _not_yet("the low-latency algorithm (libepx has it in ep_ll.h; not wrapped in Python yet)")
     cfg = _abi.config_initializer()
     for name, v in (("max_tokens_per_rank", max_tokens_per_rank), ("hidden", hidden),
                     ("num_experts", num_experts), ("topk", topk), ("sm_budget", sm_budget),
@@ -458,10 +458,10 @@ class Buffer:
         _not_yet("zero-copy buffers (ncclEpGroupGetBuffers as torch tensors)")
 
     def low_latency_dispatch(self, *args, **kwargs):
-        _not_yet("the low-latency mode (ncclEpAlgoLowLatency is reserved in ep.h)")
+        _not_yet("the low-latency mode (libepx has it in ep_ll.h; not wrapped in Python yet)")
 
     def low_latency_combine(self, *args, **kwargs):
-        _not_yet("the low-latency mode (ncclEpAlgoLowLatency is reserved in ep.h)")
+        _not_yet("the low-latency mode (libepx has it in ep_ll.h; not wrapped in Python yet)")
 
 
 class _FakeIdx:

@@ -173,8 +173,9 @@ BOOST_AUTO_TEST_CASE(group_create_rejects_bad_configs) {
     cfg.magic = 0;
     tryCreate("GroupCreate: config without NCCL_EP_CONFIG_INITIALIZER", cfg, kArg);
     cfg = goodConfig();
-    cfg.algorithm = ncclEpAlgoLowLatency;  // ep.h: reserved, ncclInvalidUsage
-    tryCreate("GroupCreate: algorithm ncclEpAlgoLowLatency (not implemented)", cfg, {ncclInvalidUsage});
+    cfg.algorithm = ncclEpAlgoLowLatency;  // ep_ll.h: hidden must be a multiple of 128
+    cfg.hidden = 2888;
+    tryCreate("GroupCreate: ncclEpAlgoLowLatency with hidden 2888", cfg, kArg);
     cfg = goodConfig();
     ncclEpGroup_t g = nullptr;
     rec.expect(c.rank, "GroupCreate: NULL comm", ncclEpGroupCreate(nullptr, &cfg, &g), kArg);

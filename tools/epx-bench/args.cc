@@ -46,6 +46,9 @@ void usage(FILE* f) {
       "  --net-latency-us L  one-way latency added to the floor (default EPX_GIN_EMU_LATENCY_US, or 0)\n"
       "  --ranks-per-node G  ranks per node for the floor (default EPX_MP_RANKS_PER_NODE, or 1 in\n"
       "                      multi-process mode; single process: all ranks on one node)\n"
+      "  --algo A            high-throughput (default) | low-latency: ncclEpAlgoLowLatency dispatch\n"
+      "                      (BF16 and FP8) and combine, whole calls and send/receive halves\n"
+      "  --ll-tokens LIST    low-latency: tokens per rank, comma separated (default 1,32,128,256)\n"
       "  -h, --help          this text\n");
 }
 
@@ -163,6 +166,13 @@ Options parseArgs(int argc, char** argv) {
       o.netGBps = toDouble(a, val(), 1e-6, 1e6);
     } else if (!std::strcmp(a, "--net-latency-us")) {
       o.netLatencyUs = toDouble(a, val(), 0, 1e7);
+    } else if (!std::strcmp(a, "--algo")) {
+      std::string v = val();
+      if (v == "low-latency") o.lowLatency = true;
+      else if (v == "high-throughput") o.lowLatency = false;
+      else bad("--algo: expected high-throughput or low-latency, got '" + v + "'");
+    } else if (!std::strcmp(a, "--ll-tokens")) {
+      o.llTokens = toIntList(a, val(), 0, 4096);
     } else if (!std::strcmp(a, "--ranks-per-node")) {
       o.ranksPerNode = int(toInt(a, val(), 1, 1 << 20));
     } else {

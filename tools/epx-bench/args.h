@@ -34,6 +34,9 @@ struct Options {
   double netGBps = -1;
   double netLatencyUs = -1;
   int ranksPerNode = 0;
+  // --algo low-latency: ncclEpAlgoLowLatency (ep_ll.h) at these tokens per rank (ll_bench.h).
+  bool lowLatency = false;
+  std::vector<int> llTokens = {1, 32, 128, 256};
 };
 
 // Parses argv; on --help prints usage and exits 0, on a bad option prints why and exits 2.

@@ -53,7 +53,7 @@ typedef struct ncclEpHandle* ncclEpHandle_t;
 typedef enum {
   ncclEpAlgoAuto = 0,
   ncclEpAlgoHighThroughput = 1,
-  ncclEpAlgoLowLatency = 2 /* reserved: not implemented in this release (ncclInvalidUsage) */
+  ncclEpAlgoLowLatency = 2 /* decode: the calls of epx/ep_ll.h (hidden a multiple of 128, maxTokensPerRank <= 4096) */
 } ncclEpAlgo_t;
 
 /* Output layout of dispatch (and input layout of combine). */
@@ -273,7 +273,8 @@ ncclResult_t ncclEpGroupGetAsyncError(ncclEpGroup_t group, ncclResult_t* asyncEr
  * group with network (GIN) peers, which adds staging areas of maxTokensPerRank * min(topk, network
  * peers) rows; a group inside one NVLink domain allocates less. Memory grows with
  * nRanks * maxTokensPerRank rows (receive arrays, combine buffers); the count exchange of every
- * ncclEpDispatchLayout moves nRanks + Le ints to every rank.
+ * ncclEpDispatchLayout moves nRanks + Le ints to every rank. A low-latency config
+ * (ncclEpAlgoLowLatency) is sized for its own regions instead (docs/low-latency.md, "Memory").
  * Errors: ncclInvalidArgument for an invalid config (reason in ncclEpGetLastError).
  */
 ncclResult_t ncclEpGetBufferSizeHint(const ncclEpConfig_t* config, int nRanks, size_t* bytes);
@@ -296,7 +297,7 @@ ncclResult_t ncclEpGetBufferSizeHint(const ncclEpConfig_t* config, int nRanks, s
  * nothing is allocated. A config invalid on its own (ncclInvalidArgument) is reported before the
  * exchange, so it must be invalid on every rank alike (the others would wait in the exchange).
  * Errors: ncclInvalidArgument (config), ncclInvalidUsage (configs differ between ranks, NCCL runtime
- * version different from the headers', low-latency algorithm, no symmetric memory support, more CTAs
+ * version different from the headers', no symmetric memory support, more CTAs
  * than can be resident, no GIN for peers outside the NVLink domain), ncclSystemError /
  * ncclUnhandledCudaError / the NCCL call's own result.
  */

@@ -14,6 +14,10 @@ const char* phaseName(int phase) {
     case dev::kPhaseCombineData: return "combine data";
     case dev::kPhaseBadExpertId: return "expert id check";
     case dev::kPhaseGinCompletion: return "GIN completion";
+    case dev::kPhaseLlDispatchFree: return "low-latency dispatch start (previous dispatch of this buffer bank not yet received by the peer)";
+    case dev::kPhaseLlDispatchData: return "low-latency dispatch data";
+    case dev::kPhaseLlCombineFree: return "low-latency combine start (previous combine of this buffer bank not yet received by the peer)";
+    case dev::kPhaseLlCombineData: return "low-latency combine data";
     default: return "unknown phase";
   }
 }

@@ -85,10 +85,19 @@ std::string normalizeConfig(const ncclEpConfig_t* in, int nRanks, GroupConfig* o
     return os.str();
   }
   c.algorithm = undef(in->algorithm) ? ncclEpAlgoAuto : in->algorithm;
-  if (c.algorithm == ncclEpAlgoLowLatency)
-    return "algorithm ncclEpAlgoLowLatency is not implemented in this release (use Auto or HighThroughput)";
-  if (c.algorithm != ncclEpAlgoAuto && c.algorithm != ncclEpAlgoHighThroughput)
+  if (c.algorithm != ncclEpAlgoAuto && c.algorithm != ncclEpAlgoHighThroughput && c.algorithm != ncclEpAlgoLowLatency)
     return "algorithm must be an ncclEpAlgo_t value, got " + std::to_string(c.algorithm);
+  if (c.lowLatency()) {
+    if (c.maxTokensPerRank > dev::kLlMaxTokens) {
+      os << "maxTokensPerRank must be in [1, " << dev::kLlMaxTokens << "] for ncclEpAlgoLowLatency, got "
+         << c.maxTokensPerRank;
+      return os.str();
+    }
+    if (c.hidden % dev::kLlScaleBlock != 0) {
+      os << "hidden must be a multiple of " << dev::kLlScaleBlock << " for ncclEpAlgoLowLatency, got " << c.hidden;
+      return os.str();
+    }
+  }
   c.smBudget = undef(in->smBudget) ? 0 : in->smBudget;
   if (c.smBudget < 0 || c.smBudget > dev::kMaxCtas) {
     os << "smBudget must be in [0, " << dev::kMaxCtas << "] (0 = analytic), got " << c.smBudget;
@@ -134,7 +143,8 @@ std::string normalizeHandleConfig(const ncclEpHandleConfig_t* in, HandleConfig* 
   return {};
 }
 
-dev::WindowLayout computeWindowLayout(const GroupConfig& cfg, int nRanks, int lsaSize) {
+namespace {
+dev::WindowShape windowShape(const GroupConfig& cfg, int nRanks, int lsaSize) {
   dev::WindowShape shape;
   shape.nRanks = nRanks;
   shape.lsaSize = lsaSize;
@@ -144,7 +154,29 @@ dev::WindowLayout computeWindowLayout(const GroupConfig& cfg, int nRanks, int ls
   shape.localExperts = cfg.localExperts(nRanks);
   shape.fp8 = cfg.fp8Dispatch;
   shape.fp32Combine = cfg.exactCombine;
-  return dev::layoutWindow(shape);
+  if (cfg.lowLatency()) {  // only the synchronization words, then the LL region
+    shape.maxTokens = 0;
+    shape.extraFlagWords = dev::llTotalWords(nRanks, cfg.numExperts) - uint32_t(dev::kNumFlagKinds) * nRanks;
+  }
+  return shape;
+}
+}  // namespace
+
+dev::LlLayout computeLlLayout(const GroupConfig& cfg, int nRanks, int lsaSize) {
+  dev::LlShape s;
+  s.nRanks = nRanks;
+  s.maxTokens = cfg.maxTokensPerRank;
+  s.hidden = cfg.hidden;
+  s.topk = cfg.topk;
+  s.numExperts = cfg.numExperts;
+  s.fp8 = cfg.fp8Dispatch;
+  return dev::layoutLl(s, dev::layoutWindow(windowShape(cfg, nRanks, lsaSize)).totalBytes);
+}
+
+dev::WindowLayout computeWindowLayout(const GroupConfig& cfg, int nRanks, int lsaSize) {
+  dev::WindowLayout wl = dev::layoutWindow(windowShape(cfg, nRanks, lsaSize));
+  if (cfg.lowLatency()) wl.totalBytes = dev::alignUp(computeLlLayout(cfg, nRanks, lsaSize).endBytes, dev::kWindowTotalAlign);
+  return wl;
 }
 
 long long capacityRows(const GroupConfig& cfg, int nRanks, const HandleConfig& h) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "epx/device/ep_args.h"
+#include "epx/device/ll_layout.h"
 #include "epx/ep.h"
 
 namespace epx {
@@ -22,6 +23,7 @@ struct GroupConfig {
   int timeoutMs = 10000;
   bool exactCombine = false;  // window reserves FP32 combine rows
   int localExperts(int nRanks) const { return numExperts / nRanks; }
+  bool lowLatency() const { return algorithm == ncclEpAlgoLowLatency; }
 };
 
 struct HandleConfig {
@@ -46,6 +48,10 @@ std::string normalizeHandleConfig(const ncclEpHandleConfig_t* in, HandleConfig* 
 // Window layout (identical on every rank) and its total size in bytes. lsaSize: ranks per NVLink
 // domain (lsaSize < nRanks adds the GIN staging regions).
 dev::WindowLayout computeWindowLayout(const GroupConfig& cfg, int nRanks, int lsaSize);
+
+// Low-latency groups: the LL region of the window (after the synchronization words; the
+// high-throughput regions are empty). computeWindowLayout's totalBytes includes it.
+dev::LlLayout computeLlLayout(const GroupConfig& cfg, int nRanks, int lsaSize);
 
 // Rows a dispatch output needs in the worst case (capacity mode):
 // deduplicated: nRanks * maxTokens; expanded: nRanks * maxTokens * min(topk, Le) + Le * (alignment-1).

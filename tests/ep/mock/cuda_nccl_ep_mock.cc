@@ -465,15 +465,10 @@ ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t* config, nc
   g->comm = fc;
   g->rank = fc->rank;
   g->n = fc->n;
-  if (config && config->magic == NCCL_EP_CONFIG_MAGIC && config->algorithm == ncclEpAlgoLowLatency) {  // as epx
-    delete g;
-    return fail(ncclInvalidUsage, "GroupCreate: algorithm ncclEpAlgoLowLatency is not implemented");
-  }
   std::string err = epx::normalizeConfig(config, g->n, &g->cfg);
   if (!err.empty()) {
     delete g;
-    const bool ll = config && config->magic == NCCL_EP_CONFIG_MAGIC && config->algorithm == ncclEpAlgoLowLatency;
-    return fail(ll ? ncclInvalidUsage : ncclInvalidArgument, "GroupCreate: " + err);  // as group.cc
+    return fail(ncclInvalidArgument, "GroupCreate: " + err);  // as group.cc
   }
   {  // as host/src/agree.cc: every rank sees every rank's record and reaches the same verdict
     const epx::AgreedConfig mine = epx::makeAgreedConfig(g->cfg, epx::resolveCtaCount(g->cfg, 132, g->n, g->n, epx::parseLinkRates(nullptr, nullptr, nullptr)));

@@ -33,7 +33,11 @@ enum WaitPhase : int {
   kPhaseCombineData = 5,
   kPhaseBadExpertId = 6,    // not a wait: invalid top-k id seen on the device
   kPhaseGinCompletion = 7,  // this rank's own GIN puts were not completed locally (network/proxy stalled)
-  kNumPhases = 8
+  kPhaseLlDispatchFree = 8,  // low-latency: peer has not received the previous dispatch of this bank
+  kPhaseLlDispatchData = 9,  // low-latency: peer's dispatch rows/counts did not arrive
+  kPhaseLlCombineFree = 10,
+  kPhaseLlCombineData = 11,
+  kNumPhases = 12
 };
 
 // How the stalled peer is reached (ErrorRecord::transport).
@@ -99,6 +103,7 @@ struct Common {
   uint32_t* arrived;  // [kNumOpKinds][nRanks] GIN rows expected so far from each source (cumulative)
   uint64_t* ginPosted;  // [ginContexts][ginCounters] GIN puts posted so far by CTA b on context ctx (cumulative)
   int ginCounters;      // GIN counters per context: one per CTA of any kernel that puts (ginCounterCount)
+  int ginSignals;       // GIN signals per context (ginSignalCount; low-latency groups: llTotalWords)
   int ginFlushCompletion;  // 1: complete GIN puts with NCCL's flush() (unbounded; EPX_GIN_COMPLETION=flush)
   int putRounds;           // most GIN put rounds per dispatch / combine (protocol.h; EPX_GIN_PUT_ROUNDS)
   AsyncError* error;

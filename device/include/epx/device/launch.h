@@ -5,6 +5,7 @@
 #include <cstddef>
 
 #include "epx/device/ep_args.h"
+#include "epx/device/ll_args.h"
 
 namespace epx::dev {
 
@@ -22,6 +23,15 @@ cudaError_t launchCombine(const CombineArgs& args, int nCtas, cudaStream_t strea
 // CTAs of each kernel that fit on one SM (for the co-residency check at group creation).
 cudaError_t dispatchMaxCtasPerSm(int* ctas);
 cudaError_t combineMaxCtasPerSm(int* ctas);
+
+// Low-latency dispatch / combine (ll_dispatch.cu, ll_combine.cu): nCtas CTAs, co-resident; args.halves
+// selects the send half, the receive half or both.
+cudaError_t launchLlDispatch(const LlDispatchArgs& args, int nCtas, cudaStream_t stream);
+cudaError_t launchLlCombine(const LlCombineArgs& args, int nCtas, cudaStream_t stream);
+// Dynamic shared memory of the LL dispatch kernel (must fit the device's opt-in limit), and the
+// one-time kernel attributes it needs (called at LL group creation, on the group's device).
+size_t llDispatchSmem(int numExperts, int nRanks);
+cudaError_t llPrepareKernels();
 
 // Zeroes the group's GIN signals on every context (group creation, before any peer can signal:
 // signal ids come from NCCL's pool and may hold a destroyed group's values).

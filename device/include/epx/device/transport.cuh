@@ -112,25 +112,44 @@ struct Transport {
   }
   __device__ char* localBase() const { return static_cast<char*>(ncclGetLocalPointer(c.window, 0)); }
 
-  __device__ uint32_t* flag(char* base, int kind, int src) const {
-    return reinterpret_cast<uint32_t*>(base + c.wl.flags) + size_t(kind) * c.nRanks + src;
+  // Synchronization word `id` (LSA flag in the window whose base is `base`; the GIN signal with the
+  // same index). The high-throughput words are (kind, source) = ginSignalId; low-latency words
+  // follow them (ll_layout.h). Ids name the word as its reader sees it (source = the writer).
+  __device__ uint32_t* word(char* base, uint32_t id) const {
+    return reinterpret_cast<uint32_t*>(base + c.wl.flags) + id;
   }
+  __device__ uint32_t* flag(char* base, int kind, int src) const { return word(base, ginSignalId(kind, src, c.nRanks)); }
+  __device__ uint32_t ownId(int kind) const { return ginSignalId(kind, c.rank, c.nRanks); }
 
-  // peer's (kind, this rank) word becomes `value` (LSA store; counts/ready words, which count
-  // operations) — GIN adds 1 on the control context, which yields the same cumulative value.
-  __device__ void publish(int peer, int kind, uint32_t value) const {
+  // peer's word `id` becomes `value` (LSA store; words that count operations) — GIN adds 1 on the
+  // control context, which yields the same cumulative value.
+  __device__ void publishWord(int peer, uint32_t id, uint32_t value) const {
     if (lsa(peer)) {
-      storeReleaseSys(flag(lsaBase(peer), kind, c.rank), value);
+      storeReleaseSys(word(lsaBase(peer), id), value);
     } else {
       ncclGin gin(devComm(), kControlContext);
-      gin.signal(ncclTeamWorld(devComm()), peer, ncclGin_SignalAdd{ginSignalId(kind, c.rank, c.nRanks), 1});
+      gin.signal(ncclTeamWorld(devComm()), peer, ncclGin_SignalAdd{id, 1});
     }
   }
+  __device__ void publish(int peer, int kind, uint32_t value) const { publishWord(peer, ownId(kind), value); }
 
-  // LSA: peer's (kind, this rank) word += value, after this thread's earlier stores (system scope).
-  __device__ void addLsa(int peer, int kind, uint32_t value) const {
+  // LSA: peer's word `id` += value, after this thread's earlier stores (system scope).
+  __device__ void addLsaWord(int peer, uint32_t id, uint32_t value) const {
     __threadfence_system();
-    addReleaseSys(flag(lsaBase(peer), kind, c.rank), value);
+    addReleaseSys(word(lsaBase(peer), id), value);
+  }
+  __device__ void addLsa(int peer, int kind, uint32_t value) const { addLsaWord(peer, ownId(kind), value); }
+
+  // peer's word `id` += value after this thread's earlier stores (LSA) or after every earlier put to
+  // peer on context ctx (GIN).
+  __device__ void addWord(int peer, uint32_t id, uint32_t value, int ctx) const {
+    if (lsa(peer)) {
+      addLsaWord(peer, id, value);
+    } else {
+      __threadfence_system();
+      ncclGin gin(devComm(), ctx);
+      gin.signal(ncclTeamWorld(devComm()), peer, ncclGin_SignalAdd{id, value});
+    }
   }
 
   // GIN: `bytes` from this rank's window at srcOff to peer's window at dstOff on context ctx. The
@@ -151,9 +170,13 @@ struct Transport {
   // (after this put and every earlier put on that context to that peer). bytes may be 0.
   __device__ void putSignal(int peer, uint64_t dstOff, uint64_t srcOff, uint64_t bytes, int kind, uint32_t value,
                             int ctx) const {
+    putSignalWord(peer, dstOff, srcOff, bytes, ownId(kind), value, ctx);
+  }
+  __device__ void putSignalWord(int peer, uint64_t dstOff, uint64_t srcOff, uint64_t bytes, uint32_t id,
+                                uint32_t value, int ctx) const {
     __threadfence_system();
     ncclGin gin(devComm(), ctx);
-    const ncclGin_SignalAdd add{ginSignalId(kind, c.rank, c.nRanks), value};
+    const ncclGin_SignalAdd add{id, value};
     if (bytes == 0) {
       gin.signal(ncclTeamWorld(devComm()), peer, add);
     } else {
@@ -168,51 +191,57 @@ struct Transport {
   // flush() spins without bound, e.g. after the GIN progress thread stopped on a dead peer).
   // Called by every thread of the CTA (the puts were posted by several threads); false after a
   // timeout (recorded, phase kPhaseGinCompletion).
-  __device__ bool completeGin() const {
+  __device__ bool completeGin() const { return completeGinCounters(counterOf(), 1); }
+
+  // The same for the puts counted on counters [first, first + n) (the low-latency kernels wait for
+  // every CTA's earlier puts before they overwrite the staging rows that any CTA may have posted).
+  __device__ bool completeGinCounters(int first, int n) const {
     __syncthreads();  // every put of this CTA is posted and counted
-    __shared__ int ok;
     mark(kStepCompleting);
     if (c.ginFlushCompletion) {  // diagnostic alternative: NCCL's flush, without a bound
       for (int ctx = 0; ctx < c.ginContexts; ++ctx) ncclGin(devComm(), ctx).flush(ncclCoopCta{});
       mark(kStepCompleted);
       return true;
     }
-    if (threadIdx.x == 0) {
-      ok = 1;
-      for (int ctx = 0; ctx < c.ginContexts && ok; ++ctx) {
-        const uint64_t target = atomicAdd(reinterpret_cast<unsigned long long*>(postedSlot(ctx)), 0ull);
-        ncclGin gin(devComm(), ctx);
-        uint64_t seen = gin.readCounter(counterOf());
-        const uint64_t start = globalTimerNs();
-        for (uint32_t spin = 1; !counterReached(seen, target); ++spin) {
-          if ((spin & 255u) == 0) {
-            if (timedOut(c.error) || globalTimerNs() - start > uint64_t(c.timeoutNs)) {
-              recordTimeout(c.error, kPhaseGinCompletion, -1, c.rank, kTransportGin, (long long)target,
-                            (long long)seen);
-              ok = 0;
-              break;
-            }
+    // One (context, counter) pair per thread: the waits overlap instead of adding up.
+    bool mine = true;
+    for (int i = threadIdx.x; i < n * c.ginContexts && mine; i += blockDim.x) {
+      const int ctx = i / n, counter = first + i % n;
+      const uint64_t target = atomicAdd(reinterpret_cast<unsigned long long*>(postedSlotOf(ctx, counter)), 0ull);
+      ncclGin gin(devComm(), ctx);
+      uint64_t seen = gin.readCounter(counter);
+      const uint64_t start = globalTimerNs();
+      for (uint32_t spin = 1; !counterReached(seen, target); ++spin) {
+        if ((spin & 255u) == 0) {
+          if (timedOut(c.error) || globalTimerNs() - start > uint64_t(c.timeoutNs)) {
+            recordTimeout(c.error, kPhaseGinCompletion, -1, c.rank, kTransportGin, (long long)target, (long long)seen);
+            mine = false;
+            break;
           }
-          seen = gin.readCounter(counterOf());
         }
+        seen = gin.readCounter(counter);
       }
     }
-    __syncthreads();
+    const bool ok = __syncthreads_or(!mine) == 0;
     mark(kStepCompleted);
-    return ok != 0;
+    return ok;
   }
 
   // This CTA's GIN counter (the same id on every context) and its posted total on context ctx.
   __device__ int counterOf() const { return int(blockIdx.x); }
   __device__ ncclGin_CounterInc completion() const { return ncclGin_CounterInc{ncclGinCounter_t(counterOf())}; }
-  __device__ uint64_t* postedSlot(int ctx) const { return c.ginPosted + size_t(ctx) * c.ginCounters + counterOf(); }
+  __device__ uint64_t* postedSlotOf(int ctx, int counter) const {
+    return c.ginPosted + size_t(ctx) * c.ginCounters + counter;
+  }
+  __device__ uint64_t* postedSlot(int ctx) const { return postedSlotOf(ctx, counterOf()); }
   __device__ void countPosted(int ctx) const { atomicAdd(reinterpret_cast<unsigned long long*>(postedSlot(ctx)), 1ull); }
 
   // Value of (kind, src) as seen by this rank: the LSA flag, or the GIN signal summed over contexts.
-  __device__ uint32_t read(int kind, int src) const {
-    if (lsa(src)) return loadAcquireSys(flag(localBase(), kind, src));
+  __device__ uint32_t read(int kind, int src) const { return readWord(ginSignalId(kind, src, c.nRanks), src); }
+  // Value of word `id`, written by src.
+  __device__ uint32_t readWord(uint32_t id, int src) const {
+    if (lsa(src)) return loadAcquireSys(word(localBase(), id));
     uint64_t sum = 0;
-    const uint32_t id = ginSignalId(kind, src, c.nRanks);
     for (int ctx = 0; ctx < c.ginContexts; ++ctx) {
       ncclGin gin(devComm(), ctx);
       sum += gin.readSignal(id);
@@ -224,11 +253,14 @@ struct Transport {
   // (recording which peer, phase and transport) or when another wait of the group timed out.
   // Single-thread wait; callers spread sources over threads.
   __device__ bool wait(int kind, int src, uint32_t target, int phase) const {
-    uint32_t v = read(kind, src);
+    return waitWord(ginSignalId(kind, src, c.nRanks), src, target, phase);
+  }
+  __device__ bool waitWord(uint32_t id, int src, uint32_t target, int phase) const {
+    uint32_t v = readWord(id, src);
     if (reached(v, target)) return true;
     const uint64_t start = globalTimerNs();
     for (uint32_t spin = 1;; ++spin) {
-      v = read(kind, src);
+      v = readWord(id, src);
       if (reached(v, target)) return true;
       if ((spin & 255u) == 0) {
         if (timedOut(c.error)) return false;

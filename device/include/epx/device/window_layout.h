@@ -38,11 +38,12 @@ struct WindowShape {
   int localExperts = 1;
   bool fp8 = false;
   bool fp32Combine = false;  // combineRecv holds FP32 rows (exact combine precision)
+  uint32_t extraFlagWords = 0;  // synchronization words after the kNumFlagKinds ones (low-latency groups)
   bool hasGinPeers() const { return lsaSize < nRanks; }
 };
 
 struct WindowLayout {
-  uint64_t flags;        // u32 [kNumFlagKinds][nRanks]
+  uint64_t flags;        // u32 [kNumFlagKinds][nRanks], then WindowShape::extraFlagWords
   uint64_t counts;       // i32 [2][nRanks][countStride]
   uint64_t countStage;   // i32 [nRanks][countStride] (GIN: this rank's entries, staged per destination)
   uint64_t recvX;        // [rows][hidden * 2 bytes]: BF16 rows, or FP8 rows packed at stride hidden
@@ -96,7 +97,7 @@ inline WindowLayout layoutWindow(const WindowShape& s) {
     off += bytes;
     return at;
   };
-  wl.flags = region(uint64_t(kNumFlagKinds) * R * 4);
+  wl.flags = region((uint64_t(kNumFlagKinds) * R + s.extraFlagWords) * 4);
   wl.counts = region(uint64_t(2) * R * wl.countStride * 4);
   wl.countStage = region(s.hasGinPeers() ? R * wl.countStride * 4 : 0);
   // The six per-row arrays of dispatch, for n rows (receive side and GIN staging side alike).

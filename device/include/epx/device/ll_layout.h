@@ -1,0 +1,143 @@
+// The low-latency (LL) region of an EP group's window and its synchronization words: pure
+// arithmetic, shared by the host (sizing, CPU tests) and the LL kernels. No CUDA types.
+//
+// Rows are per (local expert, source rank, slot): slot = position of the (token, top-k slot) among
+// the source's tokens routed to that expert, in token order, so every destination row is known to
+// the sender without a count exchange. Every region that peers write is double-buffered by a bank
+// = parity of the group's device-side LL sequence number (ncclEpGroup owns it, not a handle: two
+// handles used alternately get alternate banks and never share a word; NVIDIA/nccl #2303):
+//   dispatchRecv  [2 bank][Le][nRanks src][maxTokens] messages: payload (BF16 row, or FP8 row
+//                 then its FP32 scales, one per 128 channels), then meta (source token, top-k
+//                 slot); the message stride depends on the call's dtype (msgBytes), the region is
+//                 sized for BF16, the larger
+//   dispatchStage [maxTokens * topk] messages: rows for network (GIN) peers, grouped by global
+//                 expert in expert order (GIN puts only from registered memory), one put per expert
+//   combineRecv   [2 bank][numExperts][maxTokens] BF16 rows at the source rank: expert e's output
+//                 for the token in slot `slot` of e
+//   combineSend   [Le][nRanks * maxTokens] BF16 rows: GIN staging of combine, in the dispatch
+//                 output's layout; also the zero-copy combine input
+//
+// Synchronization words (LSA: u32 in the flags region; GIN: signal with the same index), all
+// cumulative, never reset, indexed after the high-throughput words (protocol.h):
+//   count(bank, le, src)  dispatch: src adds (rows it sent to local expert le) + 1 once per op on
+//                         that bank; the receiver keeps its running total per word (LlState)
+//   combineArrive(bank, src)  combine: src adds 1 per op on that bank after all its rows for us
+//   free(kind, src)       src finished receiving op #seq of kind (dispatch/combine): value seq.
+//                         A sender puts op #seq into bank seq&1 only when free >= seq - 2 (the
+//                         receiver has consumed the op that used that bank before).
+#pragma once
+#include <cstdint>
+
+#include "epx/device/protocol.h"
+#include "epx/device/window_layout.h"
+
+namespace epx::dev {
+
+constexpr int kLlBanks = 2;
+constexpr int kLlScaleBlock = 128;    // channels per FP32 scale (and the hidden granularity)
+constexpr int kLlMetaBytes = 16;      // int32 source token, int32 top-k slot, 8 bytes padding
+constexpr int kLlMaxTokens = 4096;    // maxTokensPerRank of an LL group (decode)
+constexpr float kFp8E4m3Max = 448.f;  // largest finite e4m3 value
+constexpr float kLlMinAmax = 1e-4f;   // amax floor of the FP8 cast (an all-zero block gets this scale)
+
+EPX_HD uint32_t llAlign16(uint32_t v) { return (v + 15u) & ~15u; }
+
+enum LlOp : int { kLlDispatch = 0, kLlCombine = 1, kLlNumOps = 2 };
+
+struct LlShape {
+  int nRanks = 1;
+  int maxTokens = 1;
+  int hidden = 128;
+  int topk = 1;
+  int numExperts = 1;
+  bool fp8 = false;  // FP8 dispatch allowed
+  int localExperts() const { return numExperts / nRanks; }
+};
+
+struct LlLayout {
+  uint64_t dispatchRecv;   // [2][Le][nRanks][maxTokens] msgBytes
+  uint64_t dispatchStage;  // [maxTokens * topk] msgBytes
+  uint64_t combineRecv;    // [2][numExperts][maxTokens] rowBytes
+  uint64_t combineSend;    // [Le][nRanks * maxTokens] rowBytes
+  uint64_t endBytes;       // end of the LL region (from the window's start)
+  uint32_t rowBytes;       // combine rows: hidden * 2
+  int hidden, nRanks, maxTokens, localExperts, numExperts;
+  uint32_t wordBase;       // first LL synchronization word (after the high-throughput words)
+
+  // ---- dispatch messages: [payload][scales (FP8)][meta] ----
+  EPX_HD uint32_t payloadBytes(bool fp8) const { return uint32_t(hidden) * (fp8 ? 1u : 2u); }
+  EPX_HD uint32_t scaleBytes(bool fp8) const { return fp8 ? llAlign16(uint32_t(hidden / kLlScaleBlock) * 4u) : 0u; }
+  EPX_HD uint32_t metaOffset(bool fp8) const { return payloadBytes(fp8) + scaleBytes(fp8); }
+  EPX_HD uint32_t msgBytes(bool fp8) const { return metaOffset(fp8) + kLlMetaBytes; }
+  EPX_HD uint64_t recvMsg(int bank, int le, int src, int slot, bool fp8) const {
+    return dispatchRecv +
+           ((((uint64_t(bank) * localExperts + le) * nRanks + src) * uint64_t(maxTokens)) + slot) * msgBytes(fp8);
+  }
+  EPX_HD uint64_t stageMsg(int row, bool fp8) const { return dispatchStage + uint64_t(row) * msgBytes(fp8); }
+  EPX_HD uint64_t combineRecvRow(int bank, int expert, int slot) const {
+    return combineRecv + ((uint64_t(bank) * numExperts + expert) * uint64_t(maxTokens) + slot) * rowBytes;
+  }
+  EPX_HD uint64_t combineSendRow(int le, int row) const {
+    return combineSend + (uint64_t(le) * nRanks * uint64_t(maxTokens) + row) * rowBytes;
+  }
+  // Rows of one local expert in the dispatch output (and the combine input).
+  EPX_HD int rowsPerExpert() const { return nRanks * maxTokens; }
+
+  // ---- synchronization words ----
+  EPX_HD uint32_t countWord(int bank, int le, int src) const {
+    return wordBase + (uint32_t(bank) * localExperts + le) * nRanks + src;
+  }
+  EPX_HD uint32_t combineArriveWord(int bank, int src) const {
+    return wordBase + uint32_t(kLlBanks) * localExperts * nRanks + uint32_t(bank) * nRanks + src;
+  }
+  EPX_HD uint32_t freeWord(int op, int src) const {
+    return wordBase + uint32_t(kLlBanks) * localExperts * nRanks + uint32_t(kLlBanks) * nRanks +
+           uint32_t(op) * nRanks + src;
+  }
+  EPX_HD uint32_t wordCount() const {
+    return uint32_t(kLlBanks) * localExperts * nRanks + uint32_t(kLlBanks) * nRanks + uint32_t(kLlNumOps) * nRanks;
+  }
+};
+
+// Bank of LL op #seq (seq counts from 1 per op kind).
+EPX_HD int llBankOf(uint32_t seq) { return int(seq & 1u); }
+// Value of a combineArrive word once op #seq (on bank seq & 1) has arrived: ops so far on that bank.
+EPX_HD uint32_t llArriveTarget(uint32_t seq) { return (seq + 1u) >> 1; }
+// A sender may put op #seq when the receiver's free word reached this (wrap-safe compare).
+EPX_HD uint32_t llFreeTarget(uint32_t seq) { return seq - uint32_t(kLlBanks); }
+
+
+// Synchronization words of an LL group: the high-throughput ones, then the LL ones.
+EPX_HD uint32_t llTotalWords(int nRanks, int numExperts) {
+  return uint32_t(kNumFlagKinds) * nRanks + uint32_t(kLlBanks) * numExperts + uint32_t(kLlBanks + kLlNumOps) * nRanks;
+}
+
+// The LL region placed at `base` (bytes from the window's start).
+inline LlLayout layoutLl(const LlShape& s, uint64_t base) {
+  LlLayout l{};
+  l.nRanks = s.nRanks;
+  l.maxTokens = s.maxTokens;
+  l.numExperts = s.numExperts;
+  l.localExperts = s.localExperts();
+  l.hidden = s.hidden;
+  l.rowBytes = uint32_t(s.hidden) * 2;
+  l.wordBase = uint32_t(kNumFlagKinds) * s.nRanks;
+  uint64_t off = base;
+  auto region = [&](uint64_t bytes) {
+    off = alignUp(off, kWindowRegionAlign);
+    const uint64_t at = off;
+    off += bytes;
+    return at;
+  };
+  const uint64_t T = uint64_t(s.maxTokens);
+  // BF16 messages are the larger (2H >= H + H/32 rounded up to 16, for H a multiple of 128).
+  const uint64_t msg = l.msgBytes(false) > l.msgBytes(s.fp8) ? l.msgBytes(false) : l.msgBytes(s.fp8);
+  l.dispatchRecv = region(uint64_t(kLlBanks) * s.numExperts * T * msg);
+  l.dispatchStage = region(T * s.topk * msg);
+  l.combineRecv = region(uint64_t(kLlBanks) * s.numExperts * T * l.rowBytes);
+  l.combineSend = region(uint64_t(s.numExperts) * T * l.rowBytes);
+  l.endBytes = off;
+  return l;
+}
+
+}  // namespace epx::dev
