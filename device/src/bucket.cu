@@ -155,6 +155,11 @@ __global__ void __launch_bounds__(kCollThreads, 1) bucketKernel(const __grid_con
 
 }  // namespace
 
+cudaError_t preloadBucketKernels() {
+  cudaFuncAttributes attr;
+  return cudaFuncGetAttributes(&attr, bucketKernel);
+}
+
 cudaError_t launchBucket(const BucketArgs& a, int nCtas, cudaStream_t stream) {
   bucketKernel<<<nCtas, kCollThreads, 0, stream>>>(a);
   return cudaGetLastError();

@@ -111,6 +111,12 @@ cudaError_t launchPpSend(const PpArgs& a, int nCtas, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+cudaError_t preloadPpKernels() {
+  cudaFuncAttributes attr;
+  cudaError_t e = cudaFuncGetAttributes(&attr, ppSendKernel);
+  return e != cudaSuccess ? e : cudaFuncGetAttributes(&attr, ppRecvKernel);
+}
+
 cudaError_t launchPpRecv(const PpArgs& a, int nCtas, cudaStream_t stream) {
   ppRecvKernel<<<nCtas, kCollThreads, 0, stream>>>(a);
   return cudaGetLastError();

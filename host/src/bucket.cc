@@ -167,7 +167,8 @@ extern "C" ncclResult_t ncclEpBucketCreate(ncclComm_t comm, const ncclEpBucketTe
   b->bl = epx::dev::layoutBucket(plan.data(), numTensors, b->link.nRanks, b->link.network());
   cudaError_t ce;
   const size_t arrivedBytes = sizeof(uint32_t) * epx::dev::kNumOpKinds * b->link.nRanks;
-  if ((ce = cudaMalloc(&b->state, sizeof(epx::dev::GroupState))) != cudaSuccess ||
+  if ((ce = epx::dev::preloadBucketKernels()) != cudaSuccess ||
+      (ce = cudaMalloc(&b->state, sizeof(epx::dev::GroupState))) != cudaSuccess ||
       (ce = cudaMemset(b->state, 0, sizeof(epx::dev::GroupState))) != cudaSuccess ||
       (ce = cudaMalloc(&b->arrived, arrivedBytes)) != cudaSuccess ||
       (ce = cudaMemset(b->arrived, 0, arrivedBytes)) != cudaSuccess) {

@@ -9,6 +9,7 @@
 #include "core/config.h"
 #include "epx/device/ep_args.h"
 #include "epx/ep.h"
+#include "link.h"
 
 struct ncclEpGroup {
   ncclComm_t comm = nullptr;
@@ -28,6 +29,7 @@ struct ncclEpGroup {
   epx::dev::AsyncError* error = nullptr;    // mapped pinned host memory
   epx::dev::AsyncError* errorDev = nullptr; // its device alias
   epx::Beacons beacons;                     // debugging: EPX_DEBUG_BEACONS (beacons.h)
+  epx::WindowLink link;                     // owns buffer, window, devComm, ginPosted, error (aliases above)
   epx::dev::Common common() const;
 };
 

@@ -100,7 +100,8 @@ extern "C" ncclResult_t ncclEpPpChannelCreate(ncclComm_t comm, const ncclEpPpCon
   req.timeoutMs = ch->cfg.timeoutMs;
   req.who = kWho;
   const size_t stateBytes = sizeof(uint32_t) * epx::dev::kPpStateWordsPerRank * ch->link.nRanks;
-  cudaError_t ce = cudaMalloc(&ch->stateWords, stateBytes);
+  cudaError_t ce = epx::dev::preloadPpKernels();
+  if (ce == cudaSuccess) ce = cudaMalloc(&ch->stateWords, stateBytes);
   if (ce == cudaSuccess) ce = cudaMemset(ch->stateWords, 0, stateBytes);
   if (ce != cudaSuccess) {
     release(ch);

@@ -1,7 +1,8 @@
 // GPU tests of PP send/recv (suite "pp"): ring and random pairs with more messages than slots, a
 // receiver that lags behind (the sender waits on the device and never overwrites), sizes from 0 B
 // to 16 MiB (not multiples of 16), graph capture and replay, many iterations, a receive buffer too
-// small (reported, nothing written), argument errors, and NCCL's ncclSend/ncclRecv on the same data.
+// small (reported, nothing written), timeouts naming the peer, argument errors, and NCCL's
+// ncclSend/ncclRecv on the same data.
 // Runs at 1 rank (messages to itself) and across fake nodes (GIN). Every received byte is checked
 // against the sender's pattern (recomputed on the host). EPX_TEST_QUICK=1: messages up to 4 MiB,
 // 100 iterations instead of 1000, 10 graph replays instead of 50.
@@ -334,6 +335,46 @@ BOOST_AUTO_TEST_CASE(receive_buffer_too_small) {
     BOOST_TEST(errors[size_t(r)] == "4:rank " + std::to_string(r) + ": a PP message of 256 bytes from peer rank " +
                                         std::to_string(prev) +
                                         " is larger than the receive buffer (128 bytes); it was dropped, nothing was written");
+  }
+}
+
+// A message that never comes and a receiver that never frees its slot become timeouts naming the
+// peer (here each rank itself, so that no other rank is left waiting); the channel then refuses work.
+BOOST_AUTO_TEST_CASE(timeouts_name_the_peer) {
+  const int R = nRanks();
+  constexpr int kTimeoutMs = 300;
+  std::vector<std::string> recvErr(static_cast<size_t>(R)), sendErr(static_cast<size_t>(R)), refused(static_cast<size_t>(R));
+  gpus().run([&](const RankContext& c) {
+    ncclEpPpConfig_t cfg = NCCL_EP_PP_CONFIG_INITIALIZER;
+    cfg.maxMessageBytes = 64;
+    cfg.slots = 1;
+    cfg.timeoutMs = kTimeoutMs;
+    ncclEpPpChannel_t a = nullptr, b = nullptr;
+    EPX_CHECK_EP(ncclEpPpChannelCreate(c.comm, &cfg, &a));
+    EPX_CHECK_EP(ncclEpPpChannelCreate(c.comm, &cfg, &b));
+    DevBuf buf;
+    buf.reserve(64);
+    EPX_CHECK_EP(ncclEpPpRecv(a, buf.ptr(), 64, c.rank, nullptr, c.stream));  // nothing was sent
+    EPX_CHECK_EP(ncclEpPpSend(b, buf.ptr(), 64, c.rank, c.stream));
+    EPX_CHECK_EP(ncclEpPpSend(b, buf.ptr(), 64, c.rank, c.stream));  // slot 0 never freed
+    EPX_CHECK_CUDA(cudaStreamSynchronize(c.stream));
+    recvErr[size_t(c.rank)] = asyncErrorOf(a);
+    sendErr[size_t(c.rank)] = asyncErrorOf(b);
+    const ncclResult_t r = ncclEpPpSend(a, buf.ptr(), 64, c.rank, c.stream);
+    refused[size_t(c.rank)] = std::to_string(int(r)) + ":" + ncclEpGetLastError();
+    EPX_CHECK_EP(ncclEpPpChannelDestroy(a));
+    EPX_CHECK_EP(ncclEpPpChannelDestroy(b));
+  });
+  for (int r : localRanks()) {
+    const std::string me = std::to_string(r);
+    BOOST_TEST(recvErr[size_t(r)].find("rank " + me + ": timed out after 300 ms in PP recv (waiting for the message) "
+                                       "waiting for peer rank " + me + " over NVLink (expected 1, saw 0") == 0u,
+               recvErr[size_t(r)]);
+    BOOST_TEST(sendErr[size_t(r)].find("rank " + me + ": timed out after 300 ms in PP send (waiting for the receiver to "
+                                       "free a slot) waiting for peer rank " + me + " over NVLink (expected 1, saw 0") == 0u,
+               sendErr[size_t(r)]);
+    BOOST_TEST(refused[size_t(r)] ==
+               "6:ncclEpPpSend: the channel had a device-side timeout (ncclEpPpGetAsyncError); destroy it");
   }
 }
 

@@ -15,6 +15,11 @@ cudaError_t launchBucket(const BucketArgs& a, int nCtas, cudaStream_t stream);
 cudaError_t launchPpSend(const PpArgs& a, int nCtas, cudaStream_t stream);
 cudaError_t launchPpRecv(const PpArgs& a, int nCtas, cudaStream_t stream);
 
+// Loads the kernels now (creation time): under CUDA lazy loading, the first launch of a kernel
+// waits for the device, which never idles while another of these kernels spins on a peer.
+cudaError_t preloadBucketKernels();
+cudaError_t preloadPpKernels();
+
 // Threads per CTA of the bucket and PP kernels.
 constexpr int kCollThreads = 512;
 
