@@ -1,7 +1,8 @@
 // Bucket collective kernel (ncclEpBucketAllGather / ReduceScatter / AllReduce): one all-gather or
 // reduce-scatter over the tensors of a call, pushed into the peers' windows on the transport layer
 // and synchronized by the protocol session (session.cuh, op slot kBucketSessionKind):
-//   begin         this rank may receive the op (ready to every peer); wait until NVLink peers are
+//   begin         this rank may receive the op (ready to every peer); wait until every peer may
+//                 receive it (NVLink peers: the session; network peers: every CTA too);
 //   network       the CTAs post their GIN chunks (thread 0, after readyGin of the peer): all-gather
 //                 puts this rank's shard from its tensor, reduce-scatter puts its contribution to
 //                 the peer's shard from its tensor (or, BF16 wire, converted into the stage first),
@@ -143,6 +144,14 @@ __global__ void __launch_bounds__(kCollThreads, 1) bucketKernel(const __grid_con
   __shared__ OpSession ses;
   ses.begin(tr, kBucketSessionKind, kPhaseBucketReady);
   const bool gin = tr.hasGin();
+  // Every rank sends to every peer: every CTA also waits until the network peers are ready, so a
+  // peer that never starts stalls every CTA here (and is named), not in a later wait on this
+  // rank's own CTAs.
+  if (gin) {
+    for (int p = threadIdx.x; p < tr.c.nRanks && !ses.abort; p += blockDim.x)
+      if (!tr.lsa(p)) ses.readyGin(tr, kBucketSessionKind, p, kPhaseBucketReady);
+    __syncthreads();
+  }
   if (gin && !ses.abort) postGin(a, tr, ses);
   if (!ses.abort) storeLsa(a, tr);
   ses.arriveLsa(tr, kBucketSessionKind);

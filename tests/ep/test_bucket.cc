@@ -3,7 +3,8 @@
 // and all-reduce FP32 / BF16, bit-exact against the CPU reference (rank-order sums) and close to
 // ncclReduceScatter / ncclAllReduce (whose summation order differs); every tensor of a bucket in
 // one batched call; sizes from one element per rank to 64 MiB (not multiples of the GIN chunk);
-// external tensors through a session; graph capture and replay; 1000 iterations; argument errors.
+// external tensors through a session; graph capture and replay; 1000 iterations; a peer that never
+// arrives (timeout naming it); argument errors.
 // Inputs are generated on the device from seeds and recomputed on the host. EPX_TEST_QUICK=1:
 // largest tensor 4 MiB, 100 iterations instead of 1000, 10 replays instead of 50.
 // EPX_BUCKET_LARGE_MIB=<n> adds an FP32 tensor of n MiB (e.g. 256) to the all-reduce case.
@@ -49,9 +50,10 @@ std::vector<size_t> shardCounts(int elem) {
 struct Buckets {
   std::vector<ncclEpBucket_t> b;
   std::vector<ncclEpBucketTensor_t> plan;
-  explicit Buckets(std::vector<ncclEpBucketTensor_t> p) : b(size_t(nRanks()), nullptr), plan(std::move(p)) {
+  explicit Buckets(std::vector<ncclEpBucketTensor_t> p, const ncclEpBucketConfig_t* cfg = nullptr)
+      : b(static_cast<size_t>(nRanks()), nullptr), plan(std::move(p)) {
     gpus().run([&](const RankContext& c) {
-      EPX_CHECK_EP(ncclEpBucketCreate(c.comm, plan.data(), int(plan.size()), nullptr, &b[size_t(c.rank)]));
+      EPX_CHECK_EP(ncclEpBucketCreate(c.comm, plan.data(), int(plan.size()), cfg, &b[size_t(c.rank)]));
     });
   }
   // Collective (run() starts with a barrier): no rank unmaps its window while a peer's kernel may
@@ -428,6 +430,31 @@ BOOST_AUTO_TEST_CASE(many_iterations) {
     if (fail.empty()) fail = asyncErrorOf(bk.b[size_t(c.rank)]);
   });
   reportFailures(f);
+}
+
+// Only rank 0 calls the all-gather: it times out naming a peer that never arrived, and the bucket
+// then refuses work on rank 0.
+BOOST_AUTO_TEST_CASE(timeout_names_a_peer, *boost::unit_test::precondition(needsPeers)) {
+  const int R = nRanks();
+  ncclEpBucketConfig_t cfg = NCCL_EP_BUCKET_CONFIG_INITIALIZER;
+  cfg.timeoutMs = 300;
+  Buckets bk({{size_t(R) * 256, ncclFloat32}}, &cfg);
+  std::string err, refused;
+  gpus().run([&](const RankContext& c) {
+    if (c.rank != 0) return;
+    const ncclEpBucketItem_t it{0, size_t(R) * 256, ncclFloat32, nullptr};
+    EPX_CHECK_EP(ncclEpBucketAllGather(bk.b[0], &it, 1, nullptr, c.stream));
+    EPX_CHECK_CUDA(cudaStreamSynchronize(c.stream));
+    err = asyncErrorOf(bk.b[0]);
+    const ncclResult_t r = ncclEpBucketAllGather(bk.b[0], &it, 1, nullptr, c.stream);
+    refused = std::to_string(int(r)) + ":" + ncclEpGetLastError();
+  });
+  if (isLocal(0)) {
+    BOOST_TEST(err.find("rank 0: timed out after 300 ms in bucket collective start waiting for peer rank ") == 0u, err);
+    BOOST_TEST(err.find("waiting for peer rank 0 ") == std::string::npos, err);
+    BOOST_TEST(refused ==
+               "6:ncclEpBucketAllGather: the bucket had a device-side timeout (ncclEpBucketGetAsyncError); destroy it");
+  }
 }
 
 // Bad calls fail before launch with the reason.
