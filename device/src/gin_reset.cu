@@ -1,5 +1,5 @@
-// Zeroes the GIN signals [0, signals) and the GIN completion counters (one per CTA) of a window
-// link (EP group, bucket, PP channel) on every context.
+// Zeroes an EP group's GIN signals (all FlagKinds x source ranks) and its GIN completion counters
+// (one per CTA) on every context.
 #include <nccl_device.h>
 
 #include "epx/device/launch.h"
@@ -9,8 +9,9 @@ namespace epx::dev {
 
 namespace {
 
-__global__ void resetGinSignalsKernel(const __grid_constant__ Common c, int n) {
+__global__ void resetGinSignalsKernel(const __grid_constant__ Common c) {
   const Transport tr(c);
+  const int n = c.ginSignals;
   for (int ctx = 0; ctx < c.ginContexts; ++ctx) {
     ncclGin gin(tr.devComm(), ctx);
     for (int id = blockIdx.x * blockDim.x + threadIdx.x; id < n; id += gridDim.x * blockDim.x) gin.resetSignal(id);
@@ -21,9 +22,9 @@ __global__ void resetGinSignalsKernel(const __grid_constant__ Common c, int n) {
 
 }  // namespace
 
-cudaError_t launchResetGinSignals(const Common& c, int signals, cudaStream_t stream) {
+cudaError_t launchResetGinSignals(const Common& c, cudaStream_t stream) {
   if (c.ginContexts == 0) return cudaSuccess;
-  resetGinSignalsKernel<<<1, 256, 0, stream>>>(c, signals);
+  resetGinSignalsKernel<<<1, 256, 0, stream>>>(c);
   return cudaGetLastError();
 }
 

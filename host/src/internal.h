@@ -9,7 +9,6 @@
 #include "core/config.h"
 #include "epx/device/ep_args.h"
 #include "epx/ep.h"
-#include "link.h"
 
 struct ncclEpGroup {
   ncclComm_t comm = nullptr;
@@ -25,11 +24,11 @@ struct ncclEpGroup {
   uint32_t* arrived = nullptr;              // device memory [kNumOpKinds][nRanks]
   uint64_t* ginPosted = nullptr;            // device memory [ginContexts][ginCounters] GIN puts posted per CTA
   int ginCounters = 0;                      // GIN completion counters per context (one per CTA)
+  int ginSignals = 0;                       // GIN signals per context (0 without network peers)
   int ginFlushCompletion = 0;               // EPX_GIN_COMPLETION=flush (diagnostics): NCCL's unbounded flush
   epx::dev::AsyncError* error = nullptr;    // mapped pinned host memory
   epx::dev::AsyncError* errorDev = nullptr; // its device alias
   epx::Beacons beacons;                     // debugging: EPX_DEBUG_BEACONS (beacons.h)
-  epx::WindowLink link;                     // owns buffer, window, devComm, ginPosted, error (aliases above)
   epx::dev::Common common() const;
 };
 

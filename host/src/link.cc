@@ -124,7 +124,8 @@ ncclResult_t linkOpen(const LinkRequest& req, WindowLink* l) {
                    "(needs CUDA P2P between all ranks, cuMem, NCCL_WIN_ENABLE=1)");
   const bool network = l->network();
   l->ginCounters = network ? req.ginCounters : 0;
-  if ((r = devCommCreate(l->comm, network ? req.ginSignals : 0, l->ginCounters, &l->devComm, &l->ginContexts)) !=
+  l->ginSignals = network ? req.ginSignals : 0;
+  if ((r = devCommCreate(l->comm, l->ginSignals, l->ginCounters, &l->devComm, &l->ginContexts)) !=
       ncclSuccess) {
     l->devComm = nullptr;
     return cleanup(r, network ? "ncclDevCommCreate with GIN failed: the ranks span " +
@@ -141,7 +142,7 @@ ncclResult_t linkOpen(const LinkRequest& req, WindowLink* l) {
     return cleanup(ncclUnhandledCudaError, cudaMsg(req.who, "device state", ce));
   std::memset(l->error, 0, sizeof(*l->error));
   // GIN signal and counter ids come from NCCL's pools and may hold a destroyed object's values.
-  if ((ce = dev::launchResetGinSignals(linkCommon(*l, 0, 1), network ? req.ginSignals : 0, nullptr)) != cudaSuccess ||
+  if ((ce = dev::launchResetGinSignals(linkCommon(*l, 0, 1), nullptr)) != cudaSuccess ||
       (ce = cudaDeviceSynchronize()) != cudaSuccess)
     return cleanup(ncclUnhandledCudaError, cudaMsg(req.who, "resetting GIN signals", ce));
   if ((r = linkBarrier(l->comm)) != ncclSuccess) return cleanup(r, "closing barrier (ncclAllReduce) failed");
@@ -163,6 +164,7 @@ dev::Common linkCommon(const WindowLink& l, uint64_t flagsOffset, int nCtas) {
   if (l.devComm) devCommCopy(l.devComm, c.devComm);
   c.ginPosted = l.ginPosted;
   c.ginCounters = l.ginCounters;
+  c.ginSignals = l.ginSignals;
   c.error = l.errorDev;
   c.timeoutNs = 1000000LL * l.timeoutMs;
   return c;

@@ -1,7 +1,7 @@
-// The setup every window user of epx shares (EP groups, buckets, PP channels): a registered
-// window of symmetric memory, an NCCL device communicator (GIN when some peer is outside this
+// The setup window users of epx share: a registered window of symmetric memory, an NCCL device communicator (GIN when some peer is outside this
 // rank's NVLink domain), the per-CTA GIN counters' posted totals, the mapped async-error record,
 // and the two collective helpers used at creation time (barrier, gather of a small record).
+// Buckets and PP channels use all of it; EP groups (ncclEpGroupCreate) the barrier and the gather.
 #pragma once
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -39,7 +39,7 @@ struct WindowLink {
   ncclComm_t comm = nullptr;
   int rank = 0, nRanks = 0, cudaDev = -1;
   int lsaRank = 0, lsaSize = 1;
-  int ginContexts = 0, ginCounters = 0;
+  int ginContexts = 0, ginCounters = 0, ginSignals = 0;
   uint64_t bytes = 0;
   int timeoutMs = 10000;
   void* buffer = nullptr;

@@ -108,6 +108,7 @@ struct Common {
   uint32_t* arrived;  // [kNumOpKinds][nRanks] GIN rows expected so far from each source (cumulative)
   uint64_t* ginPosted;  // [ginContexts][ginCounters] GIN puts posted so far by CTA b on context ctx (cumulative)
   int ginCounters;      // GIN counters per context: one per CTA of any kernel that puts (ginCounterCount)
+  int ginSignals;       // GIN signals per context (ginSignalCount; low-latency groups: llTotalWords)
   int ginFlushCompletion;  // 1: complete GIN puts with NCCL's flush() (unbounded; EPX_GIN_COMPLETION=flush)
   AsyncError* error;
   long long timeoutNs;

@@ -23,9 +23,8 @@ cudaError_t launchCombine(const CombineArgs& args, int nCtas, cudaStream_t strea
 cudaError_t dispatchMaxCtasPerSm(int* ctas);
 cudaError_t combineMaxCtasPerSm(int* ctas);
 
-// Zeroes GIN signals [0, signals) and c.ginCounters counters on every context (creation of a group,
-// bucket or PP channel, before any peer can signal: signal ids come from NCCL's pool and may hold
-// a destroyed object's values).
-cudaError_t launchResetGinSignals(const Common& c, int signals, cudaStream_t stream);
+// Zeroes the group's GIN signals on every context (group creation, before any peer can signal:
+// signal ids come from NCCL's pool and may hold a destroyed group's values).
+cudaError_t launchResetGinSignals(const Common& c, cudaStream_t stream);
 
 }  // namespace epx::dev
