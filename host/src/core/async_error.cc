@@ -7,6 +7,10 @@ namespace epx {
 namespace {
 const char* phaseName(int phase) {
   switch (phase) {
+    case dev::kPhaseBucketReady: return "bucket collective start";
+    case dev::kPhaseBucketData: return "bucket collective data";
+    case dev::kPhasePpSlot: return "PP send (waiting for the receiver to free a slot)";
+    case dev::kPhasePpData: return "PP recv (waiting for the message)";
     case dev::kPhaseCounts: return "count exchange (ncclEpDispatchLayout)";
     case dev::kPhaseDispatchReady: return "dispatch start";
     case dev::kPhaseDispatchData: return "dispatch data";
@@ -14,10 +18,6 @@ const char* phaseName(int phase) {
     case dev::kPhaseCombineData: return "combine data";
     case dev::kPhaseBadExpertId: return "expert id check";
     case dev::kPhaseGinCompletion: return "GIN completion";
-    case dev::kPhaseBucketReady: return "bucket collective start";
-    case dev::kPhaseBucketData: return "bucket collective data";
-    case dev::kPhasePpSlot: return "PP send (waiting for the receiver to free a slot)";
-    case dev::kPhasePpData: return "PP recv (waiting for the message)";
     default: return "unknown phase";
   }
 }
