@@ -103,25 +103,82 @@ __device__ void storeLsa(const BucketArgs& a, const Transport& tr) {
   }
 }
 
+// Elements j .. j+3 of an FP32 or BF16 row (16-byte / 8-byte aligned), volatile (peers' stores).
+__device__ __forceinline__ void load4(const char* row, uint64_t j, bool bf16, float (&v)[4]) {
+  if (bf16) {
+    uint32_t lo, hi;
+    asm volatile("ld.volatile.global.v2.u32 {%0,%1}, [%2];" : "=r"(lo), "=r"(hi) : "l"(row + j * 2));
+    v[0] = __uint_as_float(lo << 16);
+    v[1] = __uint_as_float(lo & 0xffff0000u);
+    v[2] = __uint_as_float(hi << 16);
+    v[3] = __uint_as_float(hi & 0xffff0000u);
+  } else {
+    const int4 q = ldVolatile(reinterpret_cast<const int4*>(row + j * 4));
+    v[0] = __int_as_float(q.x);
+    v[1] = __int_as_float(q.y);
+    v[2] = __int_as_float(q.z);
+    v[3] = __int_as_float(q.w);
+  }
+}
+
+__device__ __forceinline__ void store4(char* row, uint64_t j, bool bf16, const float (&v)[4]) {
+  if (bf16) {
+    const uint32_t lo = uint32_t(toBf16Bits(v[0])) | (uint32_t(toBf16Bits(v[1])) << 16);
+    const uint32_t hi = uint32_t(toBf16Bits(v[2])) | (uint32_t(toBf16Bits(v[3])) << 16);
+    *reinterpret_cast<uint2*>(row + j * 2) = make_uint2(lo, hi);
+  } else {
+    *reinterpret_cast<float4*>(row + j * 4) = make_float4(v[0], v[1], v[2], v[3]);
+  }
+}
+
 // Reduce-scatter: this CTA's share of this rank's shard of every tensor, summed over sources in rank
-// order (this rank's own contribution read from its tensor, through the wire's rounding).
+// order (this rank's own contribution read from its tensor, through the wire's rounding): four
+// elements per thread when every row is 16-byte aligned (shard a multiple of 8 elements), else one.
+// The same additions in the same order either way.
 __device__ void reduceShard(const BucketArgs& a, const Transport& tr) {
   const Common& c = tr.c;
   char* local = tr.localBase();
   for (int ti = 0; ti < a.numTensors; ++ti) {
     const BucketTensorLayout& t = a.t[ti];
-    const bool wireBf16 = t.elem == kElemBf16 || a.bf16Wire;
+    const bool tensorBf16 = t.elem == kElemBf16;
+    const bool wireBf16 = tensorBf16 || a.bf16Wire;
     const uint64_t wireBytes = wireBf16 ? 2 : 4;
     char* own = local + t.offset + uint64_t(c.rank) * shardBytes(t);
     const char* scratch = local + t.scratch;
+    constexpr uint64_t kVecElems = 4, kVecShardMultiple = 8;
+    if (t.shard % kVecShardMultiple == 0) {
+      const ByteRange g = itemShare(t.shard / kVecElems, gridDim.x, blockIdx.x);
+      for (uint64_t q = g.begin + threadIdx.x; q < g.end; q += blockDim.x) {
+        const uint64_t j = q * kVecElems;
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+        for (int s = 0; s < c.nRanks; ++s) {
+          float v[4];
+          if (s == c.rank) {
+            load4(own, j, tensorBf16, v);
+            if (a.bf16Wire)
+#pragma unroll
+              for (int k = 0; k < 4; ++k) v[k] = roundBf16(v[k]);
+          } else {
+            load4(scratch + uint64_t(s) * t.shard * wireBytes, j, wireBf16, v);
+          }
+#pragma unroll
+          for (int k = 0; k < 4; ++k) acc[k] = __fadd_rn(acc[k], v[k]);
+        }
+        if (a.hasScale)
+#pragma unroll
+          for (int k = 0; k < 4; ++k) acc[k] = __fmul_rn(acc[k], a.scale);
+        store4(own, j, tensorBf16, acc);
+      }
+      continue;
+    }
     const ByteRange e = itemShare(t.shard, gridDim.x, blockIdx.x);
     for (uint64_t j = e.begin + threadIdx.x; j < e.end; j += blockDim.x) {
       float acc = 0.f;
       for (int s = 0; s < c.nRanks; ++s) {
         float v;
         if (s == c.rank) {
-          v = t.elem == kElemBf16 ? ldBf16Volatile(reinterpret_cast<const uint16_t*>(own) + j)
-                                  : ldF32Volatile(reinterpret_cast<const float*>(own) + j);
+          v = tensorBf16 ? ldBf16Volatile(reinterpret_cast<const uint16_t*>(own) + j)
+                         : ldF32Volatile(reinterpret_cast<const float*>(own) + j);
           if (a.bf16Wire) v = roundBf16(v);
         } else {
           const char* row = scratch + uint64_t(s) * t.shard * wireBytes;
@@ -131,7 +188,7 @@ __device__ void reduceShard(const BucketArgs& a, const Transport& tr) {
         acc = __fadd_rn(acc, v);
       }
       if (a.hasScale) acc = __fmul_rn(acc, a.scale);
-      if (t.elem == kElemBf16)
+      if (tensorBf16)
         reinterpret_cast<uint16_t*>(own)[j] = toBf16Bits(acc);
       else
         reinterpret_cast<float*>(own)[j] = acc;
