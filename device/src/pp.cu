@@ -3,9 +3,11 @@
 //   send  thread 0 of every CTA waits (bounded) until the receiver freed the slot of this message
 //         (at most `slots` messages in flight per pair); NVLink peer: the CTAs store the header and
 //         their share of the message into the peer's slot and the last CTA publishes the message
-//         count; network peer: the CTAs stage the message in this rank's window and the last CTA
-//         puts it (one put, with +1 on the peer's data signal), then waits for the put's local
-//         completion before the kernel ends.
+//         count; network peer: the CTAs stage the message in this rank's window in up to 4 rounds
+//         (ppPutRounds) and the last CTA of each round puts it, so the wire carries one round
+//         while the next is staged; the last round's put adds 1 to the peer's data signal (it
+//         covers the earlier rounds' puts on the same context); the kernel ends once its puts are
+//         complete locally.
 //   recv  thread 0 of every CTA waits (bounded) for the message; a message larger than the receive
 //         buffer is dropped and reported (async error, nothing written); the CTAs copy their share
 //         out, and the last CTA frees the slot (count to the sender).
@@ -49,25 +51,52 @@ __global__ void __launch_bounds__(kCollThreads, 1) ppSendKernel(const __grid_con
   }
   __syncthreads();
   const int slot = ppSlotOf(seq, a.pl.numSlots);
-  if (ok) {
-    char* base = gin ? t.localBase() + ppStageOffset(a.pl, peer) : t.lsaBase(peer) + ppSlotOffset(a.pl, c.rank, slot);
-    if (blockIdx.x == 0 && threadIdx.x == 0) {
-      PpHeader* h = reinterpret_cast<PpHeader*>(base);
-      h->bytes = a.bytes;
-      h->seq = seq;
+  const uint64_t slotOff = ppSlotOffset(a.pl, c.rank, slot);
+  if (!gin) {  // NVLink: every CTA stores its share into the peer's slot; the last one publishes
+    if (ok) {
+      char* base = t.lsaBase(peer) + slotOff;
+      if (blockIdx.x == 0 && threadIdx.x == 0) {
+        PpHeader* h = reinterpret_cast<PpHeader*>(base);
+        h->bytes = a.bytes;
+        h->seq = seq;
+      }
+      const ByteRange r = vecShare(a.bytes, gridDim.x, blockIdx.x);
+      ctaCopyBytes<false>(base + kPpHeaderBytes + r.begin, a.src + r.begin, r.size());
     }
-    const ByteRange r = vecShare(a.bytes, gridDim.x, blockIdx.x);
-    ctaCopyBytes<false>(base + kPpHeaderBytes + r.begin, a.src + r.begin, r.size());
-  }
-  if (lastCtaOf(&a.st.sendDone[peer]) && threadIdx.x == 0 && ok) {
-    if (gin)
-      t.putSignal(peer, ppSlotOffset(a.pl, c.rank, slot), ppStageOffset(a.pl, peer), kPpHeaderBytes + a.bytes,
-                  kPpFlagData, 1u, dataContextOf(peer, c.ginContexts));
-    else
+    if (lastCtaOf(&a.st.sendDone[peer]) && threadIdx.x == 0 && ok) {
       t.publish(peer, kPpFlagData, seq);
-    a.st.sendSeq[peer] = seq;
+      a.st.sendSeq[peer] = seq;
+    }
+    return;
   }
-  if (gin) t.completeGin();  // the staged message is consumed: the next send may stage again
+  // Network: stage and put round by round (the last CTA of each round posts it); the last round's
+  // put carries the data signal.
+  const uint64_t stageOff = ppStageOffset(a.pl, peer);
+  char* stage = t.localBase() + stageOff;
+  const int rounds = ppPutRounds(a.bytes);
+  for (int j = 0; j < rounds; ++j) {
+    const ByteRange rr = vecShare(a.bytes, rounds, j);
+    if (ok) {
+      if (j == 0 && blockIdx.x == 0 && threadIdx.x == 0) {
+        PpHeader* h = reinterpret_cast<PpHeader*>(stage);
+        h->bytes = a.bytes;
+        h->seq = seq;
+      }
+      const ByteRange r = vecShare(rr.size(), gridDim.x, blockIdx.x);
+      ctaCopyBytes<false>(stage + kPpHeaderBytes + rr.begin + r.begin, a.src + rr.begin + r.begin, r.size());
+    }
+    if (lastCtaOf(&a.st.sendStaged[peer * kPpMaxPutRounds + j]) && threadIdx.x == 0 && ok) {
+      const uint64_t from = j == 0 ? 0 : kPpHeaderBytes + rr.begin, to = kPpHeaderBytes + rr.end;
+      const int ctx = dataContextOf(peer, c.ginContexts);
+      if (j == rounds - 1) {
+        t.putSignal(peer, slotOff + from, stageOff + from, to - from, kPpFlagData, 1u, ctx);
+        a.st.sendSeq[peer] = seq;
+      } else {
+        t.put(peer, slotOff + from, stageOff + from, to - from, ctx);
+      }
+    }
+  }
+  t.completeGin();  // the staged message is consumed: the next send may stage again
 }
 
 __global__ void __launch_bounds__(kCollThreads, 1) ppRecvKernel(const __grid_constant__ PpArgs a) {

@@ -26,7 +26,7 @@ struct ncclEpPpChannel {
     a.c = epx::linkCommon(link, pl.flags, cfg.numCtas);
     a.pl = pl;
     const int n = link.nRanks;
-    a.st = epx::dev::PpState{stateWords, stateWords + n, stateWords + 2 * n, stateWords + 3 * n};
+    a.st = epx::dev::PpState{stateWords, stateWords + n, stateWords + 2 * n, stateWords + 3 * n, stateWords + 4 * n};
     a.peer = peer;
     return a;
   }

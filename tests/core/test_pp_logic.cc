@@ -186,6 +186,29 @@ BOOST_AUTO_TEST_CASE(chunking) {
   BOOST_TEST(dev::itemShare(100, 7, 6).size() == 14u);
 }
 
+// GIN put rounds of a message: 1 up to 1 MiB, one per started MiB up to 4; the rounds' data
+// ranges cover the message in order at 16-byte boundaries.
+BOOST_AUTO_TEST_CASE(put_rounds) {
+  BOOST_TEST(dev::ppPutRounds(0) == 1);
+  BOOST_TEST(dev::ppPutRounds(16) == 1);
+  BOOST_TEST(dev::ppPutRounds(uint64_t(1) << 20) == 1);
+  BOOST_TEST(dev::ppPutRounds((uint64_t(1) << 20) + 1) == 2);
+  BOOST_TEST(dev::ppPutRounds(uint64_t(3) << 20) == 3);
+  BOOST_TEST(dev::ppPutRounds(uint64_t(16) << 20) == 4);
+  BOOST_TEST(dev::ppPutRounds(uint64_t(4) << 30) == 4);
+  const uint64_t bytes = (uint64_t(16) << 20) + 12;
+  const int rounds = dev::ppPutRounds(bytes);
+  uint64_t at = 0;
+  for (int j = 0; j < rounds; ++j) {
+    const dev::ByteRange r = dev::vecShare(bytes, rounds, j);
+    BOOST_TEST(r.begin == at);
+    BOOST_TEST(r.begin % 16 == 0u);
+    BOOST_TEST(r.size() >= (uint64_t(4) << 20));
+    at = r.end;
+  }
+  BOOST_TEST(at == bytes);
+}
+
 BOOST_AUTO_TEST_CASE(argument_checks) {
   PpConfig cfg;
   cfg.maxBytes = 4096;

@@ -49,6 +49,17 @@ EPX_HD ByteRange itemShare(uint64_t n, int parts, int p) {
   return ByteRange{b, b + q + (up < r ? 1 : 0)};
 }
 
+// PP over GIN: a message is staged and put in up to kPpMaxPutRounds rounds of at least
+// kPpRoundMinBytes, so that the network carries round j while the CTAs stage round j + 1; only the
+// last round's put adds 1 to the receiver's data signal (it covers the earlier puts on the same
+// context). Round j's data bytes: vecShare(bytes, rounds, j).
+constexpr int kPpMaxPutRounds = 4;
+constexpr uint64_t kPpRoundMinBytes = uint64_t(1) << 20;
+EPX_HD int ppPutRounds(uint64_t bytes) {
+  const uint64_t r = chunksOf(bytes, kPpRoundMinBytes);
+  return r <= 1 ? 1 : r < uint64_t(kPpMaxPutRounds) ? int(r) : kPpMaxPutRounds;
+}
+
 // PP flow control. Message n (1-based, per ordered pair) uses slot (n - 1) % slots of the
 // receiver's slots for that sender; the sender may write it once the receiver freed message
 // n - slots (it has consumed that many; the first `slots` messages need nothing).

@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 
+#include "epx/device/chunking.h"
 #include "epx/device/ep_args.h"
 #include "epx/device/window_layout.h"
 
@@ -79,8 +80,9 @@ struct PpState {
   uint32_t* recvSeq;   // [nRanks] messages received from each peer
   uint32_t* sendDone;  // [nRanks]
   uint32_t* recvDone;  // [nRanks]
+  uint32_t* sendStaged;  // [nRanks][kPpMaxPutRounds] CTAs done staging a put round (GIN)
 };
-constexpr int kPpStateWordsPerRank = 4;
+constexpr int kPpStateWordsPerRank = 4 + kPpMaxPutRounds;
 
 struct PpArgs {
   Common c;  // wl.flags = PpLayout::flags; state/arrived unused
