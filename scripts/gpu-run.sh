@@ -6,8 +6,9 @@
 # fakenodes (one GPU is enough; not part of "all"): multi-node epx with one process per rank on
 # fake NCCL nodes (scripts/fake-nodes.sh, MPS), in this order, logs under $OUT/fakenodes/ and one
 # line per step in $OUT/fakenodes-summary.txt:
-#   1. the EP suite at 1 rank, single process (EPX_TEST_GPUS=1)
-#   2. the EP suite under fake-nodes.sh at 2, 4 and 8 processes (one rank per fake node)
+#   1. the EP suites at 1 rank, single process (EPX_TEST_GPUS=1), the bucket-collective and PP
+#      suites (pp, bucket) included
+#   2. the same suites under fake-nodes.sh at 2, 4 and 8 processes (one rank per fake node)
 #   3. the dead-peer test (--run_test=dead_peer): exact mode at 2 ranks, capacity mode at 4
 #   (steps 1-2 leave out the randomized suite `random`; steps rand1 / rand2 run it alone at 1 rank and
 #   at 2 fake nodes with EPX_RANDOM_CASES (default 300 cases, 100 quick) within EPX_RANDOM_SECONDS)

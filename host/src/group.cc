@@ -12,6 +12,7 @@
 #include "core/errors.h"
 #include "epx/device/launch.h"
 #include "internal.h"
+#include "link.h"
 
 using epx::fail;
 
@@ -38,19 +39,6 @@ void releaseGroup(ncclEpGroup* g) {
   epx::closeBeacons(&g->beacons);
   if (g->error) cudaFreeHost(g->error);
   delete g;
-}
-
-// Every rank has finished the preceding local setup (an all-reduce of one int on a private stream).
-ncclResult_t hostBarrier(ncclComm_t comm) {
-  int* word = nullptr;
-  cudaStream_t s = nullptr;
-  cudaError_t ce = cudaMalloc(&word, sizeof(int));
-  if (ce == cudaSuccess) ce = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-  ncclResult_t r = ce == cudaSuccess ? ncclAllReduce(word, word, 1, ncclInt32, ncclSum, comm, s) : ncclUnhandledCudaError;
-  if (r == ncclSuccess && cudaStreamSynchronize(s) != cudaSuccess) r = ncclUnhandledCudaError;
-  if (s) cudaStreamDestroy(s);
-  if (word) cudaFree(word);
-  return r;
 }
 
 // Kernels whose CTAs wait on each other need every CTA resident at once.
@@ -221,7 +209,7 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
     releaseGroup(g);
     return fail(ncclUnhandledCudaError, cudaMsg("ncclEpGroupCreate: resetting GIN signals", ce));
   }
-  if ((r = hostBarrier(comm)) != ncclSuccess) {
+  if ((r = epx::linkBarrier(comm)) != ncclSuccess) {
     releaseGroup(g);
     return fail(r, "ncclEpGroupCreate: closing barrier (ncclAllReduce) failed");
   }

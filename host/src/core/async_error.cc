@@ -7,6 +7,10 @@ namespace epx {
 namespace {
 const char* phaseName(int phase) {
   switch (phase) {
+    case dev::kPhaseBucketReady: return "bucket collective start";
+    case dev::kPhaseBucketData: return "bucket collective data";
+    case dev::kPhasePpSlot: return "PP send (waiting for the receiver to free a slot)";
+    case dev::kPhasePpData: return "PP recv (waiting for the message)";
     case dev::kPhaseCounts: return "count exchange (ncclEpDispatchLayout)";
     case dev::kPhaseDispatchReady: return "dispatch start";
     case dev::kPhaseDispatchData: return "dispatch data";
@@ -36,16 +40,28 @@ ncclResult_t describeAsyncError(const dev::AsyncError& e, int timeoutMs, std::st
     else
       std::snprintf(buf, sizeof(buf),
                     "rank %d: timed out after %d ms in %s waiting for peer rank %d over %s (expected %lld, saw %lld; "
-                    "the peer never arrived or died); the group must be destroyed",
+                    "the peer never arrived or died); the group (bucket, channel) must be destroyed",
                     t.rank, timeoutMs, phaseName(t.phase), t.peer, t.transport == dev::kTransportGin ? "GIN" : "NVLink",
                     t.detail0, t.detail1);
     if (e.badId.code != 0) {
       const size_t n = std::char_traits<char>::length(buf);
-      std::snprintf(buf + n, sizeof(buf) - n, "; earlier: token %lld had expert id %lld (slot dropped)", e.badId.detail0,
-                    e.badId.detail1);
+      if (e.badId.phase == dev::kPhasePpRecvTooSmall)
+        std::snprintf(buf + n, sizeof(buf) - n, "; earlier: a PP message of %lld bytes from rank %d was dropped (receive "
+                      "buffer %lld bytes)", e.badId.detail0, e.badId.peer, e.badId.detail1);
+      else
+        std::snprintf(buf + n, sizeof(buf) - n, "; earlier: token %lld had expert id %lld (slot dropped)",
+                      e.badId.detail0, e.badId.detail1);
     }
     *message = buf;
     return ncclResult_t(t.code);
+  }
+  if (e.badId.code != 0 && e.badId.phase == dev::kPhasePpRecvTooSmall) {
+    std::snprintf(buf, sizeof(buf),
+                  "rank %d: a PP message of %lld bytes from peer rank %d is larger than the receive buffer (%lld "
+                  "bytes); it was dropped, nothing was written",
+                  e.badId.rank, e.badId.detail0, e.badId.peer, e.badId.detail1);
+    *message = buf;
+    return ncclResult_t(e.badId.code);
   }
   if (e.badId.code != 0) {
     std::snprintf(buf, sizeof(buf), "rank %d: token %lld has expert id %lld, out of range or repeated (slot dropped)",

@@ -40,6 +40,15 @@ enum WaitPhase : int {
   kNumPhases = 12
 };
 
+// Waits of the bucket collectives and PP channels (values apart from the EP phases above).
+enum CollPhase : int {
+  kPhaseBucketReady = 16,    // peer has not started the bucket collective
+  kPhaseBucketData = 17,     // peer's contribution to the bucket collective did not arrive
+  kPhasePpSlot = 18,         // PP send: the receiving peer has not freed a slot
+  kPhasePpData = 19,         // PP recv: the sending peer's message did not arrive
+  kPhasePpRecvTooSmall = 20  // not a wait: a PP message larger than the receive buffer (dropped)
+};
+
 // How the stalled peer is reached (ErrorRecord::transport).
 enum PeerTransport : int { kTransportLsa = 0, kTransportGin = 1 };
 

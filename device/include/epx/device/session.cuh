@@ -123,7 +123,8 @@ struct OpSession {
     __syncthreads();
   }
 
-  __device__ void end(const Transport& t, int kind, const GinRows& rows) {
+  template <class Rows>
+  __device__ void end(const Transport& t, int kind, const Rows& rows) {
     __syncthreads();
     t.mark(kStepEnd);
     const Common& c = t.c;

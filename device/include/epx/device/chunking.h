@@ -1,0 +1,72 @@
+// Pure arithmetic of the bucket and PP kernels (host and device, CPU-tested): how a byte range is
+// cut into GIN put chunks, how a CTA's share of 16-byte vectors is found, and the per-pair slot
+// flow control of PP channels. No CUDA types.
+#pragma once
+#include <cstdint>
+
+#include "epx/device/protocol.h"
+
+namespace epx::dev {
+
+// Copies and conversions move 16-byte vectors; pointers the API accepts are 16-byte aligned.
+constexpr uint64_t kVecBytes = 16;
+// GIN puts of the bucket collectives move at most this many bytes each (each put adds 1 to the
+// receiver's arrival signal; the receiver expects chunksOf(bytes) of them per transfer).
+constexpr uint64_t kGinChunkBytes = uint64_t(2) << 20;
+
+// [begin, end) in bytes.
+struct ByteRange {
+  uint64_t begin, end;
+  EPX_HD uint64_t size() const { return end - begin; }
+};
+
+// Chunks of at most `chunk` bytes covering `bytes` (0 bytes: 0 chunks).
+EPX_HD uint64_t chunksOf(uint64_t bytes, uint64_t chunk) { return (bytes + chunk - 1) / chunk; }
+
+// Chunk i of a `bytes` range cut into `chunk`-byte pieces (the last one may be shorter).
+EPX_HD ByteRange chunkRange(uint64_t bytes, uint64_t chunk, uint64_t i) {
+  const uint64_t b = i * chunk;
+  const uint64_t e = b + chunk;
+  return ByteRange{b < bytes ? b : bytes, e < bytes ? e : bytes};
+}
+
+// Contiguous share of part p of `parts` over `bytes`, cut at 16-byte boundaries (the last part
+// takes the tail that is not a whole vector): CTA p's bytes of a transfer.
+EPX_HD ByteRange vecShare(uint64_t bytes, int parts, int p) {
+  const uint64_t vecs = bytes / kVecBytes;
+  const uint64_t q = vecs / uint64_t(parts), r = vecs % uint64_t(parts);
+  const uint64_t up = uint64_t(p);
+  const uint64_t b = up * q + (up < r ? up : r);
+  const uint64_t e = b + q + (up < r ? 1 : 0);
+  return ByteRange{b * kVecBytes, p == parts - 1 ? bytes : e * kVecBytes};
+}
+
+// Contiguous share of part p of `parts` over n items (the first n % parts parts get one more):
+// CTA p's elements of a reduction.
+EPX_HD ByteRange itemShare(uint64_t n, int parts, int p) {
+  const uint64_t q = n / uint64_t(parts), r = n % uint64_t(parts), up = uint64_t(p);
+  const uint64_t b = up * q + (up < r ? up : r);
+  return ByteRange{b, b + q + (up < r ? 1 : 0)};
+}
+
+// PP over GIN: a message is staged and put in up to kPpMaxPutRounds rounds of at least
+// kPpRoundMinBytes, so that the network carries round j while the CTAs stage round j + 1; only the
+// last round's put adds 1 to the receiver's data signal (it covers the earlier puts on the same
+// context). Round j's data bytes: vecShare(bytes, rounds, j).
+constexpr int kPpMaxPutRounds = 4;
+constexpr uint64_t kPpRoundMinBytes = uint64_t(1) << 20;
+EPX_HD int ppPutRounds(uint64_t bytes) {
+  const uint64_t r = chunksOf(bytes, kPpRoundMinBytes);
+  return r <= 1 ? 1 : r < uint64_t(kPpMaxPutRounds) ? int(r) : kPpMaxPutRounds;
+}
+
+// PP flow control. Message n (1-based, per ordered pair) uses slot (n - 1) % slots of the
+// receiver's slots for that sender; the sender may write it once the receiver freed message
+// n - slots (it has consumed that many; the first `slots` messages need nothing).
+EPX_HD int ppSlotOf(uint32_t n, int slots) { return int((n - 1u) % uint32_t(slots)); }
+// Cumulative "freed" count the sender of message n waits for (wrap-safe with reached()).
+EPX_HD uint32_t ppFreeTarget(uint32_t n, int slots) { return n - uint32_t(slots); }
+// Whether message n may be written when the receiver has freed `freed` messages.
+EPX_HD bool ppMayWrite(uint32_t n, int slots, uint32_t freed) { return reached(freed, ppFreeTarget(n, slots)); }
+
+}  // namespace epx::dev

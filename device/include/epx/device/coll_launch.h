@@ -1,0 +1,26 @@
+// Launch wrappers of the bucket-collective and PP kernels (host-callable; device/src/bucket.cu,
+// device/src/pp.cu).
+#pragma once
+#include <cuda_runtime.h>
+
+#include "epx/device/bucket_layout.h"
+#include "epx/device/pp_layout.h"
+
+namespace epx::dev {
+
+// nCtas CTAs (co-resident): one all-gather or reduce-scatter over a.numTensors tensors.
+cudaError_t launchBucket(const BucketArgs& a, int nCtas, cudaStream_t stream);
+
+// nCtas CTAs (co-resident): one message to / from a.peer.
+cudaError_t launchPpSend(const PpArgs& a, int nCtas, cudaStream_t stream);
+cudaError_t launchPpRecv(const PpArgs& a, int nCtas, cudaStream_t stream);
+
+// Loads the kernels now (creation time): under CUDA lazy loading, the first launch of a kernel
+// waits for the device, which never idles while another of these kernels spins on a peer.
+cudaError_t preloadBucketKernels();
+cudaError_t preloadPpKernels();
+
+// Threads per CTA of the bucket and PP kernels.
+constexpr int kCollThreads = 512;
+
+}  // namespace epx::dev

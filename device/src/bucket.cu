@@ -1,0 +1,234 @@
+// Bucket collective kernel (ncclEpBucketAllGather / ReduceScatter / AllReduce): one all-gather or
+// reduce-scatter over the tensors of a call, pushed into the peers' windows on the transport layer
+// and synchronized by the protocol session (session.cuh, op slot kBucketSessionKind):
+//   begin         this rank may receive the op (ready to every peer); wait until every peer may
+//                 receive it (NVLink peers: the session; network peers: every CTA too);
+//   network       the CTAs post their GIN chunks (thread 0, after readyGin of the peer): all-gather
+//                 puts this rank's shard from its tensor, reduce-scatter puts its contribution to
+//                 the peer's shard from its tensor (or, BF16 wire, converted into the stage first),
+//                 each chunk adding 1 to the peer's arrival signal;
+//   NVLink        every CTA stores its share of each transfer into the NVLink peers' windows
+//                 (BF16 wire: converted on the way), then arrives at each of them;
+//   arrivals      until every source's data arrived (bounded);
+//   reduce        reduce-scatter: this rank's shard = the sum of every rank's contribution in rank
+//                 order 0..nRanks-1, FP32 accumulation, then times the scale; written in place.
+// No multicast; all-reduce is a reduce-scatter followed by an all-gather (host/src/bucket.cc).
+#include "epx/device/bulk_copy.cuh"
+#include "epx/device/chunking.h"
+#include "epx/device/coll_launch.h"
+#include "epx/device/session.cuh"
+
+namespace epx::dev {
+
+namespace {
+
+// Every network source puts the same number of chunks to this rank in one op.
+struct SameRows {
+  uint32_t n;
+  __device__ uint32_t operator()(int) const { return n; }
+};
+
+__device__ uint64_t shardBytes(const BucketTensorLayout& t) { return t.shard * uint64_t(t.elemBytes); }
+
+// Window offsets of the transfer from this rank (`me`) to `dst` for tensor t: source in this
+// rank's window, destination in dst's window.
+__device__ uint64_t transferSrc(const BucketArgs& a, const BucketTensorLayout& t, int me, int dst) {
+  if (a.op == kBucketAllGather) return t.offset + uint64_t(me) * shardBytes(t);
+  return t.offset + uint64_t(dst) * shardBytes(t);
+}
+__device__ uint64_t transferDst(const BucketArgs& a, const BucketTensorLayout& t, int me) {
+  if (a.op == kBucketAllGather) return t.offset + uint64_t(me) * shardBytes(t);
+  return t.scratch + uint64_t(me) * bucketTransferBytes(t, a.op, a.bf16Wire);
+}
+__device__ bool converts(const BucketArgs& a, const BucketTensorLayout& t) {
+  return a.op == kBucketReduceScatter && a.bf16Wire && t.elem == kElemF32;
+}
+
+// Elements [b, e) of FP32 src as BF16 into dst (CTA-wide).
+__device__ void ctaToBf16(uint16_t* dst, const float* src, uint64_t b, uint64_t e) {
+  for (uint64_t i = b + threadIdx.x; i < e; i += blockDim.x) dst[i] = toBf16Bits(src[i]);
+}
+
+// GIN: this CTA's chunks of every (tensor, network peer) transfer; chunk item i goes to CTA i % nCtas.
+__device__ void postGin(const BucketArgs& a, const Transport& tr, OpSession& ses) {
+  const Common& c = tr.c;
+  char* local = tr.localBase();
+  uint64_t item = 0;
+  for (int ti = 0; ti < a.numTensors; ++ti) {
+    const BucketTensorLayout& t = a.t[ti];
+    const uint64_t bytes = bucketTransferBytes(t, a.op, a.bf16Wire);
+    const uint64_t chunks = chunksOf(bytes, kGinChunkBytes);
+    for (int k = 1; k < c.nRanks; ++k) {
+      const int d = (c.rank + k) % c.nRanks;
+      if (tr.lsa(d)) continue;
+      for (uint64_t ch = 0; ch < chunks; ++ch, ++item) {
+        if (int(item % uint64_t(gridDim.x)) != int(blockIdx.x)) continue;
+        const ByteRange r = chunkRange(bytes, kGinChunkBytes, ch);
+        uint64_t src = transferSrc(a, t, c.rank, d) + r.begin;
+        if (converts(a, t)) {  // BF16 wire: stage [dst][shard] BF16, put from there
+          const uint64_t stageAt = t.stage + uint64_t(d) * t.shard * 2;
+          ctaToBf16(reinterpret_cast<uint16_t*>(local + stageAt),
+                    reinterpret_cast<const float*>(local + transferSrc(a, t, c.rank, d)), r.begin / 2, r.end / 2);
+          __syncthreads();
+          src = stageAt + r.begin;
+        }
+        if (threadIdx.x == 0 && !ses.abort && ses.readyGin(tr, kBucketSessionKind, d, kPhaseBucketReady))
+          tr.putSignal(d, transferDst(a, t, c.rank) + r.begin, src, r.size(), kFlagArriveDispatch, 1u,
+                       dataContextOf(d, c.ginContexts));
+        __syncthreads();  // the stage chunk may be overwritten by this CTA's next chunk only after the put
+      }
+    }
+  }
+}
+
+// NVLink: this CTA's share of every (tensor, NVLink peer) transfer, stored into the peer's window.
+__device__ void storeLsa(const BucketArgs& a, const Transport& tr) {
+  const Common& c = tr.c;
+  const char* local = tr.localBase();
+  for (int ti = 0; ti < a.numTensors; ++ti) {
+    const BucketTensorLayout& t = a.t[ti];
+    const uint64_t bytes = bucketTransferBytes(t, a.op, a.bf16Wire);
+    for (int k = 1; k < c.lsaSize; ++k) {
+      const int d = c.rank - c.lsaRank + (c.lsaRank + k) % c.lsaSize;
+      char* dst = tr.lsaBase(d) + transferDst(a, t, c.rank);
+      const char* src = local + transferSrc(a, t, c.rank, d);
+      if (converts(a, t)) {
+        const ByteRange e = itemShare(t.shard, gridDim.x, blockIdx.x);
+        ctaToBf16(reinterpret_cast<uint16_t*>(dst), reinterpret_cast<const float*>(src), e.begin, e.end);
+      } else {
+        const ByteRange r = vecShare(bytes, gridDim.x, blockIdx.x);
+        ctaCopyBytes<false>(dst + r.begin, src + r.begin, r.size());
+      }
+    }
+  }
+}
+
+// Elements j .. j+3 of an FP32 or BF16 row (16-byte / 8-byte aligned), volatile (peers' stores).
+__device__ __forceinline__ void load4(const char* row, uint64_t j, bool bf16, float (&v)[4]) {
+  if (bf16) {
+    uint32_t lo, hi;
+    asm volatile("ld.volatile.global.v2.u32 {%0,%1}, [%2];" : "=r"(lo), "=r"(hi) : "l"(row + j * 2));
+    v[0] = __uint_as_float(lo << 16);
+    v[1] = __uint_as_float(lo & 0xffff0000u);
+    v[2] = __uint_as_float(hi << 16);
+    v[3] = __uint_as_float(hi & 0xffff0000u);
+  } else {
+    const int4 q = ldVolatile(reinterpret_cast<const int4*>(row + j * 4));
+    v[0] = __int_as_float(q.x);
+    v[1] = __int_as_float(q.y);
+    v[2] = __int_as_float(q.z);
+    v[3] = __int_as_float(q.w);
+  }
+}
+
+__device__ __forceinline__ void store4(char* row, uint64_t j, bool bf16, const float (&v)[4]) {
+  if (bf16) {
+    const uint32_t lo = uint32_t(toBf16Bits(v[0])) | (uint32_t(toBf16Bits(v[1])) << 16);
+    const uint32_t hi = uint32_t(toBf16Bits(v[2])) | (uint32_t(toBf16Bits(v[3])) << 16);
+    *reinterpret_cast<uint2*>(row + j * 2) = make_uint2(lo, hi);
+  } else {
+    *reinterpret_cast<float4*>(row + j * 4) = make_float4(v[0], v[1], v[2], v[3]);
+  }
+}
+
+// Reduce-scatter: this CTA's share of this rank's shard of every tensor, summed over sources in rank
+// order (this rank's own contribution read from its tensor, through the wire's rounding): four
+// elements per thread when every row is 16-byte aligned (shard a multiple of 8 elements), else one.
+// The same additions in the same order either way.
+__device__ void reduceShard(const BucketArgs& a, const Transport& tr) {
+  const Common& c = tr.c;
+  char* local = tr.localBase();
+  for (int ti = 0; ti < a.numTensors; ++ti) {
+    const BucketTensorLayout& t = a.t[ti];
+    const bool tensorBf16 = t.elem == kElemBf16;
+    const bool wireBf16 = tensorBf16 || a.bf16Wire;
+    const uint64_t wireBytes = wireBf16 ? 2 : 4;
+    char* own = local + t.offset + uint64_t(c.rank) * shardBytes(t);
+    const char* scratch = local + t.scratch;
+    constexpr uint64_t kVecElems = 4, kVecShardMultiple = 8;
+    if (t.shard % kVecShardMultiple == 0) {
+      const ByteRange g = itemShare(t.shard / kVecElems, gridDim.x, blockIdx.x);
+      for (uint64_t q = g.begin + threadIdx.x; q < g.end; q += blockDim.x) {
+        const uint64_t j = q * kVecElems;
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+        for (int s = 0; s < c.nRanks; ++s) {
+          float v[4];
+          if (s == c.rank) {
+            load4(own, j, tensorBf16, v);
+            if (a.bf16Wire)
+#pragma unroll
+              for (int k = 0; k < 4; ++k) v[k] = roundBf16(v[k]);
+          } else {
+            load4(scratch + uint64_t(s) * t.shard * wireBytes, j, wireBf16, v);
+          }
+#pragma unroll
+          for (int k = 0; k < 4; ++k) acc[k] = __fadd_rn(acc[k], v[k]);
+        }
+        if (a.hasScale)
+#pragma unroll
+          for (int k = 0; k < 4; ++k) acc[k] = __fmul_rn(acc[k], a.scale);
+        store4(own, j, tensorBf16, acc);
+      }
+      continue;
+    }
+    const ByteRange e = itemShare(t.shard, gridDim.x, blockIdx.x);
+    for (uint64_t j = e.begin + threadIdx.x; j < e.end; j += blockDim.x) {
+      float acc = 0.f;
+      for (int s = 0; s < c.nRanks; ++s) {
+        float v;
+        if (s == c.rank) {
+          v = tensorBf16 ? ldBf16Volatile(reinterpret_cast<const uint16_t*>(own) + j)
+                         : ldF32Volatile(reinterpret_cast<const float*>(own) + j);
+          if (a.bf16Wire) v = roundBf16(v);
+        } else {
+          const char* row = scratch + uint64_t(s) * t.shard * wireBytes;
+          v = wireBf16 ? ldBf16Volatile(reinterpret_cast<const uint16_t*>(row) + j)
+                       : ldF32Volatile(reinterpret_cast<const float*>(row) + j);
+        }
+        acc = __fadd_rn(acc, v);
+      }
+      if (a.hasScale) acc = __fmul_rn(acc, a.scale);
+      if (tensorBf16)
+        reinterpret_cast<uint16_t*>(own)[j] = toBf16Bits(acc);
+      else
+        reinterpret_cast<float*>(own)[j] = acc;
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kCollThreads, 1) bucketKernel(const __grid_constant__ BucketArgs a) {
+  const Transport tr(a.c);
+  __shared__ OpSession ses;
+  ses.begin(tr, kBucketSessionKind, kPhaseBucketReady);
+  const bool gin = tr.hasGin();
+  // Every rank sends to every peer: every CTA also waits until the network peers are ready, so a
+  // peer that never starts stalls every CTA here (and is named), not in a later wait on this
+  // rank's own CTAs.
+  if (gin) {
+    for (int p = threadIdx.x; p < tr.c.nRanks && !ses.abort; p += blockDim.x)
+      if (!tr.lsa(p)) ses.readyGin(tr, kBucketSessionKind, p, kPhaseBucketReady);
+    __syncthreads();
+  }
+  if (gin && !ses.abort) postGin(a, tr, ses);
+  if (!ses.abort) storeLsa(a, tr);
+  ses.arriveLsa(tr, kBucketSessionKind);
+  const SameRows rows{bucketGinPutsPerPeer(a.t, a.numTensors, a.op, a.bf16Wire != 0)};
+  ses.waitArrivals(tr, kBucketSessionKind, kPhaseBucketData, true, gin, rows);
+  if (a.op == kBucketReduceScatter && !ses.abort) reduceShard(a, tr);
+  if (gin) tr.completeGin();  // the tensors and the stage are the caller's / the next op's again
+  ses.end(tr, kBucketSessionKind, rows);
+}
+
+}  // namespace
+
+cudaError_t preloadBucketKernels() {
+  cudaFuncAttributes attr;
+  return cudaFuncGetAttributes(&attr, bucketKernel);
+}
+
+cudaError_t launchBucket(const BucketArgs& a, int nCtas, cudaStream_t stream) {
+  bucketKernel<<<nCtas, kCollThreads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace epx::dev

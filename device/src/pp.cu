@@ -1,0 +1,154 @@
+// PP send / recv kernels (ncclEpPpSend / ncclEpPpRecv): one message per launch between this rank
+// and a.peer, through the receiver's slots (pp_layout.h), on the transport layer:
+//   send  thread 0 of every CTA waits (bounded) until the receiver freed the slot of this message
+//         (at most `slots` messages in flight per pair); NVLink peer: the CTAs store the header and
+//         their share of the message into the peer's slot and the last CTA publishes the message
+//         count; network peer: the CTAs stage the message in this rank's window in up to 4 rounds
+//         (ppPutRounds) and the last CTA of each round puts it, so the wire carries one round
+//         while the next is staged; the last round's put adds 1 to the peer's data signal (it
+//         covers the earlier rounds' puts on the same context); the kernel ends once its puts are
+//         complete locally.
+//   recv  thread 0 of every CTA waits (bounded) for the message; a message larger than the receive
+//         buffer is dropped and reported (async error, nothing written); the CTAs copy their share
+//         out, and the last CTA frees the slot (count to the sender).
+// Message counts are cumulative per ordered pair and live in device memory (PpState), so sends and
+// receives capture into CUDA graphs and replay without the host.
+#include "epx/device/bulk_copy.cuh"
+#include "epx/device/chunking.h"
+#include "epx/device/coll_launch.h"
+#include "epx/device/transport.cuh"
+
+namespace epx::dev {
+
+namespace {
+
+// True in the last CTA of the grid to count itself on `counter` (which it then re-arms). Every
+// thread calls it after its stores; they are fenced at system scope first.
+__device__ bool lastCtaOf(uint32_t* counter) {
+  __threadfence_system();
+  __syncthreads();
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    last = atomicAdd(counter, 1u) == gridDim.x - 1;
+    if (last) *counter = 0;
+  }
+  __syncthreads();
+  return last;
+}
+
+__device__ uint32_t loadSeq(const uint32_t* p) { return *reinterpret_cast<const volatile uint32_t*>(p); }
+
+__global__ void __launch_bounds__(kCollThreads, 1) ppSendKernel(const __grid_constant__ PpArgs a) {
+  const Transport t(a.c);
+  const Common& c = a.c;
+  const int peer = a.peer;
+  const bool gin = !t.lsa(peer);
+  __shared__ uint32_t seq;
+  __shared__ int ok;
+  if (threadIdx.x == 0) {
+    seq = loadSeq(&a.st.sendSeq[peer]) + 1;
+    ok = t.wait(kPpFlagFree, peer, ppFreeTarget(seq, a.pl.numSlots), kPhasePpSlot);
+  }
+  __syncthreads();
+  const int slot = ppSlotOf(seq, a.pl.numSlots);
+  const uint64_t slotOff = ppSlotOffset(a.pl, c.rank, slot);
+  if (!gin) {  // NVLink: every CTA stores its share into the peer's slot; the last one publishes
+    if (ok) {
+      char* base = t.lsaBase(peer) + slotOff;
+      if (blockIdx.x == 0 && threadIdx.x == 0) {
+        PpHeader* h = reinterpret_cast<PpHeader*>(base);
+        h->bytes = a.bytes;
+        h->seq = seq;
+      }
+      const ByteRange r = vecShare(a.bytes, gridDim.x, blockIdx.x);
+      ctaCopyBytes<false>(base + kPpHeaderBytes + r.begin, a.src + r.begin, r.size());
+    }
+    if (lastCtaOf(&a.st.sendDone[peer]) && threadIdx.x == 0 && ok) {
+      t.publish(peer, kPpFlagData, seq);
+      a.st.sendSeq[peer] = seq;
+    }
+    return;
+  }
+  // Network: stage and put round by round (the last CTA of each round posts it); the last round's
+  // put carries the data signal.
+  const uint64_t stageOff = ppStageOffset(a.pl, peer);
+  char* stage = t.localBase() + stageOff;
+  const int rounds = ppPutRounds(a.bytes);
+  for (int j = 0; j < rounds; ++j) {
+    const ByteRange rr = vecShare(a.bytes, rounds, j);
+    if (ok) {
+      if (j == 0 && blockIdx.x == 0 && threadIdx.x == 0) {
+        PpHeader* h = reinterpret_cast<PpHeader*>(stage);
+        h->bytes = a.bytes;
+        h->seq = seq;
+      }
+      const ByteRange r = vecShare(rr.size(), gridDim.x, blockIdx.x);
+      ctaCopyBytes<false>(stage + kPpHeaderBytes + rr.begin + r.begin, a.src + rr.begin + r.begin, r.size());
+    }
+    if (lastCtaOf(&a.st.sendStaged[peer * kPpMaxPutRounds + j]) && threadIdx.x == 0 && ok) {
+      const uint64_t from = j == 0 ? 0 : kPpHeaderBytes + rr.begin, to = kPpHeaderBytes + rr.end;
+      const int ctx = dataContextOf(peer, c.ginContexts);
+      if (j == rounds - 1) {
+        t.putSignal(peer, slotOff + from, stageOff + from, to - from, kPpFlagData, 1u, ctx);
+        a.st.sendSeq[peer] = seq;
+      } else {
+        t.put(peer, slotOff + from, stageOff + from, to - from, ctx);
+      }
+    }
+  }
+  t.completeGin();  // the staged message is consumed: the next send may stage again
+}
+
+__global__ void __launch_bounds__(kCollThreads, 1) ppRecvKernel(const __grid_constant__ PpArgs a) {
+  const Transport t(a.c);
+  const Common& c = a.c;
+  const int peer = a.peer;
+  __shared__ uint32_t seq;
+  __shared__ int ok;
+  __shared__ unsigned long long bytes;
+  if (threadIdx.x == 0) {
+    seq = loadSeq(&a.st.recvSeq[peer]) + 1;
+    ok = t.wait(kPpFlagData, peer, seq, kPhasePpData);
+    if (ok) {
+      const char* slotBase = t.localBase() + ppSlotOffset(a.pl, peer, ppSlotOf(seq, a.pl.numSlots));
+      bytes = *reinterpret_cast<const volatile unsigned long long*>(slotBase);
+    }
+  }
+  __syncthreads();
+  if (ok) {
+    const char* data = t.localBase() + ppSlotOffset(a.pl, peer, ppSlotOf(seq, a.pl.numSlots)) + kPpHeaderBytes;
+    if (bytes > a.bytes) {
+      if (blockIdx.x == 0 && threadIdx.x == 0)
+        recordError(&c.error->badIdClaim, &c.error->badId, /*ncclInvalidArgument*/ 4, kPhasePpRecvTooSmall, peer,
+                    c.rank, t.transportOf(peer), (long long)bytes, (long long)a.bytes);
+    } else {
+      const ByteRange r = vecShare(bytes, gridDim.x, blockIdx.x);
+      ctaCopyBytes<true>(a.dst + r.begin, data + r.begin, r.size());
+    }
+    if (a.recvBytes && blockIdx.x == 0 && threadIdx.x == 0) *a.recvBytes = bytes;
+  }
+  if (lastCtaOf(&a.st.recvDone[peer]) && threadIdx.x == 0 && ok) {
+    t.publish(peer, kPpFlagFree, seq);  // the slot's data has been read by every CTA
+    a.st.recvSeq[peer] = seq;
+  }
+}
+
+}  // namespace
+
+cudaError_t launchPpSend(const PpArgs& a, int nCtas, cudaStream_t stream) {
+  ppSendKernel<<<nCtas, kCollThreads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t preloadPpKernels() {
+  cudaFuncAttributes attr;
+  cudaError_t e = cudaFuncGetAttributes(&attr, ppSendKernel);
+  return e != cudaSuccess ? e : cudaFuncGetAttributes(&attr, ppRecvKernel);
+}
+
+cudaError_t launchPpRecv(const PpArgs& a, int nCtas, cudaStream_t stream) {
+  ppRecvKernel<<<nCtas, kCollThreads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace epx::dev

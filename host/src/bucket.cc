@@ -1,0 +1,257 @@
+// ncclEpBucket: a window link (link.h) holding the planned tensors and the reductions' receive
+// areas (bucket_layout.h), the protocol session's state, and the collective launches
+// (device/src/bucket.cu). All-reduce = reduce-scatter + all-gather (two kernels, stream-ordered).
+#include "epx/bucket.h"
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/async_error.h"
+#include "core/coll_config.h"
+#include "core/config.h"
+#include "core/errors.h"
+#include "epx/device/coll_launch.h"
+#include "link.h"
+
+using epx::fail;
+
+struct ncclEpBucket {
+  epx::WindowLink link;
+  epx::BucketConfig cfg;
+  std::vector<ncclEpBucketTensor_t> plan;
+  epx::dev::BucketLayout bl{};
+  std::vector<char*> tensorPtrs;
+  epx::dev::GroupState* state = nullptr;  // the protocol session's sequence numbers (device)
+  uint32_t* arrived = nullptr;            // [kNumOpKinds][nRanks] GIN arrivals expected so far (device)
+  epx::dev::Common common() const {
+    epx::dev::Common c = epx::linkCommon(link, bl.flags, cfg.numCtas);
+    c.state = state;
+    c.arrived = arrived;
+    return c;
+  }
+};
+
+struct ncclEpBucketSession {
+  ncclEpBucket_t bucket = nullptr;
+  uint64_t stagedBytes = 0;
+};
+
+namespace {
+
+void release(ncclEpBucket* b) {
+  epx::linkClose(&b->link);
+  if (b->state) cudaFree(b->state);
+  if (b->arrived) cudaFree(b->arrived);
+  delete b;
+}
+
+ncclResult_t checkUsable(const ncclEpBucket* b, const char* who) {
+  epx::dev::AsyncError snap;
+  std::memcpy(&snap, const_cast<const epx::dev::AsyncError*>(b->link.error), sizeof(snap));
+  if (epx::groupBroken(snap))
+    return fail(ncclRemoteError,
+                std::string(who) + ": the bucket had a device-side timeout (ncclEpBucketGetAsyncError); destroy it");
+  return ncclSuccess;
+}
+
+size_t tensorBytes(const ncclEpBucketTensor_t& t) { return t.count * size_t(epx::dtypeBytes(t.dtype)); }
+
+// Copies external tensors in (toBucket) or back out, on the stream.
+ncclResult_t stage(ncclEpBucket* b, ncclEpBucketSession* s, const ncclEpBucketItem_t* items, int n, bool toBucket,
+                   cudaStream_t stream, const char* who) {
+  for (int i = 0; i < n; ++i) {
+    const ncclEpBucketItem_t& it = items[i];
+    char* mine = b->tensorPtrs[size_t(it.tensor)];
+    if (it.external == nullptr || it.external == mine) continue;
+    const size_t bytes = tensorBytes(b->plan[size_t(it.tensor)]);
+    const cudaError_t ce = toBucket ? cudaMemcpyAsync(mine, it.external, bytes, cudaMemcpyDeviceToDevice, stream)
+                                    : cudaMemcpyAsync(it.external, mine, bytes, cudaMemcpyDeviceToDevice, stream);
+    if (ce != cudaSuccess)
+      return fail(ncclUnhandledCudaError, std::string(who) + ": staging an external tensor: " + cudaGetErrorString(ce));
+    s->stagedBytes += bytes;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t launchOp(ncclEpBucket* b, const ncclEpBucketItem_t* items, int n, int op, bool bf16Wire,
+                      const ncclEpBucketReduceOpts_t* opts, cudaStream_t stream, const char* who) {
+  epx::dev::BucketArgs a{};
+  a.c = b->common();
+  a.op = op;
+  a.bf16Wire = bf16Wire ? 1 : 0;
+  a.hasScale = opts && opts->hasScale ? 1 : 0;
+  a.scale = a.hasScale ? opts->scale : 1.0f;
+  a.numTensors = n;
+  for (int i = 0; i < n; ++i) a.t[i] = b->bl.t[items[i].tensor];
+  if (cudaError_t ce = epx::dev::launchBucket(a, b->cfg.numCtas, stream); ce != cudaSuccess)
+    return fail(ncclUnhandledCudaError, std::string(who) + ": launch: " + cudaGetErrorString(ce));
+  return ncclSuccess;
+}
+
+ncclResult_t collective(ncclEpBucket_t b, epx::BucketCall call, const ncclEpBucketItem_t* items, int n,
+                        const ncclEpBucketReduceOpts_t* opts, ncclEpBucketSession_t s, cudaStream_t stream) {
+  const char* who = epx::bucketCallName(call);
+  if (!b) return fail(ncclInvalidArgument, std::string(who) + ": bucket is NULL");
+  if (s && s->bucket != b) return fail(ncclInvalidArgument, std::string(who) + ": the session belongs to another bucket");
+  const std::vector<const char*> ptrs(b->tensorPtrs.begin(), b->tensorPtrs.end());
+  const epx::BucketView view{b->plan.data(), int(b->plan.size()), ptrs.data()};
+  if (std::string e = epx::checkBucketItems(view, call, items, n, s != nullptr, opts); !e.empty())
+    return fail(ncclInvalidArgument, std::string(who) + ": " + e);
+  if (ncclResult_t r = checkUsable(b, who); r != ncclSuccess) return r;
+  if (s)
+    if (ncclResult_t r = stage(b, s, items, n, true, stream, who); r != ncclSuccess) return r;
+  ncclResult_t r = ncclSuccess;
+  switch (call) {
+    case epx::BucketCall::AllGather: r = launchOp(b, items, n, epx::dev::kBucketAllGather, false, opts, stream, who); break;
+    case epx::BucketCall::ReduceScatter:
+      r = launchOp(b, items, n, epx::dev::kBucketReduceScatter, opts && opts->wireType == ncclBfloat16, opts, stream, who);
+      break;
+    case epx::BucketCall::AllReduce:
+      r = launchOp(b, items, n, epx::dev::kBucketReduceScatter, false, opts, stream, who);
+      if (r == ncclSuccess) r = launchOp(b, items, n, epx::dev::kBucketAllGather, false, nullptr, stream, who);
+      break;
+  }
+  if (r == ncclSuccess && s) r = stage(b, s, items, n, false, stream, who);
+  return r;
+}
+
+}  // namespace
+
+extern "C" ncclResult_t ncclEpBucketGetBufferSizeHint(const ncclEpBucketTensor_t* tensors, int numTensors, int nRanks,
+                                                      size_t* bytes) {
+  if (!bytes) return fail(ncclInvalidArgument, "ncclEpBucketGetBufferSizeHint: bytes is NULL");
+  if (nRanks < 1) return fail(ncclInvalidArgument, "ncclEpBucketGetBufferSizeHint: nRanks must be >= 1");
+  std::vector<epx::dev::BucketTensorPlan> plan;
+  if (std::string e = epx::checkBucketPlan(tensors, numTensors, nRanks, &plan); !e.empty())
+    return fail(ncclInvalidArgument, "ncclEpBucketGetBufferSizeHint: " + e);
+  *bytes = epx::dev::layoutBucket(plan.data(), numTensors, nRanks, nRanks > 1).totalBytes;
+  return ncclSuccess;
+}
+
+extern "C" ncclResult_t ncclEpBucketCreate(ncclComm_t comm, const ncclEpBucketTensor_t* tensors, int numTensors,
+                                           const ncclEpBucketConfig_t* config, ncclEpBucket_t* out) {
+  constexpr const char* kWho = "ncclEpBucketCreate";
+  auto who = [](const std::string& e) { return std::string(kWho) + ": " + e; };
+  if (!out) return fail(ncclInvalidArgument, who("bucket is NULL"));
+  *out = nullptr;
+  if (!comm) return fail(ncclInvalidArgument, who("comm is NULL"));
+  int runtime = 0;
+  if (ncclGetVersion(&runtime) != ncclSuccess) return fail(ncclSystemError, who("ncclGetVersion failed"));
+  if (std::string v = epx::checkNcclVersion(runtime, NCCL_VERSION_CODE); !v.empty()) return fail(ncclInvalidUsage, who(v));
+  auto* b = new ncclEpBucket;
+  if (std::string e = epx::linkQuery(comm, &b->link); !e.empty()) {
+    delete b;
+    return fail(ncclInternalError, who(e));
+  }
+  std::vector<epx::dev::BucketTensorPlan> plan;
+  std::string e = epx::normalizeBucketConfig(config, &b->cfg);
+  if (e.empty()) e = epx::checkBucketPlan(tensors, numTensors, b->link.nRanks, &plan);
+  if (!e.empty()) {
+    delete b;
+    return fail(ncclInvalidArgument, who(e));
+  }
+  b->plan.assign(tensors, tensors + numTensors);
+  const epx::BucketAgreed mine = epx::makeBucketAgreed(tensors, numTensors, b->cfg);
+  std::vector<epx::BucketAgreed> all(size_t(b->link.nRanks), mine);
+  if (ncclResult_t r = epx::linkGather(comm, b->link.rank, b->link.nRanks, &mine, sizeof(mine), all.data(), kWho);
+      r != ncclSuccess) {
+    delete b;
+    return r;
+  }
+  if (e = epx::checkBucketAgreement(all); !e.empty()) {
+    delete b;
+    return fail(ncclInvalidUsage, who(e));
+  }
+  b->bl = epx::dev::layoutBucket(plan.data(), numTensors, b->link.nRanks, b->link.network());
+  cudaError_t ce;
+  const size_t arrivedBytes = sizeof(uint32_t) * epx::dev::kNumOpKinds * b->link.nRanks;
+  if ((ce = epx::dev::preloadBucketKernels()) != cudaSuccess ||
+      (ce = cudaMalloc(&b->state, sizeof(epx::dev::GroupState))) != cudaSuccess ||
+      (ce = cudaMemset(b->state, 0, sizeof(epx::dev::GroupState))) != cudaSuccess ||
+      (ce = cudaMalloc(&b->arrived, arrivedBytes)) != cudaSuccess ||
+      (ce = cudaMemset(b->arrived, 0, arrivedBytes)) != cudaSuccess) {
+    release(b);
+    return fail(ncclUnhandledCudaError, who(std::string("device state: ") + cudaGetErrorString(ce)));
+  }
+  epx::LinkRequest req;
+  req.bytes = b->bl.totalBytes;
+  req.zeroedPrefix = b->bl.totalBytes;  // flags, and the tensors start zeroed
+  req.ginSignals = epx::dev::ginSignalCount(b->link.nRanks);
+  req.ginCounters = b->cfg.numCtas;
+  req.timeoutMs = b->cfg.timeoutMs;
+  req.who = kWho;
+  if (ncclResult_t r = epx::linkOpen(req, &b->link); r != ncclSuccess) {
+    release(b);
+    return r;
+  }
+  for (int i = 0; i < numTensors; ++i) b->tensorPtrs.push_back(static_cast<char*>(b->link.buffer) + b->bl.t[i].offset);
+  if (const char* v = std::getenv("EPX_DEBUG"); v && *v && *v != '0')
+    std::fprintf(stderr, "epx: rank %d/%d bucket: %d tensors, %d CTAs, window %zu B, GIN contexts %d\n", b->link.rank,
+                 b->link.nRanks, numTensors, b->cfg.numCtas, size_t(b->bl.totalBytes), b->link.ginContexts);
+  *out = b;
+  epx::clearLastError();
+  return ncclSuccess;
+}
+
+extern "C" ncclResult_t ncclEpBucketDestroy(ncclEpBucket_t b) {
+  if (!b) return ncclSuccess;
+  cudaSetDevice(b->link.cudaDev);
+  const cudaError_t ce = cudaDeviceSynchronize();
+  release(b);
+  if (ce != cudaSuccess)
+    return fail(ncclUnhandledCudaError, std::string("ncclEpBucketDestroy: pending work failed: ") + cudaGetErrorString(ce));
+  return ncclSuccess;
+}
+
+extern "C" ncclResult_t ncclEpBucketGetTensor(ncclEpBucket_t b, int index, void** ptr) {
+  if (!b || !ptr) return fail(ncclInvalidArgument, "ncclEpBucketGetTensor: NULL argument");
+  if (index < 0 || index >= int(b->plan.size()))
+    return fail(ncclInvalidArgument, "ncclEpBucketGetTensor: tensor " + std::to_string(index) + " is not in the plan (0 .. " +
+                                         std::to_string(b->plan.size() - 1) + ")");
+  *ptr = b->tensorPtrs[size_t(index)];
+  return ncclSuccess;
+}
+
+extern "C" ncclResult_t ncclEpBucketSessionCreate(ncclEpBucket_t b, ncclEpBucketSession_t* s) {
+  if (!b || !s) return fail(ncclInvalidArgument, "ncclEpBucketSessionCreate: NULL argument");
+  *s = new ncclEpBucketSession{b, 0};
+  return ncclSuccess;
+}
+
+extern "C" ncclResult_t ncclEpBucketSessionDestroy(ncclEpBucketSession_t s) {
+  delete s;
+  return ncclSuccess;
+}
+
+extern "C" ncclResult_t ncclEpBucketSessionGetStagedBytes(ncclEpBucketSession_t s, size_t* bytes) {
+  if (!s || !bytes) return fail(ncclInvalidArgument, "ncclEpBucketSessionGetStagedBytes: NULL argument");
+  *bytes = s->stagedBytes;
+  return ncclSuccess;
+}
+
+extern "C" ncclResult_t ncclEpBucketAllGather(ncclEpBucket_t b, const ncclEpBucketItem_t* items, int n,
+                                              ncclEpBucketSession_t s, cudaStream_t stream) {
+  return collective(b, epx::BucketCall::AllGather, items, n, nullptr, s, stream);
+}
+
+extern "C" ncclResult_t ncclEpBucketReduceScatter(ncclEpBucket_t b, const ncclEpBucketItem_t* items, int n,
+                                                  const ncclEpBucketReduceOpts_t* opts, ncclEpBucketSession_t s,
+                                                  cudaStream_t stream) {
+  return collective(b, epx::BucketCall::ReduceScatter, items, n, opts, s, stream);
+}
+
+extern "C" ncclResult_t ncclEpBucketAllReduce(ncclEpBucket_t b, const ncclEpBucketItem_t* items, int n,
+                                              const ncclEpBucketReduceOpts_t* opts, ncclEpBucketSession_t s,
+                                              cudaStream_t stream) {
+  return collective(b, epx::BucketCall::AllReduce, items, n, opts, s, stream);
+}
+
+extern "C" ncclResult_t ncclEpBucketGetAsyncError(ncclEpBucket_t b, ncclResult_t* asyncError, char* msg, size_t msgLen) {
+  if (!b || !asyncError) return fail(ncclInvalidArgument, "ncclEpBucketGetAsyncError: NULL argument");
+  std::string text;
+  *asyncError = epx::linkAsyncError(b->link, &text);
+  if (msg && msgLen) std::snprintf(msg, msgLen, "%s", text.c_str());
+  return ncclSuccess;
+}

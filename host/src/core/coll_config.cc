@@ -1,0 +1,233 @@
+#include "core/coll_config.h"
+
+#include <cstring>
+
+namespace epx {
+
+namespace {
+
+bool aligned(const void* p, uint64_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
+std::string num(uint64_t v) { return std::to_string(v); }
+
+// Common size/magic checks of the config structs.
+template <class T>
+std::string checkHeader(const T* in, unsigned magic, const char* what) {
+  if (!in) return std::string(what) + " is NULL";
+  if (in->magic != magic) return std::string(what) + " was not initialized with its _INITIALIZER macro (bad magic)";
+  if (in->size != sizeof(T))
+    return std::string(what) + " has size " + num(in->size) + ", this library expects " + num(sizeof(T));
+  return {};
+}
+
+std::string peerCheck(int nRanks, int peer) {
+  if (peer < 0 || peer >= nRanks)
+    return "peer " + std::to_string(peer) + " is not a rank of the communicator (0 .. " + std::to_string(nRanks - 1) + ")";
+  return {};
+}
+
+}  // namespace
+
+// ---- PP ----------------------------------------------------------------------------------------
+
+std::string normalizePpConfig(const ncclEpPpConfig_t* in, PpConfig* out) {
+  if (std::string e = checkHeader(in, NCCL_EP_PP_CONFIG_MAGIC, "config"); !e.empty()) return e;
+  PpConfig c;
+  if (in->maxMessageBytes == 0 || in->maxMessageBytes > kPpMaxMessageBytes)
+    return "maxMessageBytes " + num(in->maxMessageBytes) + " is not in 1 .. " + num(kPpMaxMessageBytes);
+  c.maxBytes = in->maxMessageBytes;
+  if (in->slots != NCCL_EP_UNDEF_INT) {
+    if (in->slots < 1 || in->slots > dev::kPpMaxSlots)
+      return "slots " + std::to_string(in->slots) + " is not in 1 .. " + std::to_string(dev::kPpMaxSlots);
+    c.slots = in->slots;
+  }
+  if (in->numCtas != NCCL_EP_UNDEF_INT) {
+    if (in->numCtas < 1 || in->numCtas > dev::kPpMaxCtas)
+      return "numCtas " + std::to_string(in->numCtas) + " is not in 1 .. " + std::to_string(dev::kPpMaxCtas);
+    c.numCtas = in->numCtas;
+  }
+  if (in->timeoutMs != NCCL_EP_UNDEF_INT) {
+    if (in->timeoutMs < 1) return "timeoutMs " + std::to_string(in->timeoutMs) + " must be >= 1";
+    c.timeoutMs = in->timeoutMs;
+  }
+  *out = c;
+  return {};
+}
+
+dev::PpLayout ppLayout(const PpConfig& cfg, int nRanks, int lsaSize) {
+  dev::PpShape s;
+  s.nRanks = nRanks;
+  s.lsaSize = lsaSize;
+  s.maxBytes = cfg.maxBytes;
+  s.slots = cfg.slots;
+  return dev::layoutPp(s);
+}
+
+std::string checkPpSend(const PpConfig& cfg, int nRanks, const void* buf, uint64_t bytes, int peer) {
+  if (std::string e = peerCheck(nRanks, peer); !e.empty()) return e;
+  if (bytes > cfg.maxBytes)
+    return "message of " + num(bytes) + " bytes is larger than the channel's maxMessageBytes " + num(cfg.maxBytes);
+  if (bytes > 0 && !buf) return "buf is NULL";
+  if (bytes > 0 && !aligned(buf, kCollPtrAlign)) return "buf is not 16-byte aligned";
+  return {};
+}
+
+std::string checkPpRecv(const PpConfig& cfg, int nRanks, const void* buf, uint64_t capacity, int peer,
+                        const void* recvBytes) {
+  (void)cfg;
+  if (std::string e = peerCheck(nRanks, peer); !e.empty()) return e;
+  if (capacity > 0 && !buf) return "buf is NULL";
+  if (capacity > 0 && !aligned(buf, kCollPtrAlign)) return "buf is not 16-byte aligned";
+  if (recvBytes && !aligned(recvBytes, sizeof(uint64_t))) return "recvBytes is not 8-byte aligned";
+  return {};
+}
+
+std::string checkPpAgreement(const std::vector<PpAgreed>& all) {
+  const PpAgreed& r0 = all[0];
+  for (size_t r = 1; r < all.size(); ++r) {
+    const PpAgreed& x = all[r];
+    auto differ = [&](const char* field, uint64_t a, uint64_t b) {
+      return "rank " + std::to_string(r) + " has " + field + " " + num(a) + " but rank 0 has " + num(b) +
+             "; every rank must create the channel with the same config";
+    };
+    if (x.epxVersion != r0.epxVersion) return differ("epx version", x.epxVersion, r0.epxVersion);
+    if (x.maxBytes != r0.maxBytes) return differ("maxMessageBytes", x.maxBytes, r0.maxBytes);
+    if (x.slots != r0.slots) return differ("slots", x.slots, r0.slots);
+    if (x.numCtas != r0.numCtas) return differ("numCtas", x.numCtas, r0.numCtas);
+    if (x.timeoutMs != r0.timeoutMs) return differ("timeoutMs", x.timeoutMs, r0.timeoutMs);
+  }
+  return {};
+}
+
+// ---- buckets -----------------------------------------------------------------------------------
+
+int dtypeBytes(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+    default: break;
+  }
+  return 0;
+}
+
+std::string normalizeBucketConfig(const ncclEpBucketConfig_t* in, BucketConfig* out) {
+  BucketConfig c;
+  if (in) {
+    if (std::string e = checkHeader(in, NCCL_EP_BUCKET_CONFIG_MAGIC, "config"); !e.empty()) return e;
+    if (in->numCtas != NCCL_EP_UNDEF_INT) {
+      if (in->numCtas < 1 || in->numCtas > dev::kBucketMaxCtas)
+        return "numCtas " + std::to_string(in->numCtas) + " is not in 1 .. " + std::to_string(dev::kBucketMaxCtas);
+      c.numCtas = in->numCtas;
+    }
+    if (in->timeoutMs != NCCL_EP_UNDEF_INT) {
+      if (in->timeoutMs < 1) return "timeoutMs " + std::to_string(in->timeoutMs) + " must be >= 1";
+      c.timeoutMs = in->timeoutMs;
+    }
+  }
+  *out = c;
+  return {};
+}
+
+std::string checkBucketPlan(const ncclEpBucketTensor_t* tensors, int n, int nRanks,
+                            std::vector<dev::BucketTensorPlan>* out) {
+  if (n < 1 || n > dev::kMaxBucketTensors)
+    return "numTensors " + std::to_string(n) + " is not in 1 .. " + std::to_string(dev::kMaxBucketTensors);
+  if (!tensors) return "tensors is NULL";
+  out->clear();
+  for (int i = 0; i < n; ++i) {
+    const ncclEpBucketTensor_t& t = tensors[i];
+    const int eb = dtypeBytes(t.dtype);
+    if (eb == 0) return "tensor " + std::to_string(i) + " has an unknown dtype " + std::to_string(int(t.dtype));
+    if (t.count == 0) return "tensor " + std::to_string(i) + " has count 0";
+    if (t.count % uint64_t(nRanks) != 0)
+      return "tensor " + std::to_string(i) + " has count " + num(t.count) + ", not a multiple of the " +
+             std::to_string(nRanks) + " ranks (every rank holds an equal shard)";
+    const int elem = t.dtype == ncclFloat32 ? dev::kElemF32 : t.dtype == ncclBfloat16 ? dev::kElemBf16 : dev::kElemOther;
+    out->push_back(dev::BucketTensorPlan{t.count, eb, elem});
+  }
+  return {};
+}
+
+const char* bucketCallName(BucketCall c) {
+  switch (c) {
+    case BucketCall::AllGather: return "ncclEpBucketAllGather";
+    case BucketCall::ReduceScatter: return "ncclEpBucketReduceScatter";
+    case BucketCall::AllReduce: return "ncclEpBucketAllReduce";
+  }
+  return "?";
+}
+
+std::string checkBucketItems(const BucketView& b, BucketCall call, const ncclEpBucketItem_t* items, int n,
+                             bool haveSession, const ncclEpBucketReduceOpts_t* opts) {
+  if (n < 1 || n > b.numTensors)
+    return "numItems " + std::to_string(n) + " is not in 1 .. " + std::to_string(b.numTensors) + " (the bucket's tensors)";
+  if (!items) return "items is NULL";
+  std::vector<bool> seen(size_t(b.numTensors), false);
+  for (int i = 0; i < n; ++i) {
+    const ncclEpBucketItem_t& it = items[i];
+    const std::string at = "item " + std::to_string(i) + ": ";
+    if (it.tensor < 0 || it.tensor >= b.numTensors)
+      return at + "tensor " + std::to_string(it.tensor) + " is not in the plan (0 .. " + std::to_string(b.numTensors - 1) + ")";
+    if (seen[size_t(it.tensor)]) return at + "tensor " + std::to_string(it.tensor) + " appears twice in one call";
+    seen[size_t(it.tensor)] = true;
+    const ncclEpBucketTensor_t& p = b.plan[it.tensor];
+    if (it.count != p.count)
+      return at + "count " + num(it.count) + " does not match tensor " + std::to_string(it.tensor) + "'s planned " + num(p.count);
+    if (it.dtype != p.dtype)
+      return at + "dtype " + std::to_string(int(it.dtype)) + " does not match tensor " + std::to_string(it.tensor) +
+             "'s planned " + std::to_string(int(p.dtype));
+    if (call == BucketCall::ReduceScatter && p.dtype != ncclFloat32)
+      return at + "reduce-scatter takes ncclFloat32 tensors; tensor " + std::to_string(it.tensor) + " has dtype " +
+             std::to_string(int(p.dtype));
+    if (call == BucketCall::AllReduce && p.dtype != ncclFloat32 && p.dtype != ncclBfloat16)
+      return at + "all-reduce takes ncclFloat32 or ncclBfloat16 tensors; tensor " + std::to_string(it.tensor) +
+             " has dtype " + std::to_string(int(p.dtype));
+    const bool inPlace = it.external == nullptr || (b.tensorPtrs && it.external == b.tensorPtrs[it.tensor]);
+    if (!inPlace) {
+      if (!haveSession)
+        return at + "tensor " + std::to_string(it.tensor) +
+               " lives outside the bucket (external pointer) but the call has no session (ncclEpBucketSessionCreate)";
+      if (!aligned(it.external, kCollPtrAlign)) return at + "external pointer is not 16-byte aligned";
+    }
+  }
+  if (opts && call == BucketCall::ReduceScatter && opts->wireType != ncclFloat32 && opts->wireType != ncclBfloat16)
+    return "opts->wireType must be ncclFloat32 or ncclBfloat16";
+  return {};
+}
+
+BucketAgreed makeBucketAgreed(const ncclEpBucketTensor_t* tensors, int n, const BucketConfig& cfg) {
+  BucketAgreed a;
+  std::memset(&a, 0, sizeof(a));
+  a.epxVersion = EPX_VERSION_CODE;
+  a.numTensors = n;
+  a.numCtas = cfg.numCtas;
+  a.timeoutMs = cfg.timeoutMs;
+  for (int i = 0; i < n && i < dev::kMaxBucketTensors; ++i) {
+    a.count[i] = tensors[i].count;
+    a.dtype[i] = int32_t(tensors[i].dtype);
+  }
+  return a;
+}
+
+std::string checkBucketAgreement(const std::vector<BucketAgreed>& all) {
+  const BucketAgreed& r0 = all[0];
+  for (size_t r = 1; r < all.size(); ++r) {
+    const BucketAgreed& x = all[r];
+    auto differ = [&](const std::string& field, uint64_t a, uint64_t b) {
+      return "rank " + std::to_string(r) + " has " + field + " " + num(a) + " but rank 0 has " + num(b) +
+             "; every rank must create the bucket with the same plan and config";
+    };
+    if (x.epxVersion != r0.epxVersion) return differ("epx version", x.epxVersion, r0.epxVersion);
+    if (x.numTensors != r0.numTensors) return differ("numTensors", x.numTensors, r0.numTensors);
+    if (x.numCtas != r0.numCtas) return differ("numCtas", x.numCtas, r0.numCtas);
+    if (x.timeoutMs != r0.timeoutMs) return differ("timeoutMs", x.timeoutMs, r0.timeoutMs);
+    for (int i = 0; i < r0.numTensors; ++i) {
+      if (x.count[i] != r0.count[i]) return differ("tensor " + std::to_string(i) + " count", x.count[i], r0.count[i]);
+      if (x.dtype[i] != r0.dtype[i]) return differ("tensor " + std::to_string(i) + " dtype", x.dtype[i], r0.dtype[i]);
+    }
+  }
+  return {};
+}
+
+}  // namespace epx

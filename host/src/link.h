@@ -1,0 +1,71 @@
+// The setup window users of epx share: a registered window of symmetric memory, an NCCL device communicator (GIN when some peer is outside this
+// rank's NVLink domain), the per-CTA GIN counters' posted totals, the mapped async-error record,
+// and the two collective helpers used at creation time (barrier, gather of a small record).
+// Buckets and PP channels use all of it; EP groups (ncclEpGroupCreate) the barrier and the gather.
+#pragma once
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "epx/device/ep_args.h"
+
+namespace epx {
+
+// Every rank has finished its preceding local setup (an all-reduce of one int on a private stream,
+// synchronized). Collective over comm.
+ncclResult_t linkBarrier(ncclComm_t comm);
+
+// Gathers every rank's `bytes`-byte record `mine` into `all` (nRanks * bytes, rank order) with one
+// ncclAllGather on a private stream (synchronized). Collective over comm. `who` prefixes the error
+// text (e.g. "ncclEpGroupCreate").
+ncclResult_t linkGather(ncclComm_t comm, int rank, int nRanks, const void* mine, size_t bytes, void* all,
+                        const char* who);
+
+// What a window user asks for.
+struct LinkRequest {
+  uint64_t bytes = 0;         // window size (ncclMemAlloc)
+  uint64_t zeroedPrefix = 0;  // bytes zeroed before registration (flags any peer may write)
+  int ginSignals = 0;         // GIN signals when some peer is a network peer (else none are requested)
+  int ginCounters = 0;        // GIN counters per context (one per CTA of the window's kernels)
+  int timeoutMs = 10000;
+  const char* who = "epx";    // API call named in errors
+};
+
+// One registered window with its device communicator (host/src/link.cc).
+struct WindowLink {
+  ncclComm_t comm = nullptr;
+  int rank = 0, nRanks = 0, cudaDev = -1;
+  int lsaRank = 0, lsaSize = 1;
+  int ginContexts = 0, ginCounters = 0, ginSignals = 0;
+  uint64_t bytes = 0;
+  int timeoutMs = 10000;
+  void* buffer = nullptr;
+  ncclWindow_t window = nullptr;
+  void* devComm = nullptr;
+  uint64_t* ginPosted = nullptr;          // device [ginContexts][ginCounters]
+  dev::AsyncError* error = nullptr;       // mapped pinned host memory
+  dev::AsyncError* errorDev = nullptr;
+  bool network() const { return lsaSize < nRanks; }
+};
+
+// Queries comm (rank, size, device, LSA team) into `l` without allocating: what a caller needs to
+// size its window. "" or the reason.
+std::string linkQuery(ncclComm_t comm, WindowLink* l);
+
+// Collective over l->comm (after linkQuery): allocates and registers the window, creates the
+// device communicator, zeroes the GIN signals, ends with a barrier. On failure everything is
+// released again and the reason is in ncclEpGetLastError().
+ncclResult_t linkOpen(const LinkRequest& req, WindowLink* l);
+void linkClose(WindowLink* l);
+
+// The transport-layer arguments of l (Common without the EP-specific fields): flags at
+// `flagsOffset` of the window; nCtas CTAs per kernel; state / arrived may be null.
+dev::Common linkCommon(const WindowLink& l, uint64_t flagsOffset, int nCtas);
+
+// Words for the link's async error ("" and ncclSuccess when none).
+ncclResult_t linkAsyncError(const WindowLink& l, std::string* text);
+
+}  // namespace epx

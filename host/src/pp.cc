@@ -1,0 +1,168 @@
+// ncclEpPpChannel: a window link (link.h) with the PP slot layout, per-pair message counts in
+// device memory, and the send / recv launches (device/src/pp.cu).
+#include "epx/pp.h"
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/async_error.h"
+#include "core/coll_config.h"
+#include "core/config.h"
+#include "core/errors.h"
+#include "epx/device/coll_launch.h"
+#include "link.h"
+
+using epx::fail;
+
+struct ncclEpPpChannel {
+  epx::WindowLink link;
+  epx::PpConfig cfg;
+  epx::dev::PpLayout pl{};
+  uint32_t* stateWords = nullptr;  // device [kPpStateWordsPerRank][nRanks]
+  epx::dev::PpArgs args(int peer) const {
+    epx::dev::PpArgs a{};
+    a.c = epx::linkCommon(link, pl.flags, cfg.numCtas);
+    a.pl = pl;
+    const int n = link.nRanks;
+    a.st = epx::dev::PpState{stateWords, stateWords + n, stateWords + 2 * n, stateWords + 3 * n, stateWords + 4 * n};
+    a.peer = peer;
+    return a;
+  }
+};
+
+namespace {
+
+void release(ncclEpPpChannel* ch) {
+  epx::linkClose(&ch->link);
+  if (ch->stateWords) cudaFree(ch->stateWords);
+  delete ch;
+}
+
+// A channel whose device wait timed out refuses new work.
+ncclResult_t checkUsable(const ncclEpPpChannel* ch, const char* who) {
+  epx::dev::AsyncError snap;
+  std::memcpy(&snap, const_cast<const epx::dev::AsyncError*>(ch->link.error), sizeof(snap));
+  if (epx::groupBroken(snap))
+    return fail(ncclRemoteError, std::string(who) + ": the channel had a device-side timeout (ncclEpPpGetAsyncError); "
+                                                    "destroy it");
+  return ncclSuccess;
+}
+
+}  // namespace
+
+extern "C" ncclResult_t ncclEpPpGetBufferSizeHint(const ncclEpPpConfig_t* config, int nRanks, size_t* bytes) {
+  if (!bytes) return fail(ncclInvalidArgument, "ncclEpPpGetBufferSizeHint: bytes is NULL");
+  if (nRanks < 1) return fail(ncclInvalidArgument, "ncclEpPpGetBufferSizeHint: nRanks must be >= 1");
+  epx::PpConfig cfg;
+  if (std::string e = epx::normalizePpConfig(config, &cfg); !e.empty())
+    return fail(ncclInvalidArgument, "ncclEpPpGetBufferSizeHint: " + e);
+  *bytes = epx::ppLayout(cfg, nRanks, nRanks > 1 ? 1 : nRanks).totalBytes;
+  return ncclSuccess;
+}
+
+extern "C" ncclResult_t ncclEpPpChannelCreate(ncclComm_t comm, const ncclEpPpConfig_t* config, ncclEpPpChannel_t* out) {
+  constexpr const char* kWho = "ncclEpPpChannelCreate";
+  if (!out) return fail(ncclInvalidArgument, std::string(kWho) + ": channel is NULL");
+  *out = nullptr;
+  if (!comm) return fail(ncclInvalidArgument, std::string(kWho) + ": comm is NULL");
+  int runtime = 0;
+  if (ncclGetVersion(&runtime) != ncclSuccess) return fail(ncclSystemError, std::string(kWho) + ": ncclGetVersion failed");
+  if (std::string v = epx::checkNcclVersion(runtime, NCCL_VERSION_CODE); !v.empty())
+    return fail(ncclInvalidUsage, std::string(kWho) + ": " + v);
+  auto* ch = new ncclEpPpChannel;
+  if (std::string e = epx::normalizePpConfig(config, &ch->cfg); !e.empty()) {
+    delete ch;
+    return fail(ncclInvalidArgument, std::string(kWho) + ": " + e);
+  }
+  if (std::string e = epx::linkQuery(comm, &ch->link); !e.empty()) {
+    delete ch;
+    return fail(ncclInternalError, std::string(kWho) + ": " + e);
+  }
+  const epx::PpAgreed mine{EPX_VERSION_CODE, ch->cfg.slots, ch->cfg.numCtas, ch->cfg.timeoutMs, ch->cfg.maxBytes};
+  std::vector<epx::PpAgreed> all(size_t(ch->link.nRanks), mine);
+  if (ncclResult_t r = epx::linkGather(comm, ch->link.rank, ch->link.nRanks, &mine, sizeof(mine), all.data(), kWho);
+      r != ncclSuccess) {
+    delete ch;
+    return r;
+  }
+  if (std::string e = epx::checkPpAgreement(all); !e.empty()) {
+    delete ch;
+    return fail(ncclInvalidUsage, std::string(kWho) + ": " + e);
+  }
+  ch->pl = epx::ppLayout(ch->cfg, ch->link.nRanks, ch->link.lsaSize);
+  epx::LinkRequest req;
+  req.bytes = ch->pl.totalBytes;
+  req.zeroedPrefix = ch->pl.slots;  // the flags
+  req.ginSignals = epx::dev::kPpFlagKinds * ch->link.nRanks;
+  req.ginCounters = ch->cfg.numCtas;
+  req.timeoutMs = ch->cfg.timeoutMs;
+  req.who = kWho;
+  const size_t stateBytes = sizeof(uint32_t) * epx::dev::kPpStateWordsPerRank * ch->link.nRanks;
+  cudaError_t ce = epx::dev::preloadPpKernels();
+  if (ce == cudaSuccess) ce = cudaMalloc(&ch->stateWords, stateBytes);
+  if (ce == cudaSuccess) ce = cudaMemset(ch->stateWords, 0, stateBytes);
+  if (ce != cudaSuccess) {
+    release(ch);
+    return fail(ncclUnhandledCudaError, std::string(kWho) + ": device state: " + cudaGetErrorString(ce));
+  }
+  if (ncclResult_t r = epx::linkOpen(req, &ch->link); r != ncclSuccess) {  // collective; releases the link on failure
+    release(ch);
+    return r;
+  }
+  if (const char* v = std::getenv("EPX_DEBUG"); v && *v && *v != '0')
+    std::fprintf(stderr, "epx: rank %d/%d PP channel: max %zu B, %d slots, %d CTAs, window %zu B, GIN contexts %d\n",
+                 ch->link.rank, ch->link.nRanks, size_t(ch->cfg.maxBytes), ch->cfg.slots, ch->cfg.numCtas,
+                 size_t(ch->pl.totalBytes), ch->link.ginContexts);
+  *out = ch;
+  epx::clearLastError();
+  return ncclSuccess;
+}
+
+extern "C" ncclResult_t ncclEpPpChannelDestroy(ncclEpPpChannel_t ch) {
+  if (!ch) return ncclSuccess;
+  cudaSetDevice(ch->link.cudaDev);
+  const cudaError_t ce = cudaDeviceSynchronize();
+  release(ch);
+  if (ce != cudaSuccess)
+    return fail(ncclUnhandledCudaError, std::string("ncclEpPpChannelDestroy: pending work failed: ") + cudaGetErrorString(ce));
+  return ncclSuccess;
+}
+
+extern "C" ncclResult_t ncclEpPpSend(ncclEpPpChannel_t ch, const void* buf, size_t bytes, int peer, cudaStream_t stream) {
+  if (!ch) return fail(ncclInvalidArgument, "ncclEpPpSend: channel is NULL");
+  if (std::string e = epx::checkPpSend(ch->cfg, ch->link.nRanks, buf, bytes, peer); !e.empty())
+    return fail(ncclInvalidArgument, "ncclEpPpSend: " + e);
+  if (ncclResult_t r = checkUsable(ch, "ncclEpPpSend"); r != ncclSuccess) return r;
+  epx::dev::PpArgs a = ch->args(peer);
+  a.src = static_cast<const char*>(buf);
+  a.bytes = bytes;
+  if (cudaError_t ce = epx::dev::launchPpSend(a, ch->cfg.numCtas, stream); ce != cudaSuccess)
+    return fail(ncclUnhandledCudaError, std::string("ncclEpPpSend: launch: ") + cudaGetErrorString(ce));
+  return ncclSuccess;
+}
+
+extern "C" ncclResult_t ncclEpPpRecv(ncclEpPpChannel_t ch, void* buf, size_t capacity, int peer, size_t* recvBytes,
+                                     cudaStream_t stream) {
+  if (!ch) return fail(ncclInvalidArgument, "ncclEpPpRecv: channel is NULL");
+  if (std::string e = epx::checkPpRecv(ch->cfg, ch->link.nRanks, buf, capacity, peer, recvBytes); !e.empty())
+    return fail(ncclInvalidArgument, "ncclEpPpRecv: " + e);
+  if (ncclResult_t r = checkUsable(ch, "ncclEpPpRecv"); r != ncclSuccess) return r;
+  epx::dev::PpArgs a = ch->args(peer);
+  a.dst = static_cast<char*>(buf);
+  a.bytes = capacity;
+  static_assert(sizeof(size_t) == sizeof(uint64_t));
+  a.recvBytes = reinterpret_cast<uint64_t*>(recvBytes);
+  if (cudaError_t ce = epx::dev::launchPpRecv(a, ch->cfg.numCtas, stream); ce != cudaSuccess)
+    return fail(ncclUnhandledCudaError, std::string("ncclEpPpRecv: launch: ") + cudaGetErrorString(ce));
+  return ncclSuccess;
+}
+
+extern "C" ncclResult_t ncclEpPpGetAsyncError(ncclEpPpChannel_t ch, ncclResult_t* asyncError, char* msg, size_t msgLen) {
+  if (!ch || !asyncError) return fail(ncclInvalidArgument, "ncclEpPpGetAsyncError: NULL argument");
+  std::string text;
+  *asyncError = epx::linkAsyncError(ch->link, &text);
+  if (msg && msgLen) std::snprintf(msg, msgLen, "%s", text.c_str());
+  return ncclSuccess;
+}
