@@ -25,4 +25,6 @@ done | sort -u | grep -Ev '/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+
 for f in .devbuild/bin/epx_ep_tests .devbuild/bin/epx-bench .devbuild/bin/plugin_gpu_check .devbuild/lib/libnccl-net-epx.so; do
   [ -e "$f" ] || echo "gpu-bundle: WARNING: $f missing (gpu-run.sh fakenodes/plugin need it)" >&2
 done
+# Debug info stays in the build tree: the device tool carries at most 64 MiB.
+find .devbuild -type f \( -perm -u+x -o -name '*.so*' \) -exec strip --strip-debug {} + 2>/dev/null || true
 du -sh .devbuild
