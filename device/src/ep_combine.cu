@@ -111,6 +111,8 @@ __device__ void putRound(const CombineArgs& a, const Transport& tr, OpSession& s
   const int K = c.topk;
   const uint64_t wire = wireRowBytes(a);
   const uint64_t wOff = inWindow(a, tr, a.topkWeights, c.wl.recvWeights) ? c.wl.recvWeights : c.wl.combineStageW;
+  ses.readyAllGin(tr, kOpCombine, kPhaseCombineReady);
+  if (ses.abort) return;
   for (int s = threadIdx.x; s < c.nRanks; s += kThreads) {
     if (tr.lsa(s)) continue;
     const int ginBase = r.recvGinBase[s], base = r.recvBase[s];
@@ -118,7 +120,6 @@ __device__ void putRound(const CombineArgs& a, const Transport& tr, OpSession& s
     const Share piece{base + (v.begin - ginBase), base + (v.end - ginBase)};
     const int n = piece.end - piece.begin;
     if (n == 0) continue;
-    if (!ses.readyGin(tr, kOpCombine, s, kPhaseCombineReady)) continue;
     const int ctx = dataContextOf(s, c.ginContexts);
     const uint64_t slotRow = uint64_t(c.rank) * c.maxTokens + uint64_t(piece.begin - base);
     if (a.topkWeights)

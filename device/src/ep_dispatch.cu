@@ -133,13 +133,14 @@ __device__ void putRound(const DispatchArgs& a, const Transport& tr, OpSession& 
   const Route& r = a.r;
   const int K = c.topk, T = r.totals->numTokens;
   const RowOffsets recv = RowOffsets::recv(c.wl), stage = RowOffsets::stage(c.wl);
+  ses.readyAllGin(tr, kOpDispatch, kPhaseDispatchReady);
+  if (ses.abort) return;
   for (int d = threadIdx.x; d < c.nRanks; d += kThreads) {
     const int n = r.sendCount[d];
     if (n == 0 || tr.lsa(d)) continue;
     const int lo = rowsBeforeToken(r.chunkRankBase, r.sendCount, c.nRanks, T, tok.begin, d);
     const int hi = rowsBeforeToken(r.chunkRankBase, r.sendCount, c.nRanks, T, tok.end, d);
     if (hi == lo && !lastRound) continue;
-    if (!ses.readyGin(tr, kOpDispatch, d, kPhaseDispatchReady)) continue;
     const int ctx = dataContextOf(d, c.ginContexts);
     const uint64_t dstRow = uint64_t(r.sendBase[d]);
     const uint64_t srcRow = uint64_t(r.stageBase[d]);

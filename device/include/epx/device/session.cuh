@@ -3,7 +3,7 @@
 //                  to us (ready); every CTA waits until every NVLink peer may receive it from us
 //                  (its stores go straight into their windows);
 //   lastToStage()  the last CTA to finish staging a put round's GIN rows (it posts the round's
-//                  puts, after readyGin() for each network peer: staging overlaps that round trip);
+//                  puts, after readyAllGin(): staging overlaps that round trip);
 //   arriveLsa()    after this CTA's stores into NVLink peers' windows: +1 on each such peer's
 //                  arrival word (GIN arrivals travel with the data puts, see protocol.h);
 //   waitArrivals() until every source's data (or "done reading") arrived: NVLink sources when all
@@ -31,6 +31,7 @@ struct GinRows {
 struct OpSession {
   uint32_t seq;
   int abort;
+  int ginReady;  // this CTA has seen every network peer ready (readyAllGin)
 
   __device__ void begin(const Transport& t, int kind, int phase) {
     const Common& c = t.c;
@@ -38,6 +39,7 @@ struct OpSession {
     if (threadIdx.x == 0) {
       seq = reinterpret_cast<volatile uint32_t*>(c.state->opSeq)[kind] + 1;
       abort = 0;
+      ginReady = 0;
     }
     __syncthreads();
     const uint32_t s = seq;
@@ -58,6 +60,22 @@ struct OpSession {
     if (t.wait(readyKind, p, seq, phase)) return true;
     abort = 1;
     return false;
+  }
+
+  // Every thread of the CTA, before the CTA's first puts of this op: every network peer may
+  // receive it from us. The waits are spread over the threads and joined before any put, so the
+  // puts are issued by converged warps, not interleaved with other threads' spinning (see
+  // docs/performance.md, "Put rounds", for the measurement at 8 fake nodes).
+  __device__ void readyAllGin(const Transport& t, int kind, int phase) {
+    if (ginReady) return;
+    const int readyKind = kind == kOpDispatch ? kFlagReadyDispatch : kFlagReadyCombine;
+    bool ok = true;
+    for (int p = threadIdx.x; p < t.c.nRanks; p += blockDim.x)
+      if (!t.lsa(p)) ok = ok && t.wait(readyKind, p, seq, phase);
+    if (!ok) abort = 1;
+    __syncthreads();
+    if (threadIdx.x == 0) ginReady = 1;
+    __syncthreads();
   }
 
   // Called by every CTA after staging its rows of put round `round` for network peers: true in the
