@@ -79,6 +79,7 @@ epx::dev::Common ncclEpGroup::common() const {
   c.ginSignals = ginSignals;
   c.ginFlushCompletion = ginFlushCompletion;
   c.putRounds = putRounds;
+  c.ginReadyAtStart = ginReadyAtStart;
   c.error = errorDev;
   c.timeoutNs = 1000000LL * cfg.timeoutMs;
   c.beacons = beacons.device;
@@ -164,6 +165,7 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
   const bool network = g->lsaSize < g->nRanks;
   g->ginCounters = network ? epx::dev::ginCounterCount(g->nCtas, g->cfg.maxTokensPerRank) : 0;
   if (const char* v = std::getenv("EPX_GIN_COMPLETION"); v && std::string(v) == "flush") g->ginFlushCompletion = 1;
+  if (const char* v = std::getenv("EPX_GIN_READY"); v && std::string(v) == "start") g->ginReadyAtStart = 1;
   if (std::string bad = epx::parsePutRounds(std::getenv("EPX_GIN_PUT_ROUNDS"), g->nRanks - g->lsaSize,
                                                   &g->putRounds); !bad.empty()) {
     releaseGroup(g);

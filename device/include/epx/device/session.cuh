@@ -39,7 +39,7 @@ struct OpSession {
     if (threadIdx.x == 0) {
       seq = reinterpret_cast<volatile uint32_t*>(c.state->opSeq)[kind] + 1;
       abort = 0;
-      ginReady = 0;
+      ginReady = c.ginReadyAtStart;
     }
     __syncthreads();
     const uint32_t s = seq;
@@ -47,7 +47,7 @@ struct OpSession {
       for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x) t.publish(p, readyKind, s);
     bool ok = true;
     for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x)
-      if (t.lsa(p)) ok = ok && t.wait(readyKind, p, s, phase);
+      if (t.lsa(p) || c.ginReadyAtStart) ok = ok && t.wait(readyKind, p, s, phase);
     if (!ok) abort = 1;
     __syncthreads();
     t.mark(kStepReady);
