@@ -4,12 +4,13 @@
 # under $OUT (default ./gpu-logs), one line per step in $OUT/py-summary.txt:
 #   1. smoke     python/tests/gpu_smoke.py, 1 rank (world size 1)
 #   2. example   python/examples/moe_layer.py at 1 rank: expanded/exact, then dedup/capacity
-#   3. fnN       python/tests/gpu_multirank.py as N processes, each its own fake NCCL node on the
+#   3. multirank-1  python/tests/gpu_multirank.py at 1 rank (graph capture, events, zero-copy, ...)
+#   4. fnN       python/tests/gpu_multirank.py as N processes, each its own fake NCCL node on the
 #                one GPU (scripts/fake-nodes.sh: NCCL_HOSTID per process, NCCL_NET_PLUGIN =
 #                .devbuild/lib/libnccl-net-epx.so, MPS, CUDA_DEVICE_MAX_CONNECTIONS, EAGER loading);
 #                per-rank logs in $OUT/py-fnN/
 #
-#   scripts/gpu-py.sh [N fake nodes (default 2)] [steps (default "smoke example fn")]
+#   scripts/gpu-py.sh [N fake nodes (default 2)] [steps (default "smoke example multirank1 fn")]
 #
 # EPX_PYTHON: the interpreter (default /opt/torch/.venv/bin/python3). EPX_PACK_LOGS=1 packs the
 # logs into $OUT/py-logs.tgz at exit (the device tool brings back few files). Exit status: 0 when
@@ -17,7 +18,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
-n=${1:-2}; steps=${2:-"smoke example fn"}
+n=${1:-2}; steps=${2:-"smoke example multirank1 fn"}
 PY=${EPX_PYTHON:-/opt/torch/.venv/bin/python3}
 PIPNCCL=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib
 pack_logs() {
@@ -51,12 +52,13 @@ for s in $steps; do
     example)
       step example-1rank 180 "$PY" python/examples/moe_layer.py
       step example-1rank-dedup-capacity 180 "$PY" python/examples/moe_layer.py --layout dedup --mode capacity ;;
+    multirank1) step multirank-1rank 300 "$PY" python/tests/gpu_multirank.py ;;
     fn) rm -rf "$OUT/py-fn$n"
         step "fn$n" 420 scripts/fake-nodes.sh -n "$n" -t 360 -l "$OUT/py-fn$n" -- "$PY" python/tests/gpu_multirank.py
         for f in "$OUT/py-fn$n"/rank*.log; do
           [ -e "$f" ] && { echo "== $f"; grep -E "PASS|FAIL|ALL PASSED|refused|borrowed|Error" "$f" | head -40; }
         done ;;
-    *) echo "gpu-py: unknown step '$s' (smoke, example, fn)" | tee -a "$summary"; failed=1 ;;
+    *) echo "gpu-py: unknown step '$s' (smoke, example, multirank1, fn)" | tee -a "$summary"; failed=1 ;;
   esac
 done
 echo "gpu-py: $([ $failed = 0 ] && echo "ALL STEPS PASSED" || echo "SOME STEPS FAILED")" | tee -a "$summary"

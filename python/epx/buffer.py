@@ -12,6 +12,8 @@ from typing import Any, List
 
 from . import _abi, _checks, _comm, _lib
 from ._errors import EpAsyncError
+from .event import EventOverlap, as_cuda_event
+from .window import group_buffers
 
 _LAYOUTS = {"expanded": _abi.ncclEpLayoutExpanded, "dedup": _abi.ncclEpLayoutDeduplicated,
             "deduplicated": _abi.ncclEpLayoutDeduplicated}
@@ -77,6 +79,25 @@ class DispatchOutput:
     expert_offsets: Any
     num_recv_rows: Any
     handle: "Handle"
+    event: Any = None  # EventOverlap with async_finish=True, else None
+
+
+class CombineOutput(tuple):
+    """What Buffer.combine returns: unpacks as (out, combined_topk_weights); .event is the
+    EventOverlap of an async_finish=True call (else None)."""
+
+    def __new__(cls, out, combined_topk_weights, event=None):
+        self = super().__new__(cls, (out, combined_topk_weights))
+        self.event = event
+        return self
+
+    @property
+    def out(self):
+        return self[0]
+
+    @property
+    def combined_topk_weights(self):
+        return self[1]
 
 
 class Handle:
@@ -167,6 +188,9 @@ class Buffer:
         self._pool = {}
         self._live = weakref.WeakSet()  # Handles holding a native handle
         self._reported_async = None
+        self._comm_stream = None
+        self._side_event = None  # completion of the last call issued on comm_stream
+        self._buffers = None
         cfg = _make_config(max_tokens_per_rank, hidden, num_experts, topk, fp8, sm_budget, timeout_ms,
                            exact_combine, algorithm)
         if group is None:
@@ -233,6 +257,7 @@ class Buffer:
             for p in ptrs:
                 lib.ncclEpHandleDestroy(p)
         self._pool = {}
+        self._buffers = None
         if self._group_ptr:
             g, self._group_ptr = self._group_ptr, None
             _lib.check(lib.ncclEpGroupDestroy(g))
@@ -291,6 +316,55 @@ class Buffer:
             raise TypeError("alignment must be an int, got %r" % (alignment,))
         return Handle(self, layout, mode, alignment, zero_gaps, exact_combine)
 
+    # --- streams ----------------------------------------------------------------------------------
+    @property
+    def comm_stream(self):
+        """The Buffer's own CUDA stream (torch.cuda.Stream), on which calls with async_finish=True or
+        previous_event=... run; created at first use."""
+        if self._comm_stream is None:
+            import torch  # noqa: PLC0415
+            self._comm_stream = torch.cuda.Stream(device=self.device)
+        return self._comm_stream
+
+    def _begin(self, torch, previous_event, async_finish):
+        """(current stream, launch stream, side). Side (async_finish or previous_event): launch on
+        comm_stream after previous_event, else after everything issued on the current stream. Not
+        side: the current stream, after the last side call (the group's calls stay stream-ordered)."""
+        cur = torch.cuda.current_stream(self.device)
+        capturing = bool(torch.cuda.is_current_stream_capturing())
+        if previous_event is None and not async_finish:
+            if self._side_event is not None:
+                ev, captured = self._side_event
+                if captured == capturing:  # an event of the other capture state cannot be waited for
+                    cur.wait_event(ev)
+                self._side_event = None
+            return cur, cur, False
+        ev = as_cuda_event(previous_event) if previous_event is not None else None
+        s = self.comm_stream
+        if ev is not None:
+            s.wait_event(ev)
+        else:
+            s.wait_stream(cur)
+        return cur, s, True
+
+    def _finish(self, torch, cur, s, side, async_finish, tensors):
+        """After a call: nothing for the current stream; on comm_stream mark the tensors as used
+        there, record the completion, and return it (async_finish) or make the current stream wait."""
+        if not side:
+            return None
+        capturing = bool(torch.cuda.is_current_stream_capturing())
+        if not capturing:  # a graph's memory pool keeps its tensors for the graph's lifetime
+            for t in tensors:
+                if t is not None:
+                    t.record_stream(s)
+        ev = torch.cuda.Event()
+        ev.record(s)
+        self._side_event = (ev, capturing)
+        if async_finish:
+            return EventOverlap(ev, tensors)
+        cur.wait_event(ev)
+        return None
+
     # --- errors -----------------------------------------------------------------------------------
     def get_async_error(self):
         """(code, message) of the group's device-side error; code 0 when none. Does not synchronize."""
@@ -328,13 +402,15 @@ class Buffer:
             x_scales: FP8 only, [T, hidden/128] torch.float32.
             handle: reuse this Handle (its native route slot) instead of a pooled one.
             return_src_info: also return recv_src_info [R, 2] int32.
+            previous_event: start after this epx.EventOverlap / torch.cuda.Event (on comm_stream)
+                instead of after the current stream's work.
+            async_finish: run on comm_stream and return at once with .event (an EventOverlap): call
+                d.event.current_stream_wait() before using the outputs on the current stream.
+            zero_copy: dedup layout only: receive into the group's window (get_buffers()) instead of
+                new tensors; the rows stay valid until the group's next dispatch returns.
         Returns:
-            DispatchOutput (see its docstring), with .handle for combine.
+            DispatchOutput (see its docstring), with .handle for combine and .event.
         """
-        if previous_event is not None or async_finish:
-            _not_yet("event-based overlap (previous_event / async_finish)")
-        if zero_copy:
-            _not_yet("zero-copy dispatch into the group's window (ncclEpGroupGetBuffers)")
         import torch  # noqa: PLC0415
 
         self.check_async_error()
@@ -362,9 +438,12 @@ class Buffer:
         x, x_scales, t, x_type, idx_type = _checks.check_dispatch_args(
             x, x_scales, idx_for_check, topk_weights, hidden=self.hidden, topk=self.topk,
             max_tokens=self.max_tokens_per_rank, fp8_enabled=self.fp8, device=self.device)
+        if zero_copy and handle.expanded:
+            raise ValueError("zero_copy=True needs the dedup layout (the group's window holds deduplicated rows)")
         lib = _lib.lib()
         hp = handle._native()
-        stream = torch.cuda.current_stream(self.device).cuda_stream
+        cur, launch, side = self._begin(torch, previous_event, async_finish)
+        stream = launch.cuda_stream
         if not cached:
             routing = _abi.ncclEpRouting_t(_ptr(topk_idx), idx_type, t)
             _lib.check(lib.ncclEpDispatchLayout(hp, C.byref(routing), C.c_void_p(stream)))
@@ -382,14 +461,23 @@ class Buffer:
         ra = max(r, 1)  # libepx needs non-NULL outputs even for 0 rows
         dev = self.device
         le = self.num_local_experts
-        recv_x = torch.empty((ra, self.hidden), dtype=x.dtype, device=dev)
-        recv_scales = (torch.empty((ra, self.hidden // 128), dtype=torch.float32, device=dev)
-                       if x_type == _abi.ncclFloat8e4m3 else None)
-        recv_w = None
-        if topk_weights is not None:
-            recv_w = torch.empty((ra,) if handle.expanded else (ra, self.topk), dtype=torch.float32, device=dev)
-        recv_idx = None if handle.expanded else torch.empty((ra, self.topk), dtype=torch.int32, device=dev)
-        src_info = torch.empty((ra, 2), dtype=torch.int32, device=dev) if return_src_info else None
+        is_fp8 = x_type == _abi.ncclFloat8e4m3
+        if zero_copy:
+            win = self.get_buffers()
+            ra = win.rows
+            recv_x = win.recv_x_fp8 if is_fp8 else win.recv_x
+            recv_scales = win.recv_x_scales if is_fp8 else None
+            recv_w = win.recv_topk_weights if topk_weights is not None else None
+            recv_idx = win.recv_topk_idx
+            src_info = win.recv_src_info if return_src_info else None
+        else:
+            recv_x = torch.empty((ra, self.hidden), dtype=x.dtype, device=dev)
+            recv_scales = torch.empty((ra, self.hidden // 128), dtype=torch.float32, device=dev) if is_fp8 else None
+            recv_w = None
+            if topk_weights is not None:
+                recv_w = torch.empty((ra,) if handle.expanded else (ra, self.topk), dtype=torch.float32, device=dev)
+            recv_idx = None if handle.expanded else torch.empty((ra, self.topk), dtype=torch.int32, device=dev)
+            src_info = torch.empty((ra, 2), dtype=torch.int32, device=dev) if return_src_info else None
         small = torch.empty((2 * le + 2,), dtype=torch.int32, device=dev)
         counts_t, offsets_t, nrows_t = small[:le], small[le:2 * le + 1], small[2 * le + 1:]
         din = _abi.ncclEpDispatchInputs_t(_ptr(x), x_type, _ptr(x_scales), _ptr(topk_weights), self.hidden)
@@ -399,12 +487,15 @@ class Buffer:
         handle.dispatched = True
         if not cached:
             handle._keep = (topk_idx,)  # the capacity-mode layout reads it on the device
+        event = self._finish(torch, cur, launch, side, async_finish,
+                             (x, x_scales, topk_idx, topk_weights, recv_x, recv_scales, recv_w, recv_idx,
+                              src_info, small))
 
         def cut(t_):
             return None if t_ is None else t_[:r]
 
         return DispatchOutput(cut(recv_x), cut(recv_scales), cut(recv_idx), cut(recv_w), cut(src_info),
-                              counts_t, offsets_t, nrows_t, handle)
+                              counts_t, offsets_t, nrows_t, handle, event)
 
     def combine(self, handle, x, bias=None, topk_weights=None, out=None, previous_event=None,
                 async_finish=False):
@@ -418,12 +509,13 @@ class Buffer:
             topk_weights: optional float32 (expanded [R], dedup [R, topk]) weights of the rows; then
                 combined_topk_weights [T, topk] is returned (the backward of the dispatched weights).
             out: optional preallocated [T, hidden] bfloat16 output.
+            previous_event, async_finish: as for dispatch (comm_stream; .event of the result).
+            Zero-copy (dedup layout): x = get_buffers().combine_x[:R] with the expert outputs written
+            there; every rank must do so for the same call, or none.
         Returns:
-            (out [T, hidden] bfloat16, combined_topk_weights [T, topk] float32 or None), T = the
-            route's number of tokens.
+            CombineOutput: unpacks as (out [T, hidden] bfloat16, combined_topk_weights [T, topk]
+            float32 or None), T = the route's number of tokens; .event with async_finish=True.
         """
-        if previous_event is not None or async_finish:
-            _not_yet("event-based overlap (previous_event / async_finish)")
         import torch  # noqa: PLC0415
 
         if not isinstance(handle, Handle) or handle.buffer is not self:
@@ -441,6 +533,9 @@ class Buffer:
         else:
             _checks.check_tensor("out", out, (t, self.hidden), (_checks.BF16,), 16, dev)
             out_full = out
+        if handle.expanded and self._buffers is not None and int(x.data_ptr()) == self._buffers.ptrs.combineX:
+            raise ValueError("combine: the expanded layout cannot take get_buffers().combine_x as input "
+                             "(libepx stages rows for network peers there); use it with the dedup layout")
         cw = torch.empty((t, self.topk), dtype=torch.float32, device=dev) if topk_weights is not None else None
         xr = int(x.shape[0])
         if xr == 0:  # libepx needs a non-NULL x even for 0 rows
@@ -449,13 +544,24 @@ class Buffer:
         cin = _abi.ncclEpCombineInputs_t(_ptr(x), _abi.ncclBfloat16, _ptr(biases[0]), _ptr(biases[1]),
                                          _ptr(topk_weights), xr, self.hidden)
         cout = _abi.ncclEpCombineOutputs_t(_ptr(out_full) if t > 0 else None, _ptr(cw) if t > 0 else None, t)
-        stream = torch.cuda.current_stream(dev).cuda_stream
-        _lib.check(_lib.lib().ncclEpCombine(handle._native(), C.byref(cin), C.byref(cout), C.c_void_p(stream)))
-        return out, cw
+        cur, launch, side = self._begin(torch, previous_event, async_finish)
+        _lib.check(_lib.lib().ncclEpCombine(handle._native(), C.byref(cin), C.byref(cout),
+                                            C.c_void_p(launch.cuda_stream)))
+        event = self._finish(torch, cur, launch, side, async_finish,
+                             (x, biases[0], biases[1], topk_weights, out_full, cw))
+        return CombineOutput(out, cw, event)
 
     def get_buffers(self):
-        """The group's zero-copy receive buffers. Not implemented in this first cut."""
-        _not_yet("zero-copy buffers (ncclEpGroupGetBuffers as torch tensors)")
+        """The group's receive and combine buffers in its window as torch tensors, without a copy
+        (ncclEpGroupGetBuffers; epx.window.GroupBuffers: recv_x, recv_x_fp8, recv_x_scales,
+        recv_topk_idx, recv_topk_weights, recv_src_info, combine_x, rows = num_ranks *
+        max_tokens_per_rank). Valid while the Buffer lives (destroy() frees the memory)."""
+        if self._buffers is None:
+            import torch  # noqa: PLC0415
+            b = _abi.ncclEpBuffers_t()
+            _lib.check(_lib.lib().ncclEpGroupGetBuffers(self._native(), C.byref(b)))
+            self._buffers = group_buffers(torch, b, self.hidden, self.topk, self.fp8, self.device, None)
+        return self._buffers
 
     def low_latency_dispatch(self, *args, **kwargs):
         _not_yet("the low-latency mode (libepx has it in ep_ll.h; not wrapped in Python yet)")
@@ -480,4 +586,4 @@ class _FakeIdx:
         return 0
 
 
-__all__: List[str] = ["Buffer", "Handle", "DispatchOutput"]
+__all__: List[str] = ["Buffer", "Handle", "DispatchOutput", "CombineOutput"]

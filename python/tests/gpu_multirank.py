@@ -7,8 +7,11 @@ scripts/fake-nodes.sh, its own fake NCCL node on one GPU, so epx reaches its pee
 
 Every rank makes every rank's inputs from the same seeds, so each can compute what it must receive
 and what its combine must return. Cases: dispatch/combine for both layouts and both modes (counts,
-offsets, rows, weights, source info, gaps), FP8, combined weights, the MoE example against its
-single-GPU reference, and a configuration that differs between ranks (EpError on every rank).
+offsets, rows, weights, source info, gaps), FP8, combined weights; capacity mode captured in
+torch.cuda.graph and replayed with new routing (also with async_finish events inside the capture);
+async_finish / previous_event overlap; zero-copy dispatch and in-place combine (get_buffers); the
+MoE example against its single-GPU reference; a configuration that differs between ranks (EpError
+on every rank). Runs at 1 rank too (world size 1 without a launcher).
 Each case does all its collective calls first and checks afterwards, so a failed check on one rank
 does not leave the others waiting. Prints PASS/FAIL per case and rank; exit 1 if any failed.
 NOT RUN ON A GPU YET (written 2026-12-02 without a GPU or torch on the machine).
@@ -121,9 +124,7 @@ def expanded(mode, alignment, zero_gaps=False):
         gap = torch.ones(eoffsets[-1], dtype=torch.bool, device="cuda")
         gap[v] = False
         assert torch.all(d.recv_x[:eoffsets[-1]][gap] == 0), "gap rows not zeroed"
-    c = torch.tensor([scale(e) for e in range(E)], device="cuda")
-    ref = (x.float()[:, None, :] * (w * c[idx.clamp(min=0)] * (idx >= 0))[:, :, None]).sum(dim=1)
-    torch.testing.assert_close(out.float(), ref, rtol=2e-2, atol=5e-2)
+    torch.testing.assert_close(out.float(), expanded_ref(x, idx, w), rtol=2e-2, atol=5e-2)
 
 
 def dedup(mode, fp8=False):
@@ -141,40 +142,166 @@ def dedup(mode, fp8=False):
         n = int(d.num_recv_rows.item())
         y = torch.zeros((d.recv_x.shape[0], H), dtype=torch.bfloat16, device="cuda")
         if not fp8:
-            y[:n] = (d.recv_x[:n].float() * (RANK + 1) / SIZE).bfloat16()
+            y[:n] = dedup_expert(d.recv_x[:n])
         out, cw = buf.combine(d.handle, y, topk_weights=d.recv_topk_weights)
         torch.cuda.synchronize()
+    if mode == "exact":
+        assert d.handle.num_rows == n
+    if fp8:
+        ex, _, _, _, esc = expected_dedup(data, scales_seed=99)
+        assert n == len(ex), (n, len(ex))
+        assert torch.equal(d.recv_x[:n].view(torch.uint8), ex.to(torch.float8_e4m3fn).view(torch.uint8))
+        assert torch.equal(d.recv_x_scales[:n], esc)
+        return
+    check_dedup_rows(d.recv_x, d.recv_topk_idx, d.recv_topk_weights, d.recv_src_info, n, data)
+    check_dedup_out(out, x, idx)
+    assert torch.equal(cw, torch.where(idx >= 0, w, torch.zeros_like(w))), "combined_topk_weights"
+
+
+def expected_dedup(data, scales_seed=None):
+    """What this rank receives in the dedup layout: rows (x, local ids, weights, src info, scales)
+    of every (source token with an expert here), in (source rank, token) order."""
     lo = RANK * LE
     ex, eidx, ew, esrc, esc = [], [], [], [], []
     for s, (xs, idxs, ws) in enumerate(data):
         mine = (idxs >= lo) & (idxs < lo + LE)
         sent = mine.any(dim=1)
+        tok = sent.nonzero()[:, 0]
         ex.append(xs[sent])
         eidx.append(torch.where(mine, idxs - lo, -1)[sent].to(torch.int32))
         ew.append(ws[sent])
-        esrc.append(torch.stack([torch.full_like(sent.nonzero()[:, 0], s), sent.nonzero()[:, 0]], dim=1))
-        gs = torch.Generator(device="cuda").manual_seed(99 + s)
-        esc.append((torch.rand((len(xs), H // 128), generator=gs, device="cuda") + 0.5)[sent])
-    ex = torch.cat(ex)
+        esrc.append(torch.stack([torch.full_like(tok, s), tok], dim=1).to(torch.int32))
+        if scales_seed is not None:
+            gs = torch.Generator(device="cuda").manual_seed(scales_seed + s)
+            esc.append((torch.rand((len(xs), H // 128), generator=gs, device="cuda") + 0.5)[sent])
+    return (torch.cat(ex), torch.cat(eidx), torch.cat(ew), torch.cat(esrc),
+            torch.cat(esc) if esc else None)
+
+
+def check_dedup_rows(recv_x, recv_idx, recv_w, recv_src, n, data):
+    ex, eidx, ew, esrc, _ = expected_dedup(data)
     assert n == len(ex), (n, len(ex))
-    if mode == "exact":
-        assert d.handle.num_rows == n
-    if fp8:
-        assert torch.equal(d.recv_x[:n].view(torch.uint8), ex.to(torch.float8_e4m3fn).view(torch.uint8))
-        assert torch.equal(d.recv_x_scales[:n], torch.cat(esc))
-        return
-    assert torch.equal(d.recv_x[:n], ex), "received rows"
-    eidx = torch.cat(eidx)
-    assert torch.equal(d.recv_topk_idx[:n], eidx), "received local expert ids"
-    assert torch.equal(d.recv_topk_weights[:n][eidx >= 0], torch.cat(ew)[eidx >= 0]), "received weights"
-    assert torch.equal(d.recv_src_info[:n], torch.cat(esrc).to(torch.int32)), "source info"
-    # out[t] = sum over the ranks d holding one of t's experts of x[t] * (d + 1) / SIZE
+    assert torch.equal(recv_x[:n], ex), "received rows"
+    assert torch.equal(recv_idx[:n], eidx), "received local expert ids"
+    assert torch.equal(recv_w[:n][eidx >= 0], ew[eidx >= 0]), "received weights"
+    if recv_src is not None:
+        assert torch.equal(recv_src[:n], esrc), "source info"
+
+
+def dedup_expert(recv_x):
+    """The dedup cases' "expert": every row times (this rank + 1) / SIZE."""
+    return (recv_x.float() * (RANK + 1) / SIZE).bfloat16()
+
+
+def check_dedup_out(out, x, idx):
+    """out[t] = sum over the ranks r holding one of t's experts of x[t] * (r + 1) / SIZE."""
     owner = torch.where(idx >= 0, idx // LE, -1)
     f = torch.zeros(len(x), device="cuda")
     for r in range(SIZE):
         f += (owner == r).any(dim=1).float() * (r + 1) / SIZE
     torch.testing.assert_close(out.float(), x.float() * f[:, None], rtol=2e-2, atol=5e-2)
-    assert torch.equal(cw, torch.where(idx >= 0, w, torch.zeros_like(w))), "combined_topk_weights"
+
+
+def local_scales():
+    """scale() of this rank's experts on the device (made outside any capture: no H2D copy there)."""
+    return torch.tensor([scale(RANK * LE + e) for e in range(LE)], device="cuda")
+
+
+def expanded_expert(d, scales):
+    """The expanded cases' "expert" without a host sync (capturable): row of local expert j times
+    its gate weight times scale(global expert); rows past the valid count give garbage, unread."""
+    rows = torch.arange(d.recv_x.shape[0], device="cuda", dtype=torch.int32)
+    j = torch.searchsorted(d.expert_offsets[1:], rows, right=True).clamp(max=LE - 1)
+    return (d.recv_x.float() * (d.recv_topk_weights * scales[j])[:, None]).bfloat16()
+
+
+def expanded_ref(x, idx, w):
+    c = torch.tensor([scale(e) for e in range(E)], device="cuda")
+    return (x.float()[:, None, :] * (w * c[idx.clamp(min=0)] * (idx >= 0))[:, :, None]).sum(dim=1)
+
+
+def graph(layout, overlap=False):
+    """Capacity mode inside torch.cuda.graph: capture dispatch -> expert -> combine once, replay it
+    with new routing and tokens written into the same input tensors, compare every replay."""
+    rounds = [inputs(31 + i) for i in range(4)]
+    xs, idxs, ws = (t.clone() for t in rounds[0][RANK])
+    scales = local_scales()
+    with buffer() as buf:
+        h = buf.create_handle(layout=layout, mode="capacity", alignment=8 if layout == "expanded" else 1)
+
+        def step():
+            d = buf.dispatch(xs, idxs, ws, handle=h, async_finish=overlap)
+            if overlap:
+                d.event.current_stream_wait()
+            y = expanded_expert(d, scales) if layout == "expanded" else dedup_expert(d.recv_x)
+            res = buf.combine(h, y, async_finish=overlap)
+            if overlap:
+                res.event.current_stream_wait()
+            return res.out
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up outside the capture (also creates comm_stream)
+            step()
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, capture_error_mode="thread_local"):
+            out_s = step()
+        outs = []
+        for x, idx, w in (r[RANK] for r in rounds[1:]):
+            xs.copy_(x)
+            idxs.copy_(idx)
+            ws.copy_(w)
+            g.replay()
+            torch.cuda.synchronize()
+            outs.append(out_s.clone())
+        del g
+    for i, (x, idx, w) in enumerate(r[RANK] for r in rounds[1:]):
+        if layout == "expanded":
+            torch.testing.assert_close(outs[i].float(), expanded_ref(x, idx, w), rtol=2e-2, atol=5e-2,
+                                       msg=lambda m, i=i: "replay %d: %s" % (i, m))
+        else:
+            check_dedup_out(outs[i], x, idx)
+
+
+def overlap():
+    """async_finish / previous_event: dispatch and combine on the Buffer's comm_stream while the
+    current stream does other work; results as without overlap."""
+    data = inputs(41)
+    x, idx, w = data[RANK]
+    with buffer() as buf:
+        prev = epx.EventOverlap.capture()
+        d = buf.dispatch(x, idx, w, layout="dedup", async_finish=True, previous_event=prev)
+        z = torch.randn((2048, 2048), device="cuda")
+        for _ in range(4):
+            z = z @ z / 2048  # unrelated work on the current stream meanwhile
+        d.event.current_stream_wait()
+        n = d.handle.num_rows
+        y = dedup_expert(d.recv_x)
+        res = buf.combine(d.handle, y, async_finish=True)
+        res.event.current_stream_wait()
+        torch.cuda.synchronize()
+        check_dedup_rows(d.recv_x, d.recv_topk_idx, d.recv_topk_weights, None, n, data)
+        check_dedup_out(res.out, x, idx)
+
+
+def zero_copy():
+    """Dedup dispatch into the group's window (get_buffers) and in-place combine from combine_x."""
+    data = inputs(53)
+    x, idx, w = data[RANK]
+    with buffer() as buf:
+        win = buf.get_buffers()
+        d = buf.dispatch(x, idx, w, layout="dedup", zero_copy=True, return_src_info=True)
+        n = d.handle.num_rows
+        got = [t.clone() for t in (d.recv_x, d.recv_topk_idx, d.recv_topk_weights, d.recv_src_info)]
+        same = d.recv_x.data_ptr() == win.recv_x.data_ptr()
+        win.combine_x[:n] = dedup_expert(d.recv_x[:n])
+        out, _ = buf.combine(d.handle, win.combine_x)  # every rank combines in place
+        torch.cuda.synchronize()
+    assert same, "zero-copy dispatch did not receive into the window"
+    check_dedup_rows(got[0], got[1], got[2], got[3], n, data)
+    check_dedup_out(out, x, idx)
 
 
 def moe_example(layout, mode):
@@ -212,6 +339,11 @@ def main():
     case(dedup, "exact")
     case(dedup, "capacity")
     case(dedup, "exact", True)
+    case(graph, "expanded")
+    case(graph, "dedup")
+    case(graph, "dedup", True)
+    case(overlap)
+    case(zero_copy)
     case(moe_example, "expanded", "exact")
     case(moe_example, "dedup", "capacity")
     case(config_mismatch)

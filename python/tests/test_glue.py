@@ -18,7 +18,9 @@ from epx import _abi, _lib  # noqa: E402
 
 STREAM = 0xABC0
 COMM = 0x5000
-ITEMSIZE = {"bfloat16": 2, "float8_e4m3fn": 1, "float32": 4, "int32": 4, "int64": 8}
+COMM_STREAM = 0xC0FFEE
+ITEMSIZE = {"bfloat16": 2, "float8_e4m3fn": 1, "float32": 4, "int32": 4, "int64": 8, "uint8": 1}
+LOG = []  # stream/event operations of the fake torch, in order
 
 
 # --- fake torch --------------------------------------------------------------------------------
@@ -60,6 +62,26 @@ class Tensor:
     def data_ptr(self):
         return self._ptr
 
+    def element_size(self):
+        return ITEMSIZE[self.dtype.name]
+
+    def numel(self):
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def view(self, what):
+        if isinstance(what, Dtype):
+            last = self.shape[-1] * ITEMSIZE[self.dtype.name] // ITEMSIZE[what.name]
+            return Tensor(self.shape[:-1] + (last,), what, self._ptr)
+        t = Tensor(tuple(what), self.dtype, self._ptr)
+        assert t.numel() == self.numel(), (what, self.shape)
+        return t
+
+    def record_stream(self, stream):
+        LOG.append(("record_stream", self._ptr, stream.cuda_stream))
+
     def __getitem__(self, sl):
         assert isinstance(sl, slice) and sl.step is None
         start, stop, _ = sl.indices(self.shape[0])
@@ -67,6 +89,37 @@ class Tensor:
         for s in self.shape[1:]:
             row *= s
         return Tensor((max(stop - start, 0),) + self.shape[1:], self.dtype, self._ptr + start * row)
+
+
+class Stream:
+    def __init__(self, handle):
+        self.cuda_stream = handle
+
+    def wait_event(self, ev):
+        LOG.append(("wait_event", self.cuda_stream, ev.id))
+
+    def wait_stream(self, other):
+        LOG.append(("wait_stream", self.cuda_stream, other.cuda_stream))
+
+    def synchronize(self):
+        pass
+
+
+class Event:
+    _next = 1
+
+    def __init__(self):
+        self.id = Event._next
+        Event._next += 1
+
+    def record(self, stream):
+        LOG.append(("record", self.id, stream.cuda_stream))
+
+    def query(self):
+        return True
+
+    def synchronize(self):
+        LOG.append(("synchronize", self.id))
 
 
 def make_fake_torch(comm_ptr=COMM):
@@ -81,8 +134,18 @@ def make_fake_torch(comm_ptr=COMM):
 
     torch.empty = empty
     torch.zeros = lambda *shape, device=None, dtype=None: Tensor(shape, dtype or torch.float32)
-    stream = types.SimpleNamespace(cuda_stream=STREAM, synchronize=lambda: None)
-    torch.cuda = types.SimpleNamespace(current_device=lambda: 0, current_stream=lambda device=None: stream)
+    stream = Stream(STREAM)
+    state = types.SimpleNamespace(capturing=False)
+    torch.cuda = types.SimpleNamespace(current_device=lambda: 0, current_stream=lambda device=None: stream,
+                                       Stream=lambda device=None: Stream(COMM_STREAM), Event=Event,
+                                       is_current_stream_capturing=lambda: state.capturing, state=state)
+
+    def as_tensor(obj, device=None):
+        cai = obj.__cuda_array_interface__
+        assert cai["typestr"] == "|u1" and cai["version"] == 2 and cai["strides"] is None
+        return Tensor(cai["shape"], torch.uint8, cai["data"][0])
+
+    torch.as_tensor = as_tensor
 
     dist = types.ModuleType("torch.distributed")
     backend = types.SimpleNamespace(_comm_ptr=comm_ptr if callable(comm_ptr) else (lambda: comm_ptr))
@@ -108,6 +171,8 @@ class FakeLib:
         self.async_msg = b""
         self.next_handle = 0x9000
         self.counts = (C.c_int * 4)(3, 0, 2, 2)
+        self.window = dict(recvX=0x800000, recvScales=0x900000, recvTopkIdx=0xA00000, recvTopkWeights=0xB00000,
+                           recvSrcInfo=0xC00000, combineX=0xD00000, rows=32)
         for name in ("ncclEpGroupDestroy", "ncclEpHandleDestroy"):
             setattr(self, name, self._rec(name))
 
@@ -154,6 +219,12 @@ class FakeLib:
         c = out._obj
         c.numRows, c.numTokens, c.numLocalExperts = 7, 5, 4
         c.expertCounts = C.cast(self.counts, C.POINTER(C.c_int))
+        return 0
+
+    def ncclEpGroupGetBuffers(self, g, out):
+        self.calls.append(("ncclEpGroupGetBuffers", (g,)))
+        for k, v in self.window.items():
+            setattr(out._obj, k, v)
         return 0
 
     def ncclEpDispatchLayout(self, h, routing, stream):
@@ -203,6 +274,7 @@ class GlueTest(unittest.TestCase):
         sys.modules["torch"] = self.torch
         sys.modules["torch.distributed"] = self.dist
         self.saved_lib, self.saved_nccl = _lib._lib, _lib._nccl
+        del LOG[:]
         self.lib = FakeLib()
         self.nccl = FakeNccl()
         _lib._lib, _lib._nccl = self.lib, self.nccl
@@ -393,10 +465,7 @@ class TestBufferGlue(GlueTest):
 
     def test_not_implemented(self):
         buf = self.buffer()
-        for kw in ({"async_finish": True}, {"previous_event": object()}, {"zero_copy": True}):
-            with self.assertRaises(NotImplementedError):
-                buf.dispatch(*self.inputs(), **kw)
-        for f in (buf.get_buffers, buf.low_latency_dispatch, buf.low_latency_combine):
+        for f in (buf.low_latency_dispatch, buf.low_latency_combine):
             with self.assertRaises(NotImplementedError):
                 f()
         with self.assertRaises(NotImplementedError):
