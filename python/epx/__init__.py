@@ -17,6 +17,7 @@ from . import _abi as abi
 from ._errors import EpAsyncError, EpError, LibraryNotFoundError
 from .buffer import Buffer, CombineOutput, DispatchOutput, Handle
 from .event import EventOverlap
+from .low_latency import LowLatencyDispatchOutput, LowLatencyHandle, LowLatencyRecvHook
 from .window import GroupBuffers
 
 __version__ = "0.1.0"
@@ -35,5 +36,6 @@ def get_last_error():
     return _lib.last_error()
 
 
-__all__ = ["Buffer", "Handle", "DispatchOutput", "CombineOutput", "EventOverlap", "GroupBuffers", "EpError", "EpAsyncError", "LibraryNotFoundError",
+__all__ = ["Buffer", "Handle", "DispatchOutput", "CombineOutput", "EventOverlap", "GroupBuffers",
+           "LowLatencyHandle", "LowLatencyDispatchOutput", "LowLatencyRecvHook", "EpError", "EpAsyncError", "LibraryNotFoundError",
            "library_path", "get_last_error", "abi", "EPX_VERSION_CODE", "__version__"]

@@ -13,17 +13,14 @@ from typing import Any, List
 from . import _abi, _checks, _comm, _lib
 from ._errors import EpAsyncError
 from .event import EventOverlap, as_cuda_event
-from .window import group_buffers
+from .window import group_buffers, window_tensor
+from . import low_latency as _ll
 
 _LAYOUTS = {"expanded": _abi.ncclEpLayoutExpanded, "dedup": _abi.ncclEpLayoutDeduplicated,
             "deduplicated": _abi.ncclEpLayoutDeduplicated}
 _MODES = {"exact": _abi.ncclEpModeExact, "capacity": _abi.ncclEpModeCapacity}
 _ALGOS = {"auto": _abi.ncclEpAlgoAuto, "high_throughput": _abi.ncclEpAlgoHighThroughput,
           "low_latency": _abi.ncclEpAlgoLowLatency}
-
-
-def _not_yet(what):
-    raise NotImplementedError("epx (Python, first cut): %s is not implemented yet; see python/README.md" % what)
 
 
 def _ptr(t):
@@ -34,8 +31,6 @@ def _make_config(max_tokens_per_rank, hidden, num_experts, topk, fp8, sm_budget,
                  algorithm):
     if algorithm not in _ALGOS:
         raise ValueError("algorithm must be one of %s, got %r" % (sorted(_ALGOS), algorithm))
-    if algorithm == "low_latency":
-        _not_yet("the low-latency algorithm (libepx has it in ep_ll.h; not wrapped in Python yet)")
     cfg = _abi.config_initializer()
     for name, v in (("max_tokens_per_rank", max_tokens_per_rank), ("hidden", hidden),
                     ("num_experts", num_experts), ("topk", topk), ("sm_budget", sm_budget),
@@ -191,6 +186,9 @@ class Buffer:
         self._comm_stream = None
         self._side_event = None  # completion of the last call issued on comm_stream
         self._buffers = None
+        self._live_ll = weakref.WeakSet()  # LowLatencyHandles
+        self._ll_default = None
+        self.low_latency_shape = None
         cfg = _make_config(max_tokens_per_rank, hidden, num_experts, topk, fp8, sm_budget, timeout_ms,
                            exact_combine, algorithm)
         if group is None:
@@ -212,6 +210,7 @@ class Buffer:
         self.topk = topk
         self.fp8 = bool(fp8)
         self.exact_combine = bool(exact_combine)
+        self.algorithm = algorithm
         self.num_local_experts = num_experts // self.num_ranks if self.num_ranks else 0
         g = C.c_void_p()
         try:
@@ -224,6 +223,11 @@ class Buffer:
         n = C.c_int()
         _lib.check(lib.ncclEpGroupGetSmCount(self._group_ptr, C.byref(n)))
         self.num_sms = n.value
+        if algorithm == "low_latency":
+            shape = _abi.ncclEpLowLatencyShape_t()
+            _lib.check(lib.ncclEpLowLatencyGetShape(self._group_ptr, C.byref(shape)))
+            # (local experts Le, rows per expert = num_ranks * max_tokens_per_rank, hidden)
+            self.low_latency_shape = (shape.numLocalExperts, shape.rowsPerExpert, shape.hidden)
 
     # --- sizes ------------------------------------------------------------------------------------
     @staticmethod
@@ -248,6 +252,9 @@ class Buffer:
         """Destroy every native handle, the group and an own communicator (waits for the device).
         Handles of this buffer become unusable."""
         lib = _lib.lib() if self._group_ptr else None
+        for h in list(getattr(self, "_live_ll", ())):
+            h.destroy()
+        self._ll_default = None
         for h in list(getattr(self, "_live", ())):
             if h._ptr and lib is not None:
                 lib.ncclEpHandleDestroy(h._ptr)
@@ -314,6 +321,7 @@ class Buffer:
         layout = "dedup" if layout == "deduplicated" else layout
         if isinstance(alignment, bool) or not isinstance(alignment, int):
             raise TypeError("alignment must be an int, got %r" % (alignment,))
+        self._require_ht("create_handle")
         return Handle(self, layout, mode, alignment, zero_gaps, exact_combine)
 
     # --- streams ----------------------------------------------------------------------------------
@@ -413,6 +421,7 @@ class Buffer:
         """
         import torch  # noqa: PLC0415
 
+        self._require_ht("dispatch")
         self.check_async_error()
         if handle is None:
             handle = self.create_handle(layout or "dedup", mode or "exact", 1 if alignment is None else alignment,
@@ -518,6 +527,7 @@ class Buffer:
         """
         import torch  # noqa: PLC0415
 
+        self._require_ht("combine")
         if not isinstance(handle, Handle) or handle.buffer is not self:
             raise ValueError("handle must be an epx.Handle of this Buffer (from dispatch)")
         if handle.num_tokens is None:
@@ -563,11 +573,72 @@ class Buffer:
             self._buffers = group_buffers(torch, b, self.hidden, self.topk, self.fp8, self.device, None)
         return self._buffers
 
-    def low_latency_dispatch(self, *args, **kwargs):
-        _not_yet("the low-latency mode (libepx has it in ep_ll.h; not wrapped in Python yet)")
+    # --- low-latency mode (ep_ll.h) -------------------------------------------------------------------
+    def _require_ht(self, what):
+        if self.algorithm == "low_latency":
+            raise ValueError("%s: this Buffer was created with algorithm='low_latency'; it serves only "
+                             "low_latency_dispatch / low_latency_combine" % what)
 
-    def low_latency_combine(self, *args, **kwargs):
-        _not_yet("the low-latency mode (libepx has it in ep_ll.h; not wrapped in Python yet)")
+    def _require_ll(self, what):
+        if self.algorithm != "low_latency":
+            raise ValueError("%s needs a Buffer created with algorithm='low_latency' (this one: %r)"
+                             % (what, self.algorithm))
+
+    def create_low_latency_handle(self):
+        """A low-latency route slot: one per micro-batch in flight (two alternate without sharing
+        rows). Allocates device memory: create before CUDA graph capture."""
+        self._require_ll("create_low_latency_handle")
+        return _ll.LowLatencyHandle(self)
+
+    def _default_ll_handle(self):
+        if self._ll_default is None:
+            self._ll_default = _ll.LowLatencyHandle(self)
+        return self._ll_default
+
+    def low_latency_dispatch(self, x, topk_idx, use_fp8=False, round_scale=False, return_src_info=False,
+                             handle=None, return_recv_hook=False):
+        """Low-latency dispatch (ncclEpLowLatencyDispatch; collective, current stream, capturable).
+
+        Args:
+            x: [T, hidden] torch.bfloat16, T <= max_tokens_per_rank (CUDA, contiguous, 16-byte aligned).
+            topk_idx: [T, topk] torch.int32/int64 global expert ids, -1 = masked slot.
+            use_fp8: cast to FP8 e4m3 in the kernel with one float32 scale per 128 channels (needs
+                Buffer(fp8=True); the same on every rank). round_scale: scales rounded up to powers of 2.
+            return_src_info: also return recv_src_info [Le, Rpe, 3] int32.
+            handle: a LowLatencyHandle (default: the Buffer's own one).
+            return_recv_hook: launch only the send half; the result's .hook() launches the receive half.
+        Returns:
+            LowLatencyDispatchOutput (recv_x, recv_x_scales, recv_count, recv_src_info, handle, hook).
+        """
+        self._require_ll("low_latency_dispatch")
+        return _ll.dispatch(self, x, topk_idx, use_fp8, round_scale, return_src_info, handle, return_recv_hook)
+
+    def low_latency_combine(self, x, topk_weights, handle, out=None, return_recv_hook=False):
+        """Low-latency combine of the handle's last dispatch (ncclEpLowLatencyCombine; collective).
+
+        Args:
+            x: [Le, Rpe, hidden] torch.bfloat16 unweighted expert outputs in the dispatch layout (rows
+                past recv_count are not read), e.g. get_low_latency_combine_buffer() (zero-copy).
+            topk_weights: [T, topk] torch.float32 gate weights (T of the handle's dispatch), applied here.
+            handle: the LowLatencyHandle of the dispatch. out: optional [T, hidden] bfloat16.
+            return_recv_hook: launch only the send half; call the returned hook for the receive half.
+        Returns:
+            (out [T, hidden] bfloat16 = sum_k topk_weights[t, k] * expert output of slot k, hook or None).
+            With a hook, out is written by the receive half.
+        """
+        self._require_ll("low_latency_combine")
+        return _ll.combine(self, x, topk_weights, handle, out, return_recv_hook)
+
+    def get_low_latency_combine_buffer(self):
+        """The group's low-latency combine buffer [Le, Rpe, hidden] bfloat16 in its window, as a tensor
+        (no copy): write the expert outputs there and pass it to low_latency_combine to save a copy for
+        network peers. Must stay unchanged from the combine's send half until the next dispatch's
+        receive half returned. Valid while the Buffer lives."""
+        self._require_ll("get_low_latency_combine_buffer")
+        import torch  # noqa: PLC0415
+        p = C.c_void_p()
+        _lib.check(_lib.lib().ncclEpLowLatencyGetCombineBuffer(self._native(), C.byref(p)))
+        return window_tensor(torch, p.value, self.low_latency_shape, torch.bfloat16, self.device, None)
 
 
 class _FakeIdx:

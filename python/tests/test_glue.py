@@ -227,6 +227,23 @@ class FakeLib:
             setattr(out._obj, k, v)
         return 0
 
+    def ncclEpLowLatencyGetShape(self, g, out):
+        s = out._obj
+        s.numLocalExperts, s.rowsPerExpert, s.hidden, s.scaleCols = 4, 32, 256, 2
+        return self.fail.get("ncclEpLowLatencyGetShape", 0)
+
+    def ncclEpLowLatencyGetCombineBuffer(self, g, out):
+        out._obj.value = 0xE00000
+        return 0
+
+    def ncclEpLowLatencyDispatch(self, h, cin, cout, flags, stream):
+        self.calls.append(("ncclEpLowLatencyDispatch", (h, _copy(cin._obj), _copy(cout._obj), flags, stream.value)))
+        return self.fail.get("ncclEpLowLatencyDispatch", 0)
+
+    def ncclEpLowLatencyCombine(self, h, cin, cout, flags, stream):
+        self.calls.append(("ncclEpLowLatencyCombine", (h, _copy(cin._obj), _copy(cout._obj), flags, stream.value)))
+        return self.fail.get("ncclEpLowLatencyCombine", 0)
+
     def ncclEpDispatchLayout(self, h, routing, stream):
         self.calls.append(("ncclEpDispatchLayout", (h, _copy(routing._obj), stream.value)))
         return self.fail.get("ncclEpDispatchLayout", 0)
@@ -463,13 +480,15 @@ class TestBufferGlue(GlueTest):
         buf.destroy()  # idempotent
         self.assertEqual(self.lib.names().count("ncclEpGroupDestroy"), 1)
 
-    def test_not_implemented(self):
+    def test_low_latency_calls_refused_on_a_high_throughput_buffer(self):
         buf = self.buffer()
-        for f in (buf.low_latency_dispatch, buf.low_latency_combine):
-            with self.assertRaises(NotImplementedError):
-                f()
-        with self.assertRaises(NotImplementedError):
-            self.buffer(algorithm="low_latency")
+        self.assertIsNone(buf.low_latency_shape)
+        x, idx, _ = self.inputs()
+        for f, args in ((buf.low_latency_dispatch, (x, idx)), (buf.create_low_latency_handle, ()),
+                        (buf.get_low_latency_combine_buffer, ())):
+            with self.assertRaisesRegex(ValueError, "algorithm='low_latency'"):
+                f(*args)
+        self.assertNotIn("ncclEpLowLatencyDispatch", self.lib.names())
 
 
 class TestOwnComm(GlueTest):
