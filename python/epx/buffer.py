@@ -165,7 +165,8 @@ class Buffer:
         sm_budget: CTAs per kernel; 0 = libepx's analytic estimate. Must be equal on every rank.
         timeout_ms: device wait bound before an async error (>= 1). Must be equal on every rank.
         exact_combine: reserve FP32 combine buffers so handles may use exact_combine=True.
-        algorithm: "auto" or "high_throughput"; "low_latency" raises NotImplementedError.
+        algorithm: "auto" or "high_throughput" (dispatch/combine), or "low_latency" (only
+            low_latency_dispatch/low_latency_combine; ep_ll.h).
         use_group_comm: False forces a communicator of epx's own.
 
     All ranks must create the buffer with the same arguments (libepx compares them and raises

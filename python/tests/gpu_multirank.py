@@ -10,7 +10,8 @@ and what its combine must return. Cases: dispatch/combine for both layouts and b
 offsets, rows, weights, source info, gaps), FP8, combined weights; capacity mode captured in
 torch.cuda.graph and replayed with new routing (also with async_finish events inside the capture);
 async_finish / previous_event overlap; zero-copy dispatch and in-place combine (get_buffers); the
-MoE example against its single-GPU reference; a configuration that differs between ranks (EpError
+low-latency dispatch/combine (whole calls and send/receive halves through the hooks, BF16 and FP8,
+zero-copy combine buffer); the MoE example against its single-GPU reference; a configuration that differs between ranks (EpError
 on every rank). Runs at 1 rank too (world size 1 without a launcher).
 Each case does all its collective calls first and checks afterwards, so a failed check on one rank
 does not leave the others waiting. Prints PASS/FAIL per case and rank; exit 1 if any failed.
@@ -304,6 +305,54 @@ def zero_copy():
     check_dedup_out(out, x, idx)
 
 
+def low_latency(split, fp8=False):
+    """Low-latency dispatch/combine (a Buffer with algorithm="low_latency"): rows per (token, slot)
+    at their expert's rank, expert-major, in (source rank, token) order; combine weighted at the
+    source. split: send and receive halves through the hooks, with other work between them."""
+    data = inputs(61)
+    x, idx, w = data[RANK]
+    with buffer(algorithm="low_latency", fp8=fp8) as buf:
+        le, rpe, _ = buf.low_latency_shape
+        d = buf.low_latency_dispatch(x, idx, use_fp8=fp8, return_src_info=True, return_recv_hook=split)
+        if split:
+            z = torch.randn((1024, 1024), device="cuda")
+            z = z @ z  # other work between the halves
+            d.hook()
+        torch.cuda.synchronize()
+        counts = d.recv_count.tolist()
+        got = [(d.recv_x[j, :counts[j]].clone(), d.recv_src_info[j, :counts[j]].clone()) for j in range(le)]
+        sc = None if d.recv_x_scales is None else [d.recv_x_scales[j, :counts[j]].clone() for j in range(le)]
+        y = buf.get_low_latency_combine_buffer()  # zero-copy combine input
+        scales = local_scales()
+        if fp8:
+            y.copy_((d.recv_x.float() * d.recv_x_scales.repeat_interleave(128, dim=2)
+                     * scales[:, None, None]).bfloat16())
+        else:
+            y.copy_((d.recv_x.float() * scales[:, None, None]).bfloat16())
+        out, hook = buf.low_latency_combine(y, w, d.handle, return_recv_hook=split)
+        if split:
+            hook()
+        torch.cuda.synchronize()
+    assert (le, rpe) == (LE, SIZE * max(tokens(r) for r in range(SIZE))), (le, rpe)
+    for j in range(LE):
+        e = RANK * LE + j
+        ex, esrc = [], []
+        for s, (xs, idxs, _) in enumerate(data):
+            tok, slot = (idxs == e).nonzero(as_tuple=True)
+            ex.append(xs[tok])
+            esrc.append(torch.stack([torch.full_like(tok, s), tok, slot], dim=1).to(torch.int32))
+        ex, esrc = torch.cat(ex), torch.cat(esrc)
+        assert counts[j] == len(ex), ("expert", e, counts[j], len(ex))
+        assert torch.equal(got[j][1], esrc), "source info of expert %d" % e
+        if fp8:  # dequantized rows within FP8 e4m3 precision (the exact bytes are the C suite's business)
+            deq = got[j][0].float() * sc[j].repeat_interleave(128, dim=1)
+            torch.testing.assert_close(deq, ex.float(), rtol=7e-2, atol=2e-2)
+        else:
+            assert torch.equal(got[j][0], ex), "rows of expert %d" % e
+    tol = dict(rtol=8e-2, atol=1e-1) if fp8 else dict(rtol=2e-2, atol=5e-2)
+    torch.testing.assert_close(out.float(), expanded_ref(x, idx, w), **tol)
+
+
 def moe_example(layout, mode):
     args = moe_layer.parse_args(["--layout", layout, "--mode", mode, "--experts", str(E), "--iters", "2"])
     assert moe_layer.run(args, RANK, SIZE), "MoE layer differs from its reference"
@@ -344,6 +393,9 @@ def main():
     case(graph, "dedup", True)
     case(overlap)
     case(zero_copy)
+    case(low_latency, False)
+    case(low_latency, True)
+    case(low_latency, True, True)
     case(moe_example, "expanded", "exact")
     case(moe_example, "dedup", "capacity")
     case(config_mismatch)
