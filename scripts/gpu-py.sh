@@ -12,6 +12,9 @@
 #
 #   scripts/gpu-py.sh [N fake nodes (default 2)] [steps (default "smoke example multirank1 fn")]
 #
+# Time limits: smoke 150 s, each example run 120 s, multirank1 180 s, fnN 300 s (+ fake-nodes'
+# teardown); the device tool allows 600 s per command, so split the steps over two calls when
+# needed, e.g. scripts/gpu-py.sh 2 "smoke example" and scripts/gpu-py.sh 2 "multirank1 fn".
 # EPX_PYTHON: the interpreter (default /opt/torch/.venv/bin/python3). EPX_PACK_LOGS=1 packs the
 # logs into $OUT/py-logs.tgz at exit (the device tool brings back few files). Exit status: 0 when
 # every step passed, else 1.
@@ -48,13 +51,13 @@ step() {
 }
 for s in $steps; do
   case $s in
-    smoke) step smoke 240 "$PY" python/tests/gpu_smoke.py ;;
+    smoke) step smoke 150 "$PY" python/tests/gpu_smoke.py ;;
     example)
-      step example-1rank 180 "$PY" python/examples/moe_layer.py
-      step example-1rank-dedup-capacity 180 "$PY" python/examples/moe_layer.py --layout dedup --mode capacity ;;
-    multirank1) step multirank-1rank 300 "$PY" python/tests/gpu_multirank.py ;;
+      step example-1rank 120 "$PY" python/examples/moe_layer.py
+      step example-1rank-dedup-capacity 120 "$PY" python/examples/moe_layer.py --layout dedup --mode capacity ;;
+    multirank1) step multirank-1rank 180 "$PY" python/tests/gpu_multirank.py ;;
     fn) rm -rf "$OUT/py-fn$n"
-        step "fn$n" 420 scripts/fake-nodes.sh -n "$n" -t 360 -l "$OUT/py-fn$n" -- "$PY" python/tests/gpu_multirank.py
+        step "fn$n" 330 scripts/fake-nodes.sh -n "$n" -t 300 -l "$OUT/py-fn$n" -- "$PY" python/tests/gpu_multirank.py
         for f in "$OUT/py-fn$n"/rank*.log; do
           [ -e "$f" ] && { echo "== $f"; grep -E "PASS|FAIL|ALL PASSED|refused|borrowed|Error" "$f" | head -40; }
         done ;;
