@@ -11,8 +11,8 @@ offsets, rows, weights, source info, gaps), FP8, combined weights; capacity mode
 torch.cuda.graph and replayed with new routing (also with async_finish events inside the capture);
 async_finish / previous_event overlap; zero-copy dispatch and in-place combine (get_buffers); the
 low-latency dispatch/combine (whole calls and send/receive halves through the hooks, BF16 and FP8,
-zero-copy combine buffer); the MoE example against its single-GPU reference; a configuration that differs between ranks (EpError
-on every rank). Runs at 1 rank too (world size 1 without a launcher).
+zero-copy combine buffer); the MoE example against its single-GPU reference; an invalid expert id in capacity mode (EpAsyncError at
+the next call, once); a configuration that differs between ranks (EpError on every rank). Runs at 1 rank too (world size 1 without a launcher).
 Each case does all its collective calls first and checks afterwards, so a failed check on one rank
 does not leave the others waiting. Prints PASS/FAIL per case and rank; exit 1 if any failed.
 NOT RUN ON A GPU YET (written 2026-12-02 without a GPU or torch on the machine).
@@ -358,6 +358,39 @@ def moe_example(layout, mode):
     assert moe_layer.run(args, RANK, SIZE), "MoE layer differs from its reference"
 
 
+def async_error():
+    """An invalid expert id in capacity mode (every rank): the layout drops that slot on the device,
+    the next call raises EpAsyncError(ncclInvalidArgument) on every rank before any collective work,
+    once; the buffer stays usable and the dropped slot behaves as masked (-1)."""
+    data = inputs(71)
+    bad = [(x, idx.clone(), w) for x, idx, w in data]
+    for _, idx, _ in bad:
+        idx[-1, 0] = E + 5
+    masked = [(x, torch.where(idx >= E, -1, idx), w) for x, idx, w in bad]
+    x, idx, w = bad[RANK]
+    raised = None
+    with buffer() as buf:
+        h = buf.create_handle(layout="dedup", mode="capacity")
+        d = buf.dispatch(x, idx, w, handle=h)
+        n_bad = int(d.num_recv_rows.item())
+        rows_bad = d.recv_x[:n_bad].clone()
+        torch.cuda.synchronize()
+        try:
+            buf.dispatch(x, masked[RANK][1], w, handle=h)
+        except epx.EpAsyncError as e:
+            raised = e
+        d = buf.dispatch(x, masked[RANK][1], w, handle=h)  # reported once: usable again
+        n = int(d.num_recv_rows.item())
+        out, _ = buf.combine(h, dedup_expert(d.recv_x))
+        torch.cuda.synchronize()
+    assert raised is not None, "no EpAsyncError after an invalid expert id"
+    assert raised.code == epx.abi.ncclInvalidArgument, raised
+    print("   async error as expected:", raised.message, flush=True)
+    check_dedup_rows(d.recv_x, d.recv_topk_idx, d.recv_topk_weights, None, n, masked)
+    assert n_bad == n and torch.equal(rows_bad, d.recv_x[:n]), "the invalid slot was not dropped like a masked one"
+    check_dedup_out(out, x, masked[RANK][1])
+
+
 def config_mismatch():
     """A config that differs between ranks: libepx refuses it on every rank with the same message."""
     try:
@@ -398,6 +431,7 @@ def main():
     case(low_latency, True, True)
     case(moe_example, "expanded", "exact")
     case(moe_example, "dedup", "capacity")
+    case(async_error)
     case(config_mismatch)
     flag = torch.tensor([len(failures)], device="cuda")
     dist.all_reduce(flag)
