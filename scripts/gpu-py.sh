@@ -9,6 +9,8 @@
 #                one GPU (scripts/fake-nodes.sh: NCCL_HOSTID per process, NCCL_NET_PLUGIN =
 #                .devbuild/lib/libnccl-net-epx.so, MPS, CUDA_DEVICE_MAX_CONNECTIONS, EAGER loading);
 #                per-rank logs in $OUT/py-fnN/
+#   bench        (not in the default steps) python/bench/overhead.py at 1 rank: µs of Python per
+#                dispatch/combine beyond the libepx calls at the DeepSeek-V3 shape (for docs/performance.md)
 #
 #   scripts/gpu-py.sh [N fake nodes (default 2)] [steps (default "smoke example multirank1 fn")]
 #
@@ -47,7 +49,7 @@ step() {
   timeout -k 10 "$limit" "$@" > "$OUT/$name.log" 2>&1; rc=$?
   [ "$rc" -eq 0 ] || failed=1
   echo "$name: exit $rc ($(( $(date +%s) - start )) s, limit $limit s)" | tee -a "$summary"
-  grep -E "PASS|FAIL|Error|error:|Traceback|result:" "$OUT/$name.log" | tail -40
+  grep -E "PASS|FAIL|Error|error:|Traceback|result:| us " "$OUT/$name.log" | tail -40
 }
 for s in $steps; do
   case $s in
@@ -55,13 +57,14 @@ for s in $steps; do
     example)
       step example-1rank 120 "$PY" python/examples/moe_layer.py
       step example-1rank-dedup-capacity 120 "$PY" python/examples/moe_layer.py --layout dedup --mode capacity ;;
+    bench) step bench-overhead 240 "$PY" python/bench/overhead.py ;;
     multirank1) step multirank-1rank 180 "$PY" python/tests/gpu_multirank.py ;;
     fn) rm -rf "$OUT/py-fn$n"
         step "fn$n" 330 scripts/fake-nodes.sh -n "$n" -t 300 -l "$OUT/py-fn$n" -- "$PY" python/tests/gpu_multirank.py
         for f in "$OUT/py-fn$n"/rank*.log; do
           [ -e "$f" ] && { echo "== $f"; grep -E "PASS|FAIL|ALL PASSED|refused|borrowed|Error" "$f" | head -40; }
         done ;;
-    *) echo "gpu-py: unknown step '$s' (smoke, example, multirank1, fn)" | tee -a "$summary"; failed=1 ;;
+    *) echo "gpu-py: unknown step '$s' (smoke, example, multirank1, fn, bench)" | tee -a "$summary"; failed=1 ;;
   esac
 done
 echo "gpu-py: $([ $failed = 0 ] && echo "ALL STEPS PASSED" || echo "SOME STEPS FAILED")" | tee -a "$summary"

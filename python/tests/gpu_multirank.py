@@ -11,8 +11,9 @@ offsets, rows, weights, source info, gaps), FP8, combined weights; capacity mode
 torch.cuda.graph and replayed with new routing (also with async_finish events inside the capture);
 async_finish / previous_event overlap; zero-copy dispatch and in-place combine (get_buffers); the
 low-latency dispatch/combine (whole calls and send/receive halves through the hooks, BF16 and FP8,
-zero-copy combine buffer); the MoE example against its single-GPU reference; an invalid expert id in capacity mode (EpAsyncError at
-the next call, once); a configuration that differs between ranks (EpError on every rank). Runs at 1 rank too (world size 1 without a launcher).
+zero-copy combine buffer); the MoE example against its single-GPU reference; an invalid expert id
+in capacity mode (EpAsyncError at the next call, once); a configuration that differs between ranks
+(EpError on every rank). Runs at 1 rank too (world size 1 without a launcher).
 Each case does all its collective calls first and checks afterwards, so a failed check on one rank
 does not leave the others waiting. Prints PASS/FAIL per case and rank; exit 1 if any failed.
 NOT RUN ON A GPU YET (written 2026-12-02 without a GPU or torch on the machine).
