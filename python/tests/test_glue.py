@@ -21,6 +21,7 @@ COMM = 0x5000
 COMM_STREAM = 0xC0FFEE
 ITEMSIZE = {"bfloat16": 2, "float8_e4m3fn": 1, "float32": 4, "int32": 4, "int64": 8, "uint8": 1}
 LOG = []  # stream/event operations of the fake torch, in order
+DLPACK = []  # (data, bytes, device id) of every DLPack capsule the fake torch.from_dlpack consumed
 
 
 # --- fake torch --------------------------------------------------------------------------------
@@ -140,12 +141,23 @@ def make_fake_torch(comm_ptr=COMM):
                                        Stream=lambda device=None: Stream(COMM_STREAM), Event=Event,
                                        is_current_stream_capturing=lambda: state.capturing, state=state)
 
-    def as_tensor(obj, device=None):
-        cai = obj.__cuda_array_interface__
-        assert cai["typestr"] == "|u1" and cai["version"] == 2 and cai["strides"] is None
-        return Tensor(cai["shape"], torch.uint8, cai["data"][0])
+    def from_dlpack(capsule):
+        """Reads the capsule as torch does (name "dltensor", DLManagedTensor); the deleter is called
+        when the fake tensor is dropped."""
+        from epx import window  # noqa: PLC0415
+        get = C.pythonapi.PyCapsule_GetPointer
+        get.restype, get.argtypes = C.c_void_p, [C.py_object, C.c_char_p]
+        m = window.DLManagedTensor.from_address(get(capsule, b"dltensor"))
+        t = m.dl_tensor
+        assert (t.device.device_type, t.ndim, t.dtype.code, t.dtype.bits, t.dtype.lanes, t.byte_offset) == \
+            (window.kDLCUDA, 1, window.kDLUInt, 8, 1, 0)
+        assert not t.strides
+        DLPACK.append((t.data, t.shape[0], t.device.device_id))
+        out = Tensor((t.shape[0],), torch.uint8, t.data)
+        out._dl = m
+        return out
 
-    torch.as_tensor = as_tensor
+    torch.from_dlpack = from_dlpack
 
     dist = types.ModuleType("torch.distributed")
     backend = types.SimpleNamespace(_comm_ptr=comm_ptr if callable(comm_ptr) else (lambda: comm_ptr))
@@ -292,6 +304,7 @@ class GlueTest(unittest.TestCase):
         sys.modules["torch.distributed"] = self.dist
         self.saved_lib, self.saved_nccl = _lib._lib, _lib._nccl
         del LOG[:]
+        del DLPACK[:]
         self.lib = FakeLib()
         self.nccl = FakeNccl()
         _lib._lib, _lib._nccl = self.lib, self.nccl

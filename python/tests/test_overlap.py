@@ -9,9 +9,12 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_glue import COMM_STREAM, LOG, STREAM, Event, GlueTest, Tensor  # noqa: E402
+import ctypes as C  # noqa: E402
+
+from test_glue import COMM_STREAM, DLPACK, LOG, STREAM, Event, GlueTest, Tensor  # noqa: E402
 
 import epx  # noqa: E402
+from epx import window  # noqa: E402
 
 
 def ops(kind):
@@ -111,10 +114,29 @@ class TestZeroCopy(GlueTest):
             v = getattr(b, name)
             self.assertEqual((v.data_ptr(), v.shape, v.dtype), (win[field], shape, dtype), name)
         self.assertEqual(b.rows, 32)
+        # One DLPack capsule of bytes per buffer: (pointer, bytes, device).
+        self.assertIn((win["recvX"], 32 * self.H * 2, 0), DLPACK)
+        self.assertIn((win["recvTopkWeights"], 32 * 2 * 4, 0), DLPACK)
+        self.assertIn((win["combineX"], 32 * self.H * 2, 0), DLPACK)
+        self.assertEqual(len(DLPACK), 5)
         self.assertIsNone(b.recv_x_fp8)
         self.assertIsNone(b.recv_x_scales)
         buf.destroy()
         self.assertIsNone(buf._buffers)
+
+    def test_dlpack_deleter_releases_the_struct(self):
+        n = len(window._alive)
+        cap = window.dlpack_bytes(0x1234000, 4096, 3, owner="o")
+        self.assertEqual(len(window._alive), n + 1)
+        get = C.pythonapi.PyCapsule_GetPointer
+        get.restype, get.argtypes = C.c_void_p, [C.py_object, C.c_char_p]
+        addr = get(cap, b"dltensor")
+        m = window.DLManagedTensor.from_address(addr)
+        self.assertEqual((m.dl_tensor.data, m.dl_tensor.shape[0], m.dl_tensor.device.device_id), (0x1234000, 4096, 3))
+        self.assertEqual(window._alive[addr][2], "o")
+        m.deleter(C.pointer(m))  # what torch does when its last tensor over the memory goes
+        self.assertNotIn(addr, window._alive)
+        self.assertEqual(len(window._alive), n)
 
     def test_fp8_views(self):
         buf = self.buffer(fp8=True)
