@@ -15,7 +15,10 @@ package's _lib/, then the system loader).
 
 from . import _abi as abi
 from ._errors import EpAsyncError, EpError, LibraryNotFoundError
-from .buffer import Buffer, DispatchOutput, Handle
+from .buffer import Buffer, CombineOutput, DispatchOutput, Handle
+from .event import EventOverlap
+from .low_latency import LowLatencyDispatchOutput, LowLatencyHandle, LowLatencyRecvHook
+from .window import GroupBuffers
 
 __version__ = "0.1.0"
 EPX_VERSION_CODE = abi.EPX_VERSION_CODE
@@ -33,5 +36,6 @@ def get_last_error():
     return _lib.last_error()
 
 
-__all__ = ["Buffer", "Handle", "DispatchOutput", "EpError", "EpAsyncError", "LibraryNotFoundError",
+__all__ = ["Buffer", "Handle", "DispatchOutput", "CombineOutput", "EventOverlap", "GroupBuffers",
+           "LowLatencyHandle", "LowLatencyDispatchOutput", "LowLatencyRecvHook", "EpError", "EpAsyncError", "LibraryNotFoundError",
            "library_path", "get_last_error", "abi", "EPX_VERSION_CODE", "__version__"]

@@ -1,4 +1,4 @@
-"""ctypes mirror of host/include/epx/ep.h (the C ABI of libepx).
+"""ctypes mirror of host/include/epx/ep.h and ep_ll.h (the C ABI of libepx).
 
 Every structure below lists the fields of its C counterpart in the same order with the same types;
 tests/test_cpu.py compiles a C program against ep.h and compares sizeof and every field offset with
@@ -181,7 +181,63 @@ class ncclEpCounts_t(C.Structure):
     ]
 
 
-# Every mirrored structure, by its C name (the layout test walks this).
+# --- ep_ll.h (low-latency mode) ------------------------------------------------------------------
+NCCL_EP_LL_SEND = 0x1
+NCCL_EP_LL_RECV = 0x2
+NCCL_EP_LL_SEND_RECV = NCCL_EP_LL_SEND | NCCL_EP_LL_RECV
+
+
+class ncclEpLowLatencyDispatchInputs_t(C.Structure):
+    _fields_ = [
+        ("x", C.c_void_p),
+        ("topkIdx", C.c_void_p),
+        ("topkIdxType", ncclDataType_t),
+        ("numTokens", C.c_int),
+        ("useFp8", C.c_int),
+        ("roundScale", C.c_int),
+    ]
+
+
+class ncclEpLowLatencyDispatchOutputs_t(C.Structure):
+    _fields_ = [
+        ("recvX", C.c_void_p),
+        ("recvScales", C.c_void_p),  # float*
+        ("recvCount", C.c_void_p),  # int32_t*
+        ("recvSrcInfo", C.c_void_p),  # int32_t*
+    ]
+
+
+class ncclEpLowLatencyCombineInputs_t(C.Structure):
+    _fields_ = [
+        ("x", C.c_void_p),
+        ("topkWeights", C.c_void_p),  # const float*
+    ]
+
+
+class ncclEpLowLatencyCombineOutputs_t(C.Structure):
+    _fields_ = [
+        ("out", C.c_void_p),
+    ]
+
+
+class ncclEpLowLatencyShape_t(C.Structure):
+    _fields_ = [
+        ("numLocalExperts", C.c_int),
+        ("rowsPerExpert", C.c_int),
+        ("hidden", C.c_int),
+        ("scaleCols", C.c_int),
+    ]
+
+
+LL_STRUCTS = {
+    "ncclEpLowLatencyDispatchInputs_t": ncclEpLowLatencyDispatchInputs_t,
+    "ncclEpLowLatencyDispatchOutputs_t": ncclEpLowLatencyDispatchOutputs_t,
+    "ncclEpLowLatencyCombineInputs_t": ncclEpLowLatencyCombineInputs_t,
+    "ncclEpLowLatencyCombineOutputs_t": ncclEpLowLatencyCombineOutputs_t,
+    "ncclEpLowLatencyShape_t": ncclEpLowLatencyShape_t,
+}
+
+# Every mirrored structure of ep.h, by its C name (the layout test walks this and LL_STRUCTS).
 STRUCTS = {
     "ncclEpConfig_t": ncclEpConfig_t,
     "ncclEpHandleConfig_t": ncclEpHandleConfig_t,

@@ -56,6 +56,13 @@ def _declare(lib):
         "ncclEpDispatchLayout": (R, [V, P(_abi.ncclEpRouting_t), V]),
         "ncclEpDispatch": (R, [V, P(_abi.ncclEpDispatchInputs_t), P(_abi.ncclEpDispatchOutputs_t), V]),
         "ncclEpCombine": (R, [V, P(_abi.ncclEpCombineInputs_t), P(_abi.ncclEpCombineOutputs_t), V]),
+        # ep_ll.h
+        "ncclEpLowLatencyGetShape": (R, [V, P(_abi.ncclEpLowLatencyShape_t)]),
+        "ncclEpLowLatencyGetCombineBuffer": (R, [V, P(V)]),
+        "ncclEpLowLatencyDispatch": (R, [V, P(_abi.ncclEpLowLatencyDispatchInputs_t),
+                                         P(_abi.ncclEpLowLatencyDispatchOutputs_t), C.c_int, V]),
+        "ncclEpLowLatencyCombine": (R, [V, P(_abi.ncclEpLowLatencyCombineInputs_t),
+                                        P(_abi.ncclEpLowLatencyCombineOutputs_t), C.c_int, V]),
     }
     missing = []
     for name, (res, args) in protos.items():

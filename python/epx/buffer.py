@@ -12,16 +12,15 @@ from typing import Any, List
 
 from . import _abi, _checks, _comm, _lib
 from ._errors import EpAsyncError
+from .event import EventOverlap, as_cuda_event
+from .window import group_buffers, window_tensor
+from . import low_latency as _ll
 
 _LAYOUTS = {"expanded": _abi.ncclEpLayoutExpanded, "dedup": _abi.ncclEpLayoutDeduplicated,
             "deduplicated": _abi.ncclEpLayoutDeduplicated}
 _MODES = {"exact": _abi.ncclEpModeExact, "capacity": _abi.ncclEpModeCapacity}
 _ALGOS = {"auto": _abi.ncclEpAlgoAuto, "high_throughput": _abi.ncclEpAlgoHighThroughput,
           "low_latency": _abi.ncclEpAlgoLowLatency}
-
-
-def _not_yet(what):
-    raise NotImplementedError("epx (Python, first cut): %s is not implemented yet; see python/README.md" % what)
 
 
 def _ptr(t):
@@ -32,8 +31,6 @@ def _make_config(max_tokens_per_rank, hidden, num_experts, topk, fp8, sm_budget,
                  algorithm):
     if algorithm not in _ALGOS:
         raise ValueError("algorithm must be one of %s, got %r" % (sorted(_ALGOS), algorithm))
-    if algorithm == "low_latency":
-        _not_yet("the low-latency algorithm (libepx has it in ep_ll.h; not wrapped in Python yet)")
     cfg = _abi.config_initializer()
     for name, v in (("max_tokens_per_rank", max_tokens_per_rank), ("hidden", hidden),
                     ("num_experts", num_experts), ("topk", topk), ("sm_budget", sm_budget),
@@ -77,6 +74,25 @@ class DispatchOutput:
     expert_offsets: Any
     num_recv_rows: Any
     handle: "Handle"
+    event: Any = None  # EventOverlap with async_finish=True, else None
+
+
+class CombineOutput(tuple):
+    """What Buffer.combine returns: unpacks as (out, combined_topk_weights); .event is the
+    EventOverlap of an async_finish=True call (else None)."""
+
+    def __new__(cls, out, combined_topk_weights, event=None):
+        self = super().__new__(cls, (out, combined_topk_weights))
+        self.event = event
+        return self
+
+    @property
+    def out(self):
+        return self[0]
+
+    @property
+    def combined_topk_weights(self):
+        return self[1]
 
 
 class Handle:
@@ -149,7 +165,8 @@ class Buffer:
         sm_budget: CTAs per kernel; 0 = libepx's analytic estimate. Must be equal on every rank.
         timeout_ms: device wait bound before an async error (>= 1). Must be equal on every rank.
         exact_combine: reserve FP32 combine buffers so handles may use exact_combine=True.
-        algorithm: "auto" or "high_throughput"; "low_latency" raises NotImplementedError.
+        algorithm: "auto" or "high_throughput" (dispatch/combine), or "low_latency" (only
+            low_latency_dispatch/low_latency_combine; ep_ll.h).
         use_group_comm: False forces a communicator of epx's own.
 
     All ranks must create the buffer with the same arguments (libepx compares them and raises
@@ -167,6 +184,12 @@ class Buffer:
         self._pool = {}
         self._live = weakref.WeakSet()  # Handles holding a native handle
         self._reported_async = None
+        self._comm_stream = None
+        self._side_event = None  # completion of the last call issued on comm_stream
+        self._buffers = None
+        self._live_ll = weakref.WeakSet()  # LowLatencyHandles
+        self._ll_default = None
+        self.low_latency_shape = None
         cfg = _make_config(max_tokens_per_rank, hidden, num_experts, topk, fp8, sm_budget, timeout_ms,
                            exact_combine, algorithm)
         if group is None:
@@ -188,6 +211,7 @@ class Buffer:
         self.topk = topk
         self.fp8 = bool(fp8)
         self.exact_combine = bool(exact_combine)
+        self.algorithm = algorithm
         self.num_local_experts = num_experts // self.num_ranks if self.num_ranks else 0
         g = C.c_void_p()
         try:
@@ -200,6 +224,11 @@ class Buffer:
         n = C.c_int()
         _lib.check(lib.ncclEpGroupGetSmCount(self._group_ptr, C.byref(n)))
         self.num_sms = n.value
+        if algorithm == "low_latency":
+            shape = _abi.ncclEpLowLatencyShape_t()
+            _lib.check(lib.ncclEpLowLatencyGetShape(self._group_ptr, C.byref(shape)))
+            # (local experts Le, rows per expert = num_ranks * max_tokens_per_rank, hidden)
+            self.low_latency_shape = (shape.numLocalExperts, shape.rowsPerExpert, shape.hidden)
 
     # --- sizes ------------------------------------------------------------------------------------
     @staticmethod
@@ -224,6 +253,9 @@ class Buffer:
         """Destroy every native handle, the group and an own communicator (waits for the device).
         Handles of this buffer become unusable."""
         lib = _lib.lib() if self._group_ptr else None
+        for h in list(getattr(self, "_live_ll", ())):
+            h.destroy()
+        self._ll_default = None
         for h in list(getattr(self, "_live", ())):
             if h._ptr and lib is not None:
                 lib.ncclEpHandleDestroy(h._ptr)
@@ -233,6 +265,7 @@ class Buffer:
             for p in ptrs:
                 lib.ncclEpHandleDestroy(p)
         self._pool = {}
+        self._buffers = None
         if self._group_ptr:
             g, self._group_ptr = self._group_ptr, None
             _lib.check(lib.ncclEpGroupDestroy(g))
@@ -289,7 +322,57 @@ class Buffer:
         layout = "dedup" if layout == "deduplicated" else layout
         if isinstance(alignment, bool) or not isinstance(alignment, int):
             raise TypeError("alignment must be an int, got %r" % (alignment,))
+        self._require_ht("create_handle")
         return Handle(self, layout, mode, alignment, zero_gaps, exact_combine)
+
+    # --- streams ----------------------------------------------------------------------------------
+    @property
+    def comm_stream(self):
+        """The Buffer's own CUDA stream (torch.cuda.Stream), on which calls with async_finish=True or
+        previous_event=... run; created at first use."""
+        if self._comm_stream is None:
+            import torch  # noqa: PLC0415
+            self._comm_stream = torch.cuda.Stream(device=self.device)
+        return self._comm_stream
+
+    def _begin(self, torch, previous_event, async_finish):
+        """(current stream, launch stream, side). Side (async_finish or previous_event): launch on
+        comm_stream after previous_event, else after everything issued on the current stream. Not
+        side: the current stream, after the last side call (the group's calls stay stream-ordered)."""
+        cur = torch.cuda.current_stream(self.device)
+        capturing = bool(torch.cuda.is_current_stream_capturing())
+        if previous_event is None and not async_finish:
+            if self._side_event is not None:
+                ev, captured = self._side_event
+                if captured == capturing:  # an event of the other capture state cannot be waited for
+                    cur.wait_event(ev)
+                self._side_event = None
+            return cur, cur, False
+        ev = as_cuda_event(previous_event) if previous_event is not None else None
+        s = self.comm_stream
+        if ev is not None:
+            s.wait_event(ev)
+        else:
+            s.wait_stream(cur)
+        return cur, s, True
+
+    def _finish(self, torch, cur, s, side, async_finish, tensors):
+        """After a call: nothing for the current stream; on comm_stream mark the tensors as used
+        there, record the completion, and return it (async_finish) or make the current stream wait."""
+        if not side:
+            return None
+        capturing = bool(torch.cuda.is_current_stream_capturing())
+        if not capturing:  # a graph's memory pool keeps its tensors for the graph's lifetime
+            for t in tensors:
+                if t is not None:
+                    t.record_stream(s)
+        ev = torch.cuda.Event()
+        ev.record(s)
+        self._side_event = (ev, capturing)
+        if async_finish:
+            return EventOverlap(ev, tensors)
+        cur.wait_event(ev)
+        return None
 
     # --- errors -----------------------------------------------------------------------------------
     def get_async_error(self):
@@ -328,15 +411,18 @@ class Buffer:
             x_scales: FP8 only, [T, hidden/128] torch.float32.
             handle: reuse this Handle (its native route slot) instead of a pooled one.
             return_src_info: also return recv_src_info [R, 2] int32.
+            previous_event: start after this epx.EventOverlap / torch.cuda.Event (on comm_stream)
+                instead of after the current stream's work.
+            async_finish: run on comm_stream and return at once with .event (an EventOverlap): call
+                d.event.current_stream_wait() before using the outputs on the current stream.
+            zero_copy: dedup layout only: receive into the group's window (get_buffers()) instead of
+                new tensors; the rows stay valid until the group's next dispatch returns.
         Returns:
-            DispatchOutput (see its docstring), with .handle for combine.
+            DispatchOutput (see its docstring), with .handle for combine and .event.
         """
-        if previous_event is not None or async_finish:
-            _not_yet("event-based overlap (previous_event / async_finish)")
-        if zero_copy:
-            _not_yet("zero-copy dispatch into the group's window (ncclEpGroupGetBuffers)")
         import torch  # noqa: PLC0415
 
+        self._require_ht("dispatch")
         self.check_async_error()
         if handle is None:
             handle = self.create_handle(layout or "dedup", mode or "exact", 1 if alignment is None else alignment,
@@ -362,9 +448,12 @@ class Buffer:
         x, x_scales, t, x_type, idx_type = _checks.check_dispatch_args(
             x, x_scales, idx_for_check, topk_weights, hidden=self.hidden, topk=self.topk,
             max_tokens=self.max_tokens_per_rank, fp8_enabled=self.fp8, device=self.device)
+        if zero_copy and handle.expanded:
+            raise ValueError("zero_copy=True needs the dedup layout (the group's window holds deduplicated rows)")
         lib = _lib.lib()
         hp = handle._native()
-        stream = torch.cuda.current_stream(self.device).cuda_stream
+        cur, launch, side = self._begin(torch, previous_event, async_finish)
+        stream = launch.cuda_stream
         if not cached:
             routing = _abi.ncclEpRouting_t(_ptr(topk_idx), idx_type, t)
             _lib.check(lib.ncclEpDispatchLayout(hp, C.byref(routing), C.c_void_p(stream)))
@@ -382,14 +471,23 @@ class Buffer:
         ra = max(r, 1)  # libepx needs non-NULL outputs even for 0 rows
         dev = self.device
         le = self.num_local_experts
-        recv_x = torch.empty((ra, self.hidden), dtype=x.dtype, device=dev)
-        recv_scales = (torch.empty((ra, self.hidden // 128), dtype=torch.float32, device=dev)
-                       if x_type == _abi.ncclFloat8e4m3 else None)
-        recv_w = None
-        if topk_weights is not None:
-            recv_w = torch.empty((ra,) if handle.expanded else (ra, self.topk), dtype=torch.float32, device=dev)
-        recv_idx = None if handle.expanded else torch.empty((ra, self.topk), dtype=torch.int32, device=dev)
-        src_info = torch.empty((ra, 2), dtype=torch.int32, device=dev) if return_src_info else None
+        is_fp8 = x_type == _abi.ncclFloat8e4m3
+        if zero_copy:
+            win = self.get_buffers()
+            ra = win.rows
+            recv_x = win.recv_x_fp8 if is_fp8 else win.recv_x
+            recv_scales = win.recv_x_scales if is_fp8 else None
+            recv_w = win.recv_topk_weights if topk_weights is not None else None
+            recv_idx = win.recv_topk_idx
+            src_info = win.recv_src_info if return_src_info else None
+        else:
+            recv_x = torch.empty((ra, self.hidden), dtype=x.dtype, device=dev)
+            recv_scales = torch.empty((ra, self.hidden // 128), dtype=torch.float32, device=dev) if is_fp8 else None
+            recv_w = None
+            if topk_weights is not None:
+                recv_w = torch.empty((ra,) if handle.expanded else (ra, self.topk), dtype=torch.float32, device=dev)
+            recv_idx = None if handle.expanded else torch.empty((ra, self.topk), dtype=torch.int32, device=dev)
+            src_info = torch.empty((ra, 2), dtype=torch.int32, device=dev) if return_src_info else None
         small = torch.empty((2 * le + 2,), dtype=torch.int32, device=dev)
         counts_t, offsets_t, nrows_t = small[:le], small[le:2 * le + 1], small[2 * le + 1:]
         din = _abi.ncclEpDispatchInputs_t(_ptr(x), x_type, _ptr(x_scales), _ptr(topk_weights), self.hidden)
@@ -399,12 +497,15 @@ class Buffer:
         handle.dispatched = True
         if not cached:
             handle._keep = (topk_idx,)  # the capacity-mode layout reads it on the device
+        event = self._finish(torch, cur, launch, side, async_finish,
+                             (x, x_scales, topk_idx, topk_weights, recv_x, recv_scales, recv_w, recv_idx,
+                              src_info, small))
 
         def cut(t_):
             return None if t_ is None else t_[:r]
 
         return DispatchOutput(cut(recv_x), cut(recv_scales), cut(recv_idx), cut(recv_w), cut(src_info),
-                              counts_t, offsets_t, nrows_t, handle)
+                              counts_t, offsets_t, nrows_t, handle, event)
 
     def combine(self, handle, x, bias=None, topk_weights=None, out=None, previous_event=None,
                 async_finish=False):
@@ -418,14 +519,16 @@ class Buffer:
             topk_weights: optional float32 (expanded [R], dedup [R, topk]) weights of the rows; then
                 combined_topk_weights [T, topk] is returned (the backward of the dispatched weights).
             out: optional preallocated [T, hidden] bfloat16 output.
+            previous_event, async_finish: as for dispatch (comm_stream; .event of the result).
+            Zero-copy (dedup layout): x = get_buffers().combine_x[:R] with the expert outputs written
+            there; every rank must do so for the same call, or none.
         Returns:
-            (out [T, hidden] bfloat16, combined_topk_weights [T, topk] float32 or None), T = the
-            route's number of tokens.
+            CombineOutput: unpacks as (out [T, hidden] bfloat16, combined_topk_weights [T, topk]
+            float32 or None), T = the route's number of tokens; .event with async_finish=True.
         """
-        if previous_event is not None or async_finish:
-            _not_yet("event-based overlap (previous_event / async_finish)")
         import torch  # noqa: PLC0415
 
+        self._require_ht("combine")
         if not isinstance(handle, Handle) or handle.buffer is not self:
             raise ValueError("handle must be an epx.Handle of this Buffer (from dispatch)")
         if handle.num_tokens is None:
@@ -441,6 +544,9 @@ class Buffer:
         else:
             _checks.check_tensor("out", out, (t, self.hidden), (_checks.BF16,), 16, dev)
             out_full = out
+        if handle.expanded and self._buffers is not None and int(x.data_ptr()) == self._buffers.ptrs.combineX:
+            raise ValueError("combine: the expanded layout cannot take get_buffers().combine_x as input "
+                             "(libepx stages rows for network peers there); use it with the dedup layout")
         cw = torch.empty((t, self.topk), dtype=torch.float32, device=dev) if topk_weights is not None else None
         xr = int(x.shape[0])
         if xr == 0:  # libepx needs a non-NULL x even for 0 rows
@@ -449,19 +555,91 @@ class Buffer:
         cin = _abi.ncclEpCombineInputs_t(_ptr(x), _abi.ncclBfloat16, _ptr(biases[0]), _ptr(biases[1]),
                                          _ptr(topk_weights), xr, self.hidden)
         cout = _abi.ncclEpCombineOutputs_t(_ptr(out_full) if t > 0 else None, _ptr(cw) if t > 0 else None, t)
-        stream = torch.cuda.current_stream(dev).cuda_stream
-        _lib.check(_lib.lib().ncclEpCombine(handle._native(), C.byref(cin), C.byref(cout), C.c_void_p(stream)))
-        return out, cw
+        cur, launch, side = self._begin(torch, previous_event, async_finish)
+        _lib.check(_lib.lib().ncclEpCombine(handle._native(), C.byref(cin), C.byref(cout),
+                                            C.c_void_p(launch.cuda_stream)))
+        event = self._finish(torch, cur, launch, side, async_finish,
+                             (x, biases[0], biases[1], topk_weights, out_full, cw))
+        return CombineOutput(out, cw, event)
 
     def get_buffers(self):
-        """The group's zero-copy receive buffers. Not implemented in this first cut."""
-        _not_yet("zero-copy buffers (ncclEpGroupGetBuffers as torch tensors)")
+        """The group's receive and combine buffers in its window as torch tensors, without a copy
+        (ncclEpGroupGetBuffers; epx.window.GroupBuffers: recv_x, recv_x_fp8, recv_x_scales,
+        recv_topk_idx, recv_topk_weights, recv_src_info, combine_x, rows = num_ranks *
+        max_tokens_per_rank). Valid while the Buffer lives (destroy() frees the memory)."""
+        if self._buffers is None:
+            import torch  # noqa: PLC0415
+            b = _abi.ncclEpBuffers_t()
+            _lib.check(_lib.lib().ncclEpGroupGetBuffers(self._native(), C.byref(b)))
+            self._buffers = group_buffers(torch, b, self.hidden, self.topk, self.fp8, self.device, None)
+        return self._buffers
 
-    def low_latency_dispatch(self, *args, **kwargs):
-        _not_yet("the low-latency mode (libepx has it in ep_ll.h; not wrapped in Python yet)")
+    # --- low-latency mode (ep_ll.h) -------------------------------------------------------------------
+    def _require_ht(self, what):
+        if self.algorithm == "low_latency":
+            raise ValueError("%s: this Buffer was created with algorithm='low_latency'; it serves only "
+                             "low_latency_dispatch / low_latency_combine" % what)
 
-    def low_latency_combine(self, *args, **kwargs):
-        _not_yet("the low-latency mode (libepx has it in ep_ll.h; not wrapped in Python yet)")
+    def _require_ll(self, what):
+        if self.algorithm != "low_latency":
+            raise ValueError("%s needs a Buffer created with algorithm='low_latency' (this one: %r)"
+                             % (what, self.algorithm))
+
+    def create_low_latency_handle(self):
+        """A low-latency route slot: one per micro-batch in flight (two alternate without sharing
+        rows). Allocates device memory: create before CUDA graph capture."""
+        self._require_ll("create_low_latency_handle")
+        return _ll.LowLatencyHandle(self)
+
+    def _default_ll_handle(self):
+        if self._ll_default is None:
+            self._ll_default = _ll.LowLatencyHandle(self)
+        return self._ll_default
+
+    def low_latency_dispatch(self, x, topk_idx, use_fp8=False, round_scale=False, return_src_info=False,
+                             handle=None, return_recv_hook=False):
+        """Low-latency dispatch (ncclEpLowLatencyDispatch; collective, current stream, capturable).
+
+        Args:
+            x: [T, hidden] torch.bfloat16, T <= max_tokens_per_rank (CUDA, contiguous, 16-byte aligned).
+            topk_idx: [T, topk] torch.int32/int64 global expert ids, -1 = masked slot.
+            use_fp8: cast to FP8 e4m3 in the kernel with one float32 scale per 128 channels (needs
+                Buffer(fp8=True); the same on every rank). round_scale: scales rounded up to powers of 2.
+            return_src_info: also return recv_src_info [Le, Rpe, 3] int32.
+            handle: a LowLatencyHandle (default: the Buffer's own one).
+            return_recv_hook: launch only the send half; the result's .hook() launches the receive half.
+        Returns:
+            LowLatencyDispatchOutput (recv_x, recv_x_scales, recv_count, recv_src_info, handle, hook).
+        """
+        self._require_ll("low_latency_dispatch")
+        return _ll.dispatch(self, x, topk_idx, use_fp8, round_scale, return_src_info, handle, return_recv_hook)
+
+    def low_latency_combine(self, x, topk_weights, handle, out=None, return_recv_hook=False):
+        """Low-latency combine of the handle's last dispatch (ncclEpLowLatencyCombine; collective).
+
+        Args:
+            x: [Le, Rpe, hidden] torch.bfloat16 unweighted expert outputs in the dispatch layout (rows
+                past recv_count are not read), e.g. get_low_latency_combine_buffer() (zero-copy).
+            topk_weights: [T, topk] torch.float32 gate weights (T of the handle's dispatch), applied here.
+            handle: the LowLatencyHandle of the dispatch. out: optional [T, hidden] bfloat16.
+            return_recv_hook: launch only the send half; call the returned hook for the receive half.
+        Returns:
+            (out [T, hidden] bfloat16 = sum_k topk_weights[t, k] * expert output of slot k, hook or None).
+            With a hook, out is written by the receive half.
+        """
+        self._require_ll("low_latency_combine")
+        return _ll.combine(self, x, topk_weights, handle, out, return_recv_hook)
+
+    def get_low_latency_combine_buffer(self):
+        """The group's low-latency combine buffer [Le, Rpe, hidden] bfloat16 in its window, as a tensor
+        (no copy): write the expert outputs there and pass it to low_latency_combine to save a copy for
+        network peers. Must stay unchanged from the combine's send half until the next dispatch's
+        receive half returned. Valid while the Buffer lives."""
+        self._require_ll("get_low_latency_combine_buffer")
+        import torch  # noqa: PLC0415
+        p = C.c_void_p()
+        _lib.check(_lib.lib().ncclEpLowLatencyGetCombineBuffer(self._native(), C.byref(p)))
+        return window_tensor(torch, p.value, self.low_latency_shape, torch.bfloat16, self.device, None)
 
 
 class _FakeIdx:
@@ -480,4 +658,4 @@ class _FakeIdx:
         return 0
 
 
-__all__: List[str] = ["Buffer", "Handle", "DispatchOutput"]
+__all__: List[str] = ["Buffer", "Handle", "DispatchOutput", "CombineOutput"]

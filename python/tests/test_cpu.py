@@ -27,6 +27,21 @@ import epx  # noqa: E402
 from epx import _abi, _checks, _lib  # noqa: E402
 
 EP_H = os.path.join(REPO, "host", "include", "epx", "ep.h")
+EP_LL_H = os.path.join(REPO, "host", "include", "epx", "ep_ll.h")
+
+
+def all_structs():
+    """{name: class} of every mirrored struct (ep.h and ep_ll.h)."""
+    return dict(_abi.STRUCTS, **_abi.LL_STRUCTS)
+
+
+def read_headers():
+    """(ep.h structs, ep_ll.h structs) parsed from the headers."""
+    with open(EP_H) as f:
+        ht = header_structs(f.read())
+    with open(EP_LL_H) as f:
+        ll = header_structs(f.read())
+    return ht, ll
 
 
 def run_py(code, env_update=None):
@@ -57,7 +72,7 @@ def header_structs(text):
 
 
 def probe_source(structs):
-    lines = ["#include <epx/ep.h>", "#include <stdio.h>", "#include <stddef.h>", "int main(void) {"]
+    lines = ["#include <epx/ep.h>", "#include <epx/ep_ll.h>", "#include <stdio.h>", "#include <stddef.h>", "int main(void) {"]
     for s, fields in structs.items():
         lines.append('  printf("sizeof %s %%zu\\n", sizeof(%s));' % (s, s))
         for f in fields:
@@ -71,7 +86,8 @@ def probe_source(structs):
               "ncclEpCombineBf16Partials", "ncclEpCombineFp32", "ncclSuccess", "ncclUnhandledCudaError",
               "ncclSystemError", "ncclInternalError", "ncclInvalidArgument", "ncclInvalidUsage",
               "ncclRemoteError", "ncclInProgress", "ncclInt32", "ncclInt64", "ncclFloat32", "ncclBfloat16",
-              "ncclFloat8e4m3", "NCCL_UNIQUE_ID_BYTES"]
+              "ncclFloat8e4m3", "NCCL_UNIQUE_ID_BYTES", "NCCL_EP_LL_SEND", "NCCL_EP_LL_RECV",
+              "NCCL_EP_LL_SEND_RECV"]
     for c in consts:
         lines.append('  printf("const %s %%lld\\n", (long long)(%s));' % (c, c))
     for s, macro in (("ncclEpConfig_t", "NCCL_EP_CONFIG_INITIALIZER"),
@@ -98,8 +114,8 @@ def run_probe(testcase):
     dirs = dirs.split(os.pathsep) if dirs else [os.path.join(REPO, "host", "include"), "/usr/local/cuda/include"]
     if not any(os.path.exists(os.path.join(d, "cuda_runtime.h")) for d in dirs):
         testcase.skipTest("cuda_runtime.h not found in %s (set EPX_HEADER_DIRS)" % dirs)
-    with open(EP_H) as f:
-        structs = header_structs(f.read())
+    ht, ll = read_headers()
+    structs = dict(ht, **ll)
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "abi_probe.c")
         exe = os.path.join(tmp, "abi_probe")
@@ -137,26 +153,28 @@ class TestAbiLayout(unittest.TestCase):
     """The ctypes structures against ep.h: names, order, sizeof, offsets, field sizes, constants."""
 
     def setUp(self):
-        with open(EP_H) as f:
-            self.structs = header_structs(f.read())
+        self.ht, self.ll = read_headers()
+        self.structs = dict(self.ht, **self.ll)
 
     def test_same_structs_and_field_names(self):
-        self.assertEqual(sorted(self.structs), sorted(_abi.STRUCTS),
-                         "structs of ep.h and epx/_abi.py STRUCTS differ")
+        self.assertEqual(sorted(self.ht), sorted(_abi.STRUCTS), "structs of ep.h and epx/_abi.py STRUCTS differ")
+        self.assertEqual(sorted(self.ll), sorted(_abi.LL_STRUCTS),
+                         "structs of ep_ll.h and epx/_abi.py LL_STRUCTS differ")
+        self.assertEqual(len(self.ll), 5)
         for name, fields in self.structs.items():
-            py = [f[0] for f in _abi.STRUCTS[name]._fields_]
-            self.assertEqual(py, fields, "field names/order of %s differ from ep.h" % name)
+            py = [f[0] for f in all_structs()[name]._fields_]
+            self.assertEqual(py, fields, "field names/order of %s differ from the header" % name)
 
     def test_sizes_and_offsets_match_c(self):
         out = run_probe(self)
         n = 0
         for row in out:
-            if row[0] == "sizeof" and row[1] in _abi.STRUCTS:
-                self.assertEqual(C.sizeof(_abi.STRUCTS[row[1]]), int(row[2]), "sizeof(%s)" % row[1])
+            if row[0] == "sizeof" and row[1] in all_structs():
+                self.assertEqual(C.sizeof(all_structs()[row[1]]), int(row[2]), "sizeof(%s)" % row[1])
                 n += 1
             elif row[0] == "field":
                 _, s, f, off, size = row
-                d = getattr(_abi.STRUCTS[s], f)
+                d = getattr(all_structs()[s], f)
                 self.assertEqual(d.offset, int(off), "offsetof(%s, %s)" % (s, f))
                 self.assertEqual(d.size, int(size), "sizeof(%s.%s)" % (s, f))
                 n += 1
@@ -271,6 +289,19 @@ class TestWithLibepx(unittest.TestCase):
             self.assertIn(word, cm.exception.message, args)
             self.assertEqual(epx.get_last_error(), cm.exception.message)
 
+    def test_low_latency_size_hint_and_limits(self):
+        # docs/low-latency.md, "Memory": 2*E*T*(2H+16) + T*K*(2H+16) + 2*E*T*2H + E*T*2H bytes plus
+        # synchronization words (E = 8, T = 128, H = 1024, K = 2: 11,046,912).
+        n = epx.Buffer.get_buffer_size_hint(1, 128, 1024, 8, 2, algorithm="low_latency")
+        self.assertGreaterEqual(n, 2 * 8 * 128 * 2064 + 128 * 2 * 2064 + 2 * 8 * 128 * 2048 + 8 * 128 * 2048)
+        self.assertNotEqual(n, epx.Buffer.get_buffer_size_hint(1, 128, 1024, 8, 2))
+        for args, word in (((1, 128, 2880, 8, 2), "multiple of 128"), ((1, 4097, 1024, 8, 2), "maxTokensPerRank")):
+            with self.assertRaises(epx.EpError) as cm:
+                epx.Buffer.get_buffer_size_hint(*args, algorithm="low_latency")
+            self.assertEqual(cm.exception.code, _abi.ncclInvalidArgument)
+            self.assertIn(word, cm.exception.message)
+            self.assertIn("LowLatency", cm.exception.message)
+
     def test_fp8_needs_hidden_multiple_of_128(self):
         epx.Buffer.get_buffer_size_hint(1, 128, 1024, 8, 2, fp8=True)
         with self.assertRaises(epx.EpError):
@@ -278,10 +309,6 @@ class TestWithLibepx(unittest.TestCase):
 
 
 class TestConfigInPython(unittest.TestCase):
-    def test_low_latency_not_implemented(self):
-        with self.assertRaises(NotImplementedError):
-            epx.Buffer.get_buffer_size_hint(1, 128, 1024, 8, 2, algorithm="low_latency")
-
     def test_bad_types(self):
         with self.assertRaises(TypeError):
             epx.Buffer.get_buffer_size_hint(1, 128.0, 1024, 8, 2)

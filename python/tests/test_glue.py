@@ -18,7 +18,10 @@ from epx import _abi, _lib  # noqa: E402
 
 STREAM = 0xABC0
 COMM = 0x5000
-ITEMSIZE = {"bfloat16": 2, "float8_e4m3fn": 1, "float32": 4, "int32": 4, "int64": 8}
+COMM_STREAM = 0xC0FFEE
+ITEMSIZE = {"bfloat16": 2, "float8_e4m3fn": 1, "float32": 4, "int32": 4, "int64": 8, "uint8": 1}
+LOG = []  # stream/event operations of the fake torch, in order
+DLPACK = []  # (data, bytes, device id) of every DLPack capsule the fake torch.from_dlpack consumed
 
 
 # --- fake torch --------------------------------------------------------------------------------
@@ -60,6 +63,26 @@ class Tensor:
     def data_ptr(self):
         return self._ptr
 
+    def element_size(self):
+        return ITEMSIZE[self.dtype.name]
+
+    def numel(self):
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def view(self, what):
+        if isinstance(what, Dtype):
+            last = self.shape[-1] * ITEMSIZE[self.dtype.name] // ITEMSIZE[what.name]
+            return Tensor(self.shape[:-1] + (last,), what, self._ptr)
+        t = Tensor(tuple(what), self.dtype, self._ptr)
+        assert t.numel() == self.numel(), (what, self.shape)
+        return t
+
+    def record_stream(self, stream):
+        LOG.append(("record_stream", self._ptr, stream.cuda_stream))
+
     def __getitem__(self, sl):
         assert isinstance(sl, slice) and sl.step is None
         start, stop, _ = sl.indices(self.shape[0])
@@ -67,6 +90,37 @@ class Tensor:
         for s in self.shape[1:]:
             row *= s
         return Tensor((max(stop - start, 0),) + self.shape[1:], self.dtype, self._ptr + start * row)
+
+
+class Stream:
+    def __init__(self, handle):
+        self.cuda_stream = handle
+
+    def wait_event(self, ev):
+        LOG.append(("wait_event", self.cuda_stream, ev.id))
+
+    def wait_stream(self, other):
+        LOG.append(("wait_stream", self.cuda_stream, other.cuda_stream))
+
+    def synchronize(self):
+        pass
+
+
+class Event:
+    _next = 1
+
+    def __init__(self):
+        self.id = Event._next
+        Event._next += 1
+
+    def record(self, stream):
+        LOG.append(("record", self.id, stream.cuda_stream))
+
+    def query(self):
+        return True
+
+    def synchronize(self):
+        LOG.append(("synchronize", self.id))
 
 
 def make_fake_torch(comm_ptr=COMM):
@@ -81,8 +135,29 @@ def make_fake_torch(comm_ptr=COMM):
 
     torch.empty = empty
     torch.zeros = lambda *shape, device=None, dtype=None: Tensor(shape, dtype or torch.float32)
-    stream = types.SimpleNamespace(cuda_stream=STREAM, synchronize=lambda: None)
-    torch.cuda = types.SimpleNamespace(current_device=lambda: 0, current_stream=lambda device=None: stream)
+    stream = Stream(STREAM)
+    state = types.SimpleNamespace(capturing=False)
+    torch.cuda = types.SimpleNamespace(current_device=lambda: 0, current_stream=lambda device=None: stream,
+                                       Stream=lambda device=None: Stream(COMM_STREAM), Event=Event,
+                                       is_current_stream_capturing=lambda: state.capturing, state=state)
+
+    def from_dlpack(capsule):
+        """Reads the capsule as torch does (name "dltensor", DLManagedTensor); the deleter is called
+        when the fake tensor is dropped."""
+        from epx import window  # noqa: PLC0415
+        get = C.pythonapi.PyCapsule_GetPointer
+        get.restype, get.argtypes = C.c_void_p, [C.py_object, C.c_char_p]
+        m = window.DLManagedTensor.from_address(get(capsule, b"dltensor"))
+        t = m.dl_tensor
+        assert (t.device.device_type, t.ndim, t.dtype.code, t.dtype.bits, t.dtype.lanes, t.byte_offset) == \
+            (window.kDLCUDA, 1, window.kDLUInt, 8, 1, 0)
+        assert not t.strides
+        DLPACK.append((t.data, t.shape[0], t.device.device_id))
+        out = Tensor((t.shape[0],), torch.uint8, t.data)
+        out._dl = m
+        return out
+
+    torch.from_dlpack = from_dlpack
 
     dist = types.ModuleType("torch.distributed")
     backend = types.SimpleNamespace(_comm_ptr=comm_ptr if callable(comm_ptr) else (lambda: comm_ptr))
@@ -108,6 +183,8 @@ class FakeLib:
         self.async_msg = b""
         self.next_handle = 0x9000
         self.counts = (C.c_int * 4)(3, 0, 2, 2)
+        self.window = dict(recvX=0x800000, recvScales=0x900000, recvTopkIdx=0xA00000, recvTopkWeights=0xB00000,
+                           recvSrcInfo=0xC00000, combineX=0xD00000, rows=32)
         for name in ("ncclEpGroupDestroy", "ncclEpHandleDestroy"):
             setattr(self, name, self._rec(name))
 
@@ -156,6 +233,29 @@ class FakeLib:
         c.expertCounts = C.cast(self.counts, C.POINTER(C.c_int))
         return 0
 
+    def ncclEpGroupGetBuffers(self, g, out):
+        self.calls.append(("ncclEpGroupGetBuffers", (g,)))
+        for k, v in self.window.items():
+            setattr(out._obj, k, v)
+        return 0
+
+    def ncclEpLowLatencyGetShape(self, g, out):
+        s = out._obj
+        s.numLocalExperts, s.rowsPerExpert, s.hidden, s.scaleCols = 4, 32, 256, 2
+        return self.fail.get("ncclEpLowLatencyGetShape", 0)
+
+    def ncclEpLowLatencyGetCombineBuffer(self, g, out):
+        out._obj.value = 0xE00000
+        return 0
+
+    def ncclEpLowLatencyDispatch(self, h, cin, cout, flags, stream):
+        self.calls.append(("ncclEpLowLatencyDispatch", (h, _copy(cin._obj), _copy(cout._obj), flags, stream.value)))
+        return self.fail.get("ncclEpLowLatencyDispatch", 0)
+
+    def ncclEpLowLatencyCombine(self, h, cin, cout, flags, stream):
+        self.calls.append(("ncclEpLowLatencyCombine", (h, _copy(cin._obj), _copy(cout._obj), flags, stream.value)))
+        return self.fail.get("ncclEpLowLatencyCombine", 0)
+
     def ncclEpDispatchLayout(self, h, routing, stream):
         self.calls.append(("ncclEpDispatchLayout", (h, _copy(routing._obj), stream.value)))
         return self.fail.get("ncclEpDispatchLayout", 0)
@@ -203,6 +303,8 @@ class GlueTest(unittest.TestCase):
         sys.modules["torch"] = self.torch
         sys.modules["torch.distributed"] = self.dist
         self.saved_lib, self.saved_nccl = _lib._lib, _lib._nccl
+        del LOG[:]
+        del DLPACK[:]
         self.lib = FakeLib()
         self.nccl = FakeNccl()
         _lib._lib, _lib._nccl = self.lib, self.nccl
@@ -391,16 +493,15 @@ class TestBufferGlue(GlueTest):
         buf.destroy()  # idempotent
         self.assertEqual(self.lib.names().count("ncclEpGroupDestroy"), 1)
 
-    def test_not_implemented(self):
+    def test_low_latency_calls_refused_on_a_high_throughput_buffer(self):
         buf = self.buffer()
-        for kw in ({"async_finish": True}, {"previous_event": object()}, {"zero_copy": True}):
-            with self.assertRaises(NotImplementedError):
-                buf.dispatch(*self.inputs(), **kw)
-        for f in (buf.get_buffers, buf.low_latency_dispatch, buf.low_latency_combine):
-            with self.assertRaises(NotImplementedError):
-                f()
-        with self.assertRaises(NotImplementedError):
-            self.buffer(algorithm="low_latency")
+        self.assertIsNone(buf.low_latency_shape)
+        x, idx, _ = self.inputs()
+        for f, args in ((buf.low_latency_dispatch, (x, idx)), (buf.create_low_latency_handle, ()),
+                        (buf.get_low_latency_combine_buffer, ())):
+            with self.assertRaisesRegex(ValueError, "algorithm='low_latency'"):
+                f(*args)
+        self.assertNotIn("ncclEpLowLatencyDispatch", self.lib.names())
 
 
 class TestOwnComm(GlueTest):
