@@ -29,15 +29,11 @@ epx::LinkRates linkRates() {
 }
 
 void releaseGroup(ncclEpGroup* g) {
-  if (g->devComm) epx::devCommDestroy(g->comm, g->devComm);
-  if (g->window) ncclCommWindowDeregister(g->comm, g->window);
-  if (g->buffer) ncclMemFree(g->buffer);
+  epx::linkClose(&g->link);  // window, device communicator, GIN posted totals, error record
   if (g->state) cudaFree(g->state);
   if (g->arrived) cudaFree(g->arrived);
-  if (g->ginPosted) cudaFree(g->ginPosted);
   epx::llGroupRelease(g);
   epx::closeBeacons(&g->beacons);
-  if (g->error) cudaFreeHost(g->error);
   delete g;
 }
 
@@ -144,26 +140,7 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
   g->wl = epx::computeWindowLayout(g->cfg, g->nRanks, g->lsaSize);
   if (g->cfg.lowLatency()) g->ll = epx::computeLlLayout(g->cfg, g->nRanks, g->lsaSize);
 
-  if ((r = ncclMemAlloc(&g->buffer, g->wl.totalBytes)) != ncclSuccess) {
-    releaseGroup(g);
-    return fail(r, "ncclEpGroupCreate: ncclMemAlloc of " + std::to_string(g->wl.totalBytes) + " bytes failed");
-  }
-  // Flags and counts must be zero before any peer can write: the collective registration below
-  // ends with a barrier, so clear them first.
-  if ((ce = cudaMemset(g->buffer, 0, epx::dev::windowZeroedPrefix(g->wl))) != cudaSuccess ||
-      (ce = cudaDeviceSynchronize()) != cudaSuccess) {
-    releaseGroup(g);
-    return fail(ncclUnhandledCudaError, cudaMsg("ncclEpGroupCreate: clearing the window", ce));
-  }
-  if ((r = ncclCommWindowRegister(comm, g->buffer, g->wl.totalBytes, &g->window, NCCL_WIN_DEFAULT)) != ncclSuccess ||
-      g->window == nullptr) {
-    releaseGroup(g);
-    return fail(r != ncclSuccess ? r : ncclInvalidUsage,
-                "ncclEpGroupCreate: ncclCommWindowRegister failed or gave no window: the communicator has "
-                "no symmetric-memory support (needs CUDA P2P between all ranks, cuMem, NCCL_WIN_ENABLE=1)");
-  }
   const bool network = g->lsaSize < g->nRanks;
-  g->ginCounters = network ? epx::dev::ginCounterCount(g->nCtas, g->cfg.maxTokensPerRank) : 0;
   if (const char* v = std::getenv("EPX_GIN_COMPLETION"); v && std::string(v) == "flush") g->ginFlushCompletion = 1;
   if (const char* v = std::getenv("EPX_GIN_READY"); v && std::string(v) == "start") g->ginReadyAtStart = 1;
   if (std::string bad = epx::parsePutRounds(std::getenv("EPX_GIN_PUT_ROUNDS"), g->nRanks - g->lsaSize,
@@ -171,50 +148,48 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
     releaseGroup(g);
     return fail(ncclInvalidUsage, "ncclEpGroupCreate: " + bad);
   }
-  if (network)
-    g->ginSignals = g->cfg.lowLatency() ? int(epx::dev::llTotalWords(g->nRanks, g->cfg.numExperts))
-                                        : epx::dev::ginSignalCount(g->nRanks);
-  if ((r = epx::devCommCreate(comm, g->ginSignals, g->ginCounters, &g->devComm,
-                              &g->ginContexts)) != ncclSuccess) {
-    g->devComm = nullptr;
+  // The window, its device communicator, the GIN counters' totals and the error record: the setup
+  // every window user of epx shares (link.h); it ends with a barrier after the GIN signals are zeroed.
+  epx::WindowLink& l = g->link;
+  l.comm = comm;
+  l.rank = g->rank;
+  l.nRanks = g->nRanks;
+  l.cudaDev = g->cudaDev;
+  l.lsaRank = g->lsaRank;
+  l.lsaSize = g->lsaSize;
+  epx::LinkRequest req;
+  req.bytes = g->wl.totalBytes;
+  req.zeroedPrefix = epx::dev::windowZeroedPrefix(g->wl);
+  req.ginSignals = !network ? 0
+                   : g->cfg.lowLatency() ? int(epx::dev::llTotalWords(g->nRanks, g->cfg.numExperts))
+                                         : epx::dev::ginSignalCount(g->nRanks);
+  req.ginCounters = network ? epx::dev::ginCounterCount(g->nCtas, g->cfg.maxTokensPerRank) : 0;
+  req.timeoutMs = g->cfg.timeoutMs;
+  req.who = "ncclEpGroupCreate";
+  if ((r = epx::linkOpen(req, &l)) != ncclSuccess) {  // the reason is recorded (ncclEpGetLastError)
     releaseGroup(g);
-    return fail(r, network ? "ncclEpGroupCreate: ncclDevCommCreate with GIN failed: the ranks span " +
-                                 std::to_string(g->nRanks / g->lsaSize) +
-                                 " NVLink domains and peers outside this rank's domain need GIN (NCCL's InfiniBand "
-                                 "GIN, or NCCL_NET_PLUGIN=epx on one host); see NCCL_DEBUG=INFO"
-                           : "ncclEpGroupCreate: ncclDevCommCreate failed");
+    return r;
   }
-  if (network && g->ginContexts < 1) {
-    releaseGroup(g);
-    return fail(ncclInvalidUsage, "ncclEpGroupCreate: the device communicator has no GIN context");
-  }
+  g->buffer = l.buffer;
+  g->window = l.window;
+  g->devComm = l.devComm;
+  g->ginContexts = l.ginContexts;
+  g->ginCounters = l.ginCounters;
+  g->ginSignals = l.ginSignals;
+  g->ginPosted = l.ginPosted;
+  g->error = l.error;
+  g->errorDev = l.errorDev;
   if ((ce = cudaMalloc(&g->state, sizeof(epx::dev::GroupState))) != cudaSuccess ||
       (ce = cudaMemset(g->state, 0, sizeof(epx::dev::GroupState))) != cudaSuccess ||
       (ce = cudaMalloc(&g->arrived, sizeof(uint32_t) * epx::dev::kNumOpKinds * g->nRanks)) != cudaSuccess ||
       (ce = cudaMemset(g->arrived, 0, sizeof(uint32_t) * epx::dev::kNumOpKinds * g->nRanks)) != cudaSuccess ||
-      (ce = cudaMalloc(&g->ginPosted, sizeof(uint64_t) * std::max(1, g->ginContexts * g->ginCounters))) != cudaSuccess ||
-      (ce = cudaMemset(g->ginPosted, 0, sizeof(uint64_t) * std::max(1, g->ginContexts * g->ginCounters))) != cudaSuccess ||
-      (ce = cudaHostAlloc(&g->error, sizeof(epx::dev::AsyncError), cudaHostAllocMapped)) != cudaSuccess ||
-      (ce = cudaHostGetDevicePointer(reinterpret_cast<void**>(&g->errorDev), g->error, 0)) != cudaSuccess ||
       (g->cfg.lowLatency() && (ce = epx::llGroupInit(g)) != cudaSuccess) ||
       (ce = cudaDeviceSynchronize()) != cudaSuccess) {
     releaseGroup(g);
     return fail(ncclUnhandledCudaError, cudaMsg("ncclEpGroupCreate: device state", ce));
   }
-  std::memset(g->error, 0, sizeof(*g->error));
   if (std::string berr; !epx::openBeacons(g->rank, &g->beacons, &berr))
     std::fprintf(stderr, "epx: rank %d: EPX_DEBUG_BEACONS: %s; no beacons for this group\n", g->rank, berr.c_str());
-  // GIN signal and counter ids come from NCCL's pools and may hold a destroyed group's values: zero them, then
-  // wait until every rank did so before anyone may signal.
-  if ((ce = epx::dev::launchResetGinSignals(g->common(), nullptr)) != cudaSuccess ||
-      (ce = cudaDeviceSynchronize()) != cudaSuccess) {
-    releaseGroup(g);
-    return fail(ncclUnhandledCudaError, cudaMsg("ncclEpGroupCreate: resetting GIN signals", ce));
-  }
-  if ((r = epx::linkBarrier(comm)) != ncclSuccess) {
-    releaseGroup(g);
-    return fail(r, "ncclEpGroupCreate: closing barrier (ncclAllReduce) failed");
-  }
   if (const char* v = std::getenv("EPX_DEBUG"); v && *v && *v != '0')
     std::fprintf(stderr,
                  "epx: rank %d/%d group: T<=%d H=%d K=%d E=%d fp8=%d CTAs=%d window=%zu B, NVLink domain %d ranks, "

@@ -11,6 +11,7 @@
 #include "epx/device/ep_args.h"
 #include "epx/device/ll_args.h"
 #include "epx/ep.h"
+#include "link.h"
 
 struct ncclEpGroup {
   ncclComm_t comm = nullptr;
@@ -19,6 +20,7 @@ struct ncclEpGroup {
   int ginContexts = 0;               // GIN contexts of devComm (0 when every peer is an LSA peer)
   epx::GroupConfig cfg;
   epx::dev::WindowLayout wl{};
+  epx::WindowLink link;             // owns the window, devComm, ginPosted and error (aliased below)
   void* buffer = nullptr;           // ncclMemAlloc, registered as `window`
   ncclWindow_t window = nullptr;
   void* devComm = nullptr;          // ncclDevComm (opaque here; created in devcomm.cu)

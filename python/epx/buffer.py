@@ -199,6 +199,7 @@ class Buffer:
         self.num_ranks = dist.get_world_size(group)
         self.device = torch.device("cuda", torch.cuda.current_device())
         lib = _lib.lib()  # after torch: libepx then shares torch's libnccl/libcudart
+        self._clib = lib  # the library that owns this buffer's native objects (destroy() uses it)
         comm = _comm.borrow_comm(group) if use_group_comm else 0
         self.comm_borrowed = bool(comm)
         if not comm:
@@ -252,7 +253,7 @@ class Buffer:
     def destroy(self):
         """Destroy every native handle, the group and an own communicator (waits for the device).
         Handles of this buffer become unusable."""
-        lib = _lib.lib() if self._group_ptr else None
+        lib = getattr(self, "_clib", None) if self._group_ptr else None
         for h in list(getattr(self, "_live_ll", ())):
             h.destroy()
         self._ll_default = None

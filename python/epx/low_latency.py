@@ -27,7 +27,8 @@ class LowLatencyHandle:
     def __init__(self, buffer):
         hc = _abi.handle_config_initializer()  # the config is not used by low-latency calls
         h = C.c_void_p()
-        _lib.check(_lib.lib().ncclEpHandleCreate(buffer._native(), C.byref(hc), C.byref(h)))
+        self._clib = _lib.lib()  # the library that owns the native handle (destroy() uses it)
+        _lib.check(self._clib.ncclEpHandleCreate(buffer._native(), C.byref(hc), C.byref(h)))
         self.buffer = buffer
         self._ptr = h.value
         self.num_tokens = None
@@ -40,7 +41,7 @@ class LowLatencyHandle:
 
     def destroy(self):
         if self._ptr and self.buffer._group_ptr:
-            _lib.lib().ncclEpHandleDestroy(self._ptr)
+            self._clib.ncclEpHandleDestroy(self._ptr)
         self._ptr = None
 
     def __del__(self):

@@ -493,6 +493,17 @@ class TestBufferGlue(GlueTest):
         buf.destroy()  # idempotent
         self.assertEqual(self.lib.names().count("ncclEpGroupDestroy"), 1)
 
+    def test_destroy_goes_to_the_library_that_created_the_buffer(self):
+        # A Buffer collected after the process switched libraries (tests swap in fakes; a late
+        # garbage collection at exit) must not hand its pointers to another libepx.
+        buf = self.buffer()
+        buf.create_handle()
+        other = FakeLib()
+        _lib._lib = other
+        buf.destroy()
+        self.assertEqual(other.calls, [])
+        self.assertEqual(self.lib.names().count("ncclEpGroupDestroy"), 1)
+
     def test_low_latency_calls_refused_on_a_high_throughput_buffer(self):
         buf = self.buffer()
         self.assertIsNone(buf.low_latency_shape)
