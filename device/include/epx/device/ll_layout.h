@@ -6,22 +6,34 @@
 // the sender without a count exchange. Every region that peers write is double-buffered by a bank
 // = parity of the group's device-side LL sequence number (ncclEpGroup owns it, not a handle: two
 // handles used alternately get alternate banks and never share a word; NVIDIA/nccl #2303):
-//   dispatchRecv  [2 bank][Le][nRanks src][maxTokens] messages: payload (BF16 row, or FP8 row
+//   dispatchRecv  [2 bank][nRanks src][Le][maxTokens] messages: payload (BF16 row, or FP8 row
 //                 then its FP32 scales, one per 128 channels), then meta (source token, top-k
 //                 slot); the message stride depends on the call's dtype (msgBytes), the region is
-//                 sized for BF16, the larger
+//                 sized for BF16, the larger. NVLink (LSA) sources store message (le, slot) at
+//                 [bank][src][le][slot]; a network (GIN) source's Le * maxTokens messages of the
+//                 bank are its landing area instead: its rows packed in its staging order (local
+//                 expert, then slot), found through the source's header (ginRecvMsg)
+//   dispatchHdr   [2 bank][nRanks src] headers: a GIN source's rows per local expert (Le int32,
+//                 stride hdrBytes, 16-byte aligned)
+//   dispatchHdrStage [nRanks dst] headers: this rank's headers for GIN destinations (staging)
 //   dispatchStage [maxTokens * topk] messages: rows for network (GIN) peers, grouped by global
-//                 expert in expert order (GIN puts only from registered memory), one put per expert
+//                 expert in expert order (GIN puts only from registered memory), so a destination
+//                 rank's rows are contiguous: one put per destination rank (+ its header)
 //   combineRecv   [2 bank][numExperts][maxTokens] BF16 rows at the source rank: expert e's output
-//                 for the token in slot `slot` of e
-//   combineSend   [Le][nRanks * maxTokens] BF16 rows: GIN staging of combine, in the dispatch
-//                 output's layout; also the zero-copy combine input
+//                 for the token in slot `slot` of e (NVLink experts); for a GIN expert rank r the
+//                 bank's Le * maxTokens rows of r's experts are r's landing area: the rows packed
+//                 in this rank's dispatch staging order (ginCombineRecvRow)
+//   combineSend   [Le][nRanks * maxTokens] BF16 rows: the zero-copy combine input (dispatch output
+//                 layout); otherwise GIN staging of combine, packed by source rank, then local
+//                 expert, then slot (combineStageRow), one put per source rank
 //
 // Synchronization words (LSA: u32 in the flags region; GIN: signal with the same index), all
 // cumulative, never reset, indexed after the high-throughput words (protocol.h):
-//   count(bank, le, src)  dispatch: src adds (rows it sent to local expert le) + 1 once per op on
-//                         that bank; the receiver keeps its running total per word (LlState)
+//   count(bank, le, src)  dispatch, LSA source: src adds (rows it sent to local expert le) + 1 once
+//                         per op on that bank; the receiver keeps its running total per word (LlState)
 //   combineArrive(bank, src)  combine: src adds 1 per op on that bank after all its rows for us
+//   dispatchArrive(bank, src) dispatch, GIN source: src adds 1 per op on that bank with the put of
+//                         its header, after its rows (same context)
 //   free(kind, src)       src finished receiving op #seq of kind (dispatch/combine): value seq.
 //                         A sender puts op #seq into bank seq&1 only when free >= seq - 2 (the
 //                         receiver has consumed the op that used that bank before).
@@ -55,7 +67,9 @@ struct LlShape {
 };
 
 struct LlLayout {
-  uint64_t dispatchRecv;   // [2][Le][nRanks][maxTokens] msgBytes
+  uint64_t dispatchRecv;   // [2][nRanks][Le][maxTokens] msgBytes
+  uint64_t dispatchHdr;       // [2][nRanks] hdrBytes
+  uint64_t dispatchHdrStage;  // [nRanks] hdrBytes
   uint64_t dispatchStage;  // [maxTokens * topk] msgBytes
   uint64_t combineRecv;    // [2][numExperts][maxTokens] rowBytes
   uint64_t combineSend;    // [Le][nRanks * maxTokens] rowBytes
@@ -71,8 +85,14 @@ struct LlLayout {
   EPX_HD uint32_t msgBytes(bool fp8) const { return metaOffset(fp8) + kLlMetaBytes; }
   EPX_HD uint64_t recvMsg(int bank, int le, int src, int slot, bool fp8) const {
     return dispatchRecv +
-           ((((uint64_t(bank) * localExperts + le) * nRanks + src) * uint64_t(maxTokens)) + slot) * msgBytes(fp8);
+           ((((uint64_t(bank) * nRanks + src) * localExperts + le) * uint64_t(maxTokens)) + slot) * msgBytes(fp8);
   }
+  // Message `idx` of GIN source src's landing area in `bank` (its rows packed: local expert, slot).
+  EPX_HD uint64_t ginRecvMsg(int bank, int src, int idx, bool fp8) const { return recvMsg(bank, 0, src, idx, fp8); }
+  // A header: Le int32 row counts, its stride 16-byte aligned (GIN puts of whole vectors).
+  EPX_HD uint32_t hdrBytes() const { return llAlign16(uint32_t(localExperts) * sizeof(int32_t)); }
+  EPX_HD uint64_t hdr(int bank, int src) const { return dispatchHdr + (uint64_t(bank) * nRanks + src) * hdrBytes(); }
+  EPX_HD uint64_t hdrStage(int dst) const { return dispatchHdrStage + uint64_t(dst) * hdrBytes(); }
   EPX_HD uint64_t stageMsg(int row, bool fp8) const { return dispatchStage + uint64_t(row) * msgBytes(fp8); }
   EPX_HD uint64_t combineRecvRow(int bank, int expert, int slot) const {
     return combineRecv + ((uint64_t(bank) * numExperts + expert) * uint64_t(maxTokens) + slot) * rowBytes;
@@ -80,6 +100,10 @@ struct LlLayout {
   EPX_HD uint64_t combineSendRow(int le, int row) const {
     return combineSend + (uint64_t(le) * nRanks * uint64_t(maxTokens) + row) * rowBytes;
   }
+  // Row `idx` of GIN expert rank r's landing area in `bank` (rows packed in this rank's staging order).
+  EPX_HD uint64_t ginCombineRecvRow(int bank, int r, int idx) const { return combineRecvRow(bank, r * localExperts, idx); }
+  // Row `idx` of the packed GIN combine staging (source rank, local expert, slot).
+  EPX_HD uint64_t combineStageRow(int idx) const { return combineSendRow(0, idx); }
   // Rows of one local expert in the dispatch output (and the combine input).
   EPX_HD int rowsPerExpert() const { return nRanks * maxTokens; }
 
@@ -90,12 +114,15 @@ struct LlLayout {
   EPX_HD uint32_t combineArriveWord(int bank, int src) const {
     return wordBase + uint32_t(kLlBanks) * localExperts * nRanks + uint32_t(bank) * nRanks + src;
   }
+  EPX_HD uint32_t dispatchArriveWord(int bank, int src) const {
+    return wordBase + uint32_t(kLlBanks) * localExperts * nRanks + uint32_t(kLlBanks + bank) * nRanks + src;
+  }
   EPX_HD uint32_t freeWord(int op, int src) const {
-    return wordBase + uint32_t(kLlBanks) * localExperts * nRanks + uint32_t(kLlBanks) * nRanks +
+    return wordBase + uint32_t(kLlBanks) * localExperts * nRanks + uint32_t(2 * kLlBanks) * nRanks +
            uint32_t(op) * nRanks + src;
   }
   EPX_HD uint32_t wordCount() const {
-    return uint32_t(kLlBanks) * localExperts * nRanks + uint32_t(kLlBanks) * nRanks + uint32_t(kLlNumOps) * nRanks;
+    return uint32_t(kLlBanks) * localExperts * nRanks + uint32_t(2 * kLlBanks + kLlNumOps) * nRanks;
   }
 };
 
@@ -109,7 +136,7 @@ EPX_HD uint32_t llFreeTarget(uint32_t seq) { return seq - uint32_t(kLlBanks); }
 
 // Synchronization words of an LL group: the high-throughput ones, then the LL ones.
 EPX_HD uint32_t llTotalWords(int nRanks, int numExperts) {
-  return uint32_t(kNumFlagKinds) * nRanks + uint32_t(kLlBanks) * numExperts + uint32_t(kLlBanks + kLlNumOps) * nRanks;
+  return uint32_t(kNumFlagKinds) * nRanks + uint32_t(kLlBanks) * numExperts + uint32_t(2 * kLlBanks + kLlNumOps) * nRanks;
 }
 
 // The LL region placed at `base` (bytes from the window's start).
@@ -133,6 +160,8 @@ inline LlLayout layoutLl(const LlShape& s, uint64_t base) {
   // BF16 messages are the larger (2H >= H + H/32 rounded up to 16, for H a multiple of 128).
   const uint64_t msg = l.msgBytes(false) > l.msgBytes(s.fp8) ? l.msgBytes(false) : l.msgBytes(s.fp8);
   l.dispatchRecv = region(uint64_t(kLlBanks) * s.numExperts * T * msg);
+  l.dispatchHdr = region(uint64_t(kLlBanks) * s.nRanks * l.hdrBytes());
+  l.dispatchHdrStage = region(uint64_t(s.nRanks) * l.hdrBytes());
   l.dispatchStage = region(T * s.topk * msg);
   l.combineRecv = region(uint64_t(kLlBanks) * s.numExperts * T * l.rowBytes);
   l.combineSend = region(uint64_t(s.numExperts) * T * l.rowBytes);
