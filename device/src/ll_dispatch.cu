@@ -4,10 +4,10 @@
 // each token's row once per selected expert as a message (payload BF16 or FP8 + scales, meta):
 // straight into NVLink peers' receive rows, or into the staging rows of network peers. The last
 // CTA then announces the rows: to an NVLink destination it adds (rows + 1) to the count word of
-// (expert, this rank) by a release add; to a network destination it posts one GIN put of all the
-// destination's staged rows (contiguous: staging is in global expert order) into this rank's
-// landing area there, then one put-with-signal of the per-local-expert counts (header) — O(1) GIN
-// operations per destination rank. Receive: wait for every (local expert, source) count (NVLink:
+// (expert, this rank) by a release add; to a network destination it posts one GIN put-with-signal
+// of the per-local-expert counts (header) and all the destination's staged rows (contiguous:
+// staging is in global expert order, each destination's header right before its rows) into this
+// rank's landing area there — one GIN operation per destination rank. Receive: wait for every (local expert, source) count (NVLink:
 // count word; network: the source's header, once its arrival word says this op landed), copy the
 // rows into the expert-major output in (source, slot) order, and free the bank for the sources.
 #include <nccl_device.h>
@@ -172,7 +172,7 @@ __device__ void sendHalf(const LlDispatchArgs& a, LlSession& ses, uint32_t seq, 
       if (e >= 0) {
         const int d = e / Le;
         char* msg = tr.lsa(d) ? tr.lsaBase(d) + l.recvMsg(bank, e % Le, c.rank, slot, fp8)
-                              : tr.localBase() + l.stageMsg(sm.stage[e] + slot, fp8);
+                              : tr.localBase() + l.stageMsg(sm.stage[e] + slot, d, fp8);
         dsts[warp][__popc(valid & ((1u << lane) - 1u))] = msg;
         int* meta = reinterpret_cast<int*>(msg + l.metaOffset(fp8));
         meta[0] = t;
@@ -184,20 +184,19 @@ __device__ void sendHalf(const LlDispatchArgs& a, LlSession& ses, uint32_t seq, 
     }
   }
   // The last CTA announces the rows, after them. LSA: (rows + 1) per expert by a release add after
-  // every CTA's stores. GIN: per destination rank one put of its rows (omitted when none) and one
-  // put of its header carrying the arrival signal, on one context (the signal follows the rows).
+  // every CTA's stores. GIN: per destination rank one put of its header and rows carrying the
+  // arrival signal (applied after the data).
   if (!LlSession::lastCta(&a.g.state->sentCtas[kLlDispatch])) return;
   if (!ses.abort && !timedOut(c.error)) {
     for (int e = threadIdx.x; e < E; e += kThreads)
       if (tr.lsa(e / Le)) tr.addLsaWord(e / Le, l.countWord(bank, e % Le, c.rank), uint32_t(sm.total[e]) + 1);
     for (int d = threadIdx.x; d < c.nRanks && gin; d += kThreads) {
       if (tr.lsa(d)) continue;
-      int* hdr = reinterpret_cast<int*>(tr.localBase() + l.hdrStage(d));
-      for (int le = 0; le < Le; ++le) hdr[le] = sm.total[d * Le + le];
       const int first = sm.stage[d * Le], rows = sm.stage[(d + 1) * Le] - first;
-      const int ctx = dataContextOf(d, c.ginContexts);
-      tr.put(d, l.ginRecvMsg(bank, c.rank, 0, fp8), l.stageMsg(first, fp8), uint64_t(rows) * l.msgBytes(fp8), ctx);
-      tr.putSignalWord(d, l.hdr(bank, c.rank), l.hdrStage(d), l.hdrBytes(), l.dispatchArriveWord(bank, c.rank), 1, ctx);
+      int* hdr = reinterpret_cast<int*>(tr.localBase() + l.hdrStage(d, first, fp8));
+      for (int le = 0; le < Le; ++le) hdr[le] = sm.total[d * Le + le];
+      tr.putSignalWord(d, l.hdr(bank, c.rank), l.hdrStage(d, first, fp8), l.hdrBytes() + uint64_t(rows) * l.msgBytes(fp8),
+                       l.dispatchArriveWord(bank, c.rank), 1, dataContextOf(d, c.ginContexts));
     }
   }
   if (threadIdx.x == 0) {

@@ -73,22 +73,29 @@ BOOST_AUTO_TEST_CASE(ll_region_is_disjoint_and_sized) {
   const uint64_t T = 128, E = 256, msg = 2 * 7168 + 16;
   BOOST_TEST(l.msgBytes(false) == msg);
   BOOST_TEST(l.msgBytes(true) == 7168 + 224 + 16);  // 56 scales (224 bytes, 16-aligned) + meta
-  BOOST_TEST(l.dispatchHdr >= l.dispatchRecv + 2 * E * T * msg);
-  BOOST_TEST(l.dispatchHdrStage >= l.dispatchHdr + 2 * E * 4);
-  BOOST_TEST(l.dispatchStage >= l.dispatchHdrStage + E * 4);
-  BOOST_TEST(l.combineRecv >= l.dispatchStage + T * 8 * msg);
+  BOOST_TEST(l.hdrBytes() == 32u * 4u);
+  BOOST_TEST(l.srcBytes == 32 * 4 + 32 * T * msg);
+  BOOST_TEST(l.dispatchStage >= l.dispatchRecv + 2 * 8 * l.srcBytes);
+  BOOST_TEST(l.combineRecv >= l.dispatchStage + 8 * 32 * 4 + T * 8 * msg);
   BOOST_TEST(l.combineSend >= l.combineRecv + 2 * E * T * 7168 * 2);
   BOOST_TEST(l.endBytes >= l.combineSend + E * T * 7168 * 2);
   // Last message of each bank / last row lies inside its region.
-  BOOST_TEST(l.recvMsg(1, 31, 7, 127, false) + msg <= l.dispatchHdr);
-  BOOST_TEST(l.recvMsg(1, 0, 0, 0, false) == l.dispatchRecv + 32 * 8 * T * msg);
-  // Source-major: a source's messages of a bank are contiguous (a GIN source's landing area).
-  BOOST_TEST(l.recvMsg(0, 0, 1, 0, false) == l.recvMsg(0, 31, 0, 127, false) + msg);
-  BOOST_TEST(l.ginRecvMsg(1, 7, 32 * 128 - 1, true) + l.msgBytes(true) <= l.dispatchHdr);
+  BOOST_TEST(l.recvMsg(1, 31, 7, 127, false) + msg <= l.dispatchStage);
+  BOOST_TEST(l.hdr(1, 0) == l.dispatchRecv + 8 * l.srcBytes);
+  BOOST_TEST(l.recvMsg(1, 0, 0, 0, false) == l.hdr(1, 0) + 32 * 4);
+  // Source-major: a source's header and messages of a bank are contiguous (a GIN source's landing
+  // area: one put), and the next source's area follows.
+  BOOST_TEST(l.hdr(0, 1) == l.recvMsg(0, 31, 0, 127, false) + msg);
+  BOOST_TEST(l.ginRecvMsg(1, 7, 32 * 128 - 1, true) + l.msgBytes(true) <= l.dispatchStage);
   BOOST_TEST(l.ginRecvMsg(0, 3, 5 * 128 + 2, false) == l.recvMsg(0, 5, 3, 2, false));
-  BOOST_TEST(l.hdr(1, 7) + l.hdrBytes() <= l.dispatchHdrStage);
-  BOOST_TEST(l.hdrStage(7) + l.hdrBytes() <= l.dispatchStage);
-  BOOST_TEST(l.hdrBytes() == 32u * 4u);
+  BOOST_TEST(l.ginRecvMsg(0, 3, 0, true) == l.hdr(0, 3) + l.hdrBytes());
+  // Staging: destination d's header right before its first row, after d - 1's rows.
+  for (bool fp8 : {false, true}) {
+    BOOST_TEST(l.hdrStage(0, 0, fp8) == l.dispatchStage);
+    BOOST_TEST(l.hdrStage(3, 100, fp8) + l.hdrBytes() == l.stageMsg(100, 3, fp8));
+    BOOST_TEST(l.hdrStage(3, 100, fp8) == l.stageMsg(99, 2, fp8) + l.msgBytes(fp8));
+    BOOST_TEST(l.stageMsg(int(T) * 8 - 1, 7, fp8) + l.msgBytes(fp8) <= l.combineRecv);
+  }
   // A GIN expert rank's landing area in combineRecv is its experts' rows; the packed staging fits.
   BOOST_TEST(l.ginCombineRecvRow(1, 7, 32 * 128 - 1) == l.combineRecvRow(1, 255, 127));
   BOOST_TEST(l.ginCombineRecvRow(0, 2, 0) == l.combineRecvRow(0, 64, 0));
@@ -120,8 +127,8 @@ BOOST_AUTO_TEST_CASE(ll_words_are_unique_and_banks_alternate) {
     // GIN headers: one 16-byte aligned slot per (bank, source) and per destination, disjoint.
     BOOST_TEST(l.hdrBytes() % 16 == 0u);
     BOOST_TEST(l.hdrBytes() >= uint32_t(Le) * 4u);
-    BOOST_TEST(l.hdr(1, R - 1) + l.hdrBytes() <= l.dispatchHdrStage);
-    BOOST_TEST(l.hdrStage(R - 1) + l.hdrBytes() <= l.dispatchStage);
+    BOOST_TEST(l.srcBytes % 16 == 0u);
+    BOOST_TEST(l.recvMsg(1, Le - 1, R - 1, 15, false) + l.msgBytes(false) <= l.dispatchStage);
   }
   // Consecutive ops alternate banks; the arrival word of a bank counts that bank's ops.
   BOOST_TEST(dev::llBankOf(1) != dev::llBankOf(2));

@@ -60,24 +60,20 @@ double maxNetRows(const std::vector<epx::ref::LlRouting>& all, int K, int E, int
 }
 
 // GIN operations one call posts on the busiest rank (what ll_dispatch.cu / ll_combine.cu post):
-// dispatch, per destination rank on another node, one put of its rows (when any) and one
-// put-with-signal of its header; combine (staged, not zero-copy), per source rank on another node,
-// one put-with-signal of its rows (a bare signal when none).
+// dispatch, per destination rank on another node, one put-with-signal of its header and rows;
+// combine (staged, not zero-copy), per source rank on another node, one put-with-signal of its rows
+// (a bare signal when none).
 struct GinOps {
   double dispatch = 0, combine = 0;
 };
 GinOps ginOps(const std::vector<epx::ref::LlRouting>& all, int K, int E, int nRanks, int ranksPerNode) {
   GinOps g;
-  const int Le = E / nRanks;
   for (int r = 0; r < nRanks; ++r) {
     double disp = 0, comb = 0;
-    std::vector<char> sendsTo(size_t(nRanks), 0);
-    for (int64_t e : all[size_t(r)].topkIdx)
-      if (e >= 0 && e < E) sendsTo[size_t(e / Le)] = 1;
     for (int d = 0; d < nRanks; ++d) {
       if (d / ranksPerNode == r / ranksPerNode) continue;
-      disp += 1 + sendsTo[size_t(d)];  // header put-with-signal (+ rows put)
-      comb += 1;                        // rows put-with-signal
+      disp += 1;  // header + rows, put-with-signal
+      comb += 1;  // rows, put-with-signal
     }
     g.dispatch = std::max(g.dispatch, disp);
     g.combine = std::max(g.combine, comb);

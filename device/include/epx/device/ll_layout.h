@@ -6,19 +6,18 @@
 // the sender without a count exchange. Every region that peers write is double-buffered by a bank
 // = parity of the group's device-side LL sequence number (ncclEpGroup owns it, not a handle: two
 // handles used alternately get alternate banks and never share a word; NVIDIA/nccl #2303):
-//   dispatchRecv  [2 bank][nRanks src][Le][maxTokens] messages: payload (BF16 row, or FP8 row
-//                 then its FP32 scales, one per 128 channels), then meta (source token, top-k
-//                 slot); the message stride depends on the call's dtype (msgBytes), the region is
-//                 sized for BF16, the larger. NVLink (LSA) sources store message (le, slot) at
-//                 [bank][src][le][slot]; a network (GIN) source's Le * maxTokens messages of the
-//                 bank are its landing area instead: its rows packed in its staging order (local
-//                 expert, then slot), found through the source's header (ginRecvMsg)
-//   dispatchHdr   [2 bank][nRanks src] headers: a GIN source's rows per local expert (Le int32,
-//                 stride hdrBytes, 16-byte aligned)
-//   dispatchHdrStage [nRanks dst] headers: this rank's headers for GIN destinations (staging)
-//   dispatchStage [maxTokens * topk] messages: rows for network (GIN) peers, grouped by global
-//                 expert in expert order (GIN puts only from registered memory), so a destination
-//                 rank's rows are contiguous: one put per destination rank (+ its header)
+//   dispatchRecv  [2 bank][nRanks src] areas of srcBytes: a header (hdrBytes: Le int32, 16-byte
+//                 aligned), then [Le][maxTokens] messages: payload (BF16 row, or FP8 row then its
+//                 FP32 scales, one per 128 channels), then meta (source token, top-k slot); the
+//                 message stride depends on the call's dtype (msgBytes), the area is sized for
+//                 BF16, the larger. NVLink (LSA) sources store message (le, slot) at
+//                 [le][slot]; a network (GIN) source puts its header (its rows per local expert)
+//                 and its rows packed in its staging order (local expert, then slot) in one put:
+//                 the receiver finds them through the header (ginRecvMsg)
+//   dispatchStage [nRanks] headers + [maxTokens * topk] messages: rows for network (GIN) peers,
+//                 grouped by global expert in expert order (GIN puts only from registered
+//                 memory), destination d's header right before d's first row, so header and rows
+//                 of one destination rank are contiguous: one put per destination rank
 //   combineRecv   [2 bank][numExperts][maxTokens] BF16 rows at the source rank: expert e's output
 //                 for the token in slot `slot` of e (NVLink experts); for a GIN expert rank r the
 //                 bank's Le * maxTokens rows of r's experts are r's landing area: the rows packed
@@ -32,8 +31,8 @@
 //   count(bank, le, src)  dispatch, LSA source: src adds (rows it sent to local expert le) + 1 once
 //                         per op on that bank; the receiver keeps its running total per word (LlState)
 //   combineArrive(bank, src)  combine: src adds 1 per op on that bank after all its rows for us
-//   dispatchArrive(bank, src) dispatch, GIN source: src adds 1 per op on that bank with the put of
-//                         its header, after its rows (same context)
+//   dispatchArrive(bank, src) dispatch, GIN source: src adds 1 per op on that bank with its one
+//                         put of header + rows (the signal is applied after the data)
 //   free(kind, src)       src finished receiving op #seq of kind (dispatch/combine): value seq.
 //                         A sender puts op #seq into bank seq&1 only when free >= seq - 2 (the
 //                         receiver has consumed the op that used that bank before).
@@ -67,10 +66,9 @@ struct LlShape {
 };
 
 struct LlLayout {
-  uint64_t dispatchRecv;   // [2][nRanks][Le][maxTokens] msgBytes
-  uint64_t dispatchHdr;       // [2][nRanks] hdrBytes
-  uint64_t dispatchHdrStage;  // [nRanks] hdrBytes
-  uint64_t dispatchStage;  // [maxTokens * topk] msgBytes
+  uint64_t dispatchRecv;   // [2][nRanks] srcBytes: header, [Le][maxTokens] msgBytes
+  uint64_t dispatchStage;  // nRanks headers + [maxTokens * topk] msgBytes
+  uint64_t srcBytes;       // one source's area of a bank in dispatchRecv
   uint64_t combineRecv;    // [2][numExperts][maxTokens] rowBytes
   uint64_t combineSend;    // [Le][nRanks * maxTokens] rowBytes
   uint64_t endBytes;       // end of the LL region (from the window's start)
@@ -83,17 +81,21 @@ struct LlLayout {
   EPX_HD uint32_t scaleBytes(bool fp8) const { return fp8 ? llAlign16(uint32_t(hidden / kLlScaleBlock) * 4u) : 0u; }
   EPX_HD uint32_t metaOffset(bool fp8) const { return payloadBytes(fp8) + scaleBytes(fp8); }
   EPX_HD uint32_t msgBytes(bool fp8) const { return metaOffset(fp8) + kLlMetaBytes; }
+  // A header: Le int32 row counts, padded to 16 bytes (the messages after it stay aligned).
+  EPX_HD uint32_t hdrBytes() const { return llAlign16(uint32_t(localExperts) * sizeof(int32_t)); }
+  // Header of source src's area in `bank` (GIN sources write it; the put's landing address).
+  EPX_HD uint64_t hdr(int bank, int src) const { return dispatchRecv + (uint64_t(bank) * nRanks + src) * srcBytes; }
   EPX_HD uint64_t recvMsg(int bank, int le, int src, int slot, bool fp8) const {
-    return dispatchRecv +
-           ((((uint64_t(bank) * nRanks + src) * localExperts + le) * uint64_t(maxTokens)) + slot) * msgBytes(fp8);
+    return hdr(bank, src) + hdrBytes() + (uint64_t(le) * maxTokens + slot) * msgBytes(fp8);
   }
   // Message `idx` of GIN source src's landing area in `bank` (its rows packed: local expert, slot).
   EPX_HD uint64_t ginRecvMsg(int bank, int src, int idx, bool fp8) const { return recvMsg(bank, 0, src, idx, fp8); }
-  // A header: Le int32 row counts, its stride 16-byte aligned (GIN puts of whole vectors).
-  EPX_HD uint32_t hdrBytes() const { return llAlign16(uint32_t(localExperts) * sizeof(int32_t)); }
-  EPX_HD uint64_t hdr(int bank, int src) const { return dispatchHdr + (uint64_t(bank) * nRanks + src) * hdrBytes(); }
-  EPX_HD uint64_t hdrStage(int dst) const { return dispatchHdrStage + uint64_t(dst) * hdrBytes(); }
-  EPX_HD uint64_t stageMsg(int row, bool fp8) const { return dispatchStage + uint64_t(row) * msgBytes(fp8); }
+  // Staging row `row` (global expert order), destined to rank dst: after the headers of ranks <= dst.
+  EPX_HD uint64_t stageMsg(int row, int dst, bool fp8) const {
+    return dispatchStage + uint64_t(dst + 1) * hdrBytes() + uint64_t(row) * msgBytes(fp8);
+  }
+  // Header for rank dst in staging, right before its first row `firstRow`.
+  EPX_HD uint64_t hdrStage(int dst, int firstRow, bool fp8) const { return stageMsg(firstRow, dst, fp8) - hdrBytes(); }
   EPX_HD uint64_t combineRecvRow(int bank, int expert, int slot) const {
     return combineRecv + ((uint64_t(bank) * numExperts + expert) * uint64_t(maxTokens) + slot) * rowBytes;
   }
@@ -159,10 +161,9 @@ inline LlLayout layoutLl(const LlShape& s, uint64_t base) {
   const uint64_t T = uint64_t(s.maxTokens);
   // BF16 messages are the larger (2H >= H + H/32 rounded up to 16, for H a multiple of 128).
   const uint64_t msg = l.msgBytes(false) > l.msgBytes(s.fp8) ? l.msgBytes(false) : l.msgBytes(s.fp8);
-  l.dispatchRecv = region(uint64_t(kLlBanks) * s.numExperts * T * msg);
-  l.dispatchHdr = region(uint64_t(kLlBanks) * s.nRanks * l.hdrBytes());
-  l.dispatchHdrStage = region(uint64_t(s.nRanks) * l.hdrBytes());
-  l.dispatchStage = region(T * s.topk * msg);
+  l.srcBytes = l.hdrBytes() + uint64_t(l.localExperts) * T * msg;
+  l.dispatchRecv = region(uint64_t(kLlBanks) * s.nRanks * l.srcBytes);
+  l.dispatchStage = region(uint64_t(s.nRanks) * l.hdrBytes() + T * s.topk * msg);
   l.combineRecv = region(uint64_t(kLlBanks) * s.numExperts * T * l.rowBytes);
   l.combineSend = region(uint64_t(s.numExperts) * T * l.rowBytes);
   l.endBytes = off;
