@@ -181,7 +181,7 @@ __global__ void __launch_bounds__(kThreads, 1) llCombineKernel(const __grid_cons
 }  // namespace
 
 cudaError_t launchLlCombine(const LlCombineArgs& args, int nCtas, cudaStream_t stream) {
-  // <= (2 * kMaxExperts + 3 * nRanks + 2) ints, under 48 KiB: no opt-in needed
+  // Le + 1 + E + 2 * nRanks + 1 ints (E <= kMaxExperts, nRanks <= E): under 48 KiB, no opt-in needed
   const size_t smem = SendSmem::bytes(args.c.localExperts, args.c.nRanks);
   llCombineKernel<<<nCtas, kThreads, smem, stream>>>(args);
   return cudaGetLastError();

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <random>
 #include <set>
 #include <vector>
 
@@ -269,6 +271,94 @@ BOOST_AUTO_TEST_CASE(reference_rows_follow_source_then_token_order) {
   const std::vector<ref::LlRow> e3 = {{0, 2, 0}, {1, 1, 1}};
   BOOST_TEST((r1.rows[0] == e2));
   BOOST_TEST((r1.rows[1] == e3));
+}
+
+// The GIN path's arithmetic (ll_dispatch.cu / ll_combine.cu) replayed on the layout with every
+// peer a network peer: each source stages its rows in global expert order (destination d's header
+// right before d's rows), one put per destination moves header + rows into the source's area of the
+// bank, and the receiver, walking the header's prefix, finds the reference's rows in output order.
+// Combine: the expert rank's packed return (local expert, then slot) lands where the source looks
+// (its staging prefix), inside the expert rank's rows of combineRecv.
+BOOST_AUTO_TEST_CASE(ll_gin_landing_matches_reference) {
+  const int R = 4, T = 9, K = 3, E = 16, Le = E / R, H = 256;
+  GroupConfig g;
+  ncclEpConfig_t c = llConfig(T, H, K, E);
+  BOOST_REQUIRE(normalizeConfig(&c, R, &g) == "");
+  const dev::LlLayout l = computeLlLayout(g, R, 1);
+  ref::LlShape s;
+  s.nRanks = R;
+  s.maxTokens = T;
+  s.hidden = H;
+  s.topk = K;
+  s.numExperts = E;
+  std::mt19937 rng(11);
+  std::vector<ref::LlRouting> all(R);
+  for (int r = 0; r < R; ++r) {
+    all[r].numTokens = T - r;  // 9, 8, 7, 6 tokens; ids in [-1, E] (repeats, masked and invalid too)
+    for (int i = 0; i < all[r].numTokens * K; ++i) all[r].topkIdx.push_back(int64_t(rng() % (E + 2)) - 1);
+  }
+  struct Msg {
+    int src, token, k;
+  };
+  for (bool fp8 : {false, true})
+    for (int bank = 0; bank < dev::kLlBanks; ++bank) {
+      std::vector<std::map<uint64_t, Msg>> win(R);                       // [dst] landed message offsets
+      std::vector<std::vector<int>> hdr(R, std::vector<int>(size_t(R) * Le));  // [dst][src * Le + le]
+      std::vector<std::vector<int>> stage(R, std::vector<int>(E + 1, 0));      // [src] stageStart
+      std::vector<std::vector<int>> slotOf(R);                                 // [src][t * K + k]
+      for (int src = 0; src < R; ++src) {
+        const ref::LlRouting& rt = all[src];
+        std::vector<int> count(E, 0);
+        slotOf[src].assign(size_t(rt.numTokens) * K, -1);
+        for (int t = 0; t < rt.numTokens; ++t)
+          for (int k = 0; k < K; ++k) {
+            const int e = ref::llSlotExpert(s, rt, t, k);
+            if (e >= 0) slotOf[src][size_t(t) * K + k] = count[e]++;
+          }
+        for (int e = 0; e < E; ++e) stage[src][e + 1] = stage[src][e] + count[e];
+        std::map<uint64_t, Msg> staged;
+        for (int t = 0; t < rt.numTokens; ++t)
+          for (int k = 0; k < K; ++k) {
+            const int e = ref::llSlotExpert(s, rt, t, k);
+            if (e < 0) continue;
+            const uint64_t off = l.stageMsg(stage[src][e] + slotOf[src][size_t(t) * K + k], e / Le, fp8);
+            BOOST_TEST(off + l.msgBytes(fp8) <= l.combineRecv);
+            BOOST_TEST(staged.emplace(off, Msg{src, t, k}).second);
+          }
+        for (int d = 0; d < R; ++d) {
+          const int first = stage[src][d * Le], rows = stage[src][(d + 1) * Le] - first;
+          const uint64_t from = l.hdrStage(d, first, fp8), bytes = l.hdrBytes() + uint64_t(rows) * l.msgBytes(fp8);
+          BOOST_TEST(from >= l.dispatchStage);
+          BOOST_TEST(l.hdr(bank, src) + bytes <= (src + 1 < R ? l.hdr(bank, src + 1) : l.hdr(bank, 0) + R * l.srcBytes));
+          for (int le = 0; le < Le; ++le) hdr[d][size_t(src) * Le + le] = count[d * Le + le];
+          int moved = 0;
+          for (auto it = staged.lower_bound(from + l.hdrBytes()); it != staged.end() && it->first < from + bytes; ++it, ++moved)
+            win[d][l.hdr(bank, src) + (it->first - from)] = it->second;
+          BOOST_TEST(moved == rows);
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        const ref::LlReceived want = ref::llDispatchRows(s, all, r);
+        for (int le = 0; le < Le; ++le) {
+          std::vector<ref::LlRow> got;
+          for (int src = 0; src < R; ++src) {
+            int off = 0;
+            for (int j = 0; j < le; ++j) off += hdr[r][size_t(src) * Le + j];
+            for (int slot = 0; slot < hdr[r][size_t(src) * Le + le]; ++slot) {
+              const auto it = win[r].find(l.ginRecvMsg(bank, src, off + slot, fp8));
+              BOOST_REQUIRE(it != win[r].end());
+              got.push_back({it->second.src, it->second.token, it->second.k});
+              // Combine: the expert rank packs (le, slot) for src at `off + slot`; src looks it up
+              // by its staging prefix.
+              const int e = r * Le + le;
+              BOOST_TEST(stage[src][e] - stage[src][r * Le] + slot == off + slot);
+              BOOST_TEST(l.ginCombineRecvRow(bank, r, off + slot) + l.rowBytes <= l.combineRecvRow(bank, (r + 1) * Le - 1, T - 1) + l.rowBytes);
+            }
+          }
+          BOOST_TEST((got == want.rows[size_t(le)]));
+        }
+      }
+    }
 }
 
 BOOST_AUTO_TEST_CASE(fp8_e4m3_cast_is_round_to_nearest_even_and_saturating) {
