@@ -1,11 +1,14 @@
 // Low-latency combine: one kernel, a send half and a receive half (either or both per launch).
-// Send: every expert output row goes back to its source rank, into the row (expert, slot) of the
-// source's combine receive bank: NVLink peers by stores, network peers from the staging rows (or
-// straight from the input when it is the window's combineSend region: zero-copy) with one GIN put
-// per (local expert, source); the last CTA then adds 1 to each source's arrival word (after the
-// rows: LSA release add; GIN signal on the puts' context). Receive: wait for every source, then per
-// token sum weight[k] * row(expert of slot k) over k = 0..K-1 in FP32 (masked slots add nothing),
-// BF16 out, and free the bank for the expert ranks.
+// Send: every expert output row goes back to its source rank. NVLink sources: stored into the row
+// (expert, slot) of the source's combine receive bank, then the last CTA adds 1 to the source's
+// arrival word (release add). Network sources: the rows are gathered into the staging region packed
+// by source (local expert, then slot: the source's own dispatch staging order) and the last CTA
+// returns them with one put-with-signal per source into this rank's landing area there (the
+// signal adds 1 to the arrival word after the rows). Zero-copy input (the window's combineSend
+// region, dispatch output layout) is put from where it is, one put per (local expert, source) with
+// rows, then the signal. Receive: wait for every source, then per token sum weight[k] * row(expert
+// of slot k) over k = 0..K-1 in FP32 (masked slots add nothing), BF16 out, and free the bank for
+// the expert ranks.
 #include <nccl_device.h>
 
 #include "epx/device/launch.h"
@@ -19,7 +22,16 @@ constexpr int kWarps = 16;
 constexpr int kThreads = kWarps * kWarp;
 constexpr uint32_t kFull = 0xffffffffu;
 
-__device__ void sendHalf(const LlCombineArgs& a, LlSession& ses, uint32_t seq, int* leStart) {
+struct SendSmem {  // dynamic shared memory of the send half
+  int* leStart;    // [Le + 1] exclusive prefix of the rows per local expert
+  int* leOff;      // [Le * nRanks] GIN source p: rows of (local expert, p) before local expert le's
+  int* srcRows;    // [nRanks] GIN source p: rows for it (0 for NVLink sources)
+  int* srcBase;    // [nRanks + 1] exclusive prefix of srcRows: first packed staging row per source
+  __device__ SendSmem(int* s, int Le, int R) : leStart(s), leOff(s + Le + 1), srcRows(leOff + Le * R), srcBase(srcRows + R) {}
+  __host__ __device__ static size_t bytes(int Le, int R) { return (size_t(Le) + 1 + size_t(Le) * R + 2 * size_t(R) + 1) * sizeof(int); }
+};
+
+__device__ void sendHalf(const LlCombineArgs& a, LlSession& ses, uint32_t seq, int* smem) {
   const Common& c = a.c;
   const Transport& tr = ses.t;
   const LlLayout& l = a.g.l;
@@ -29,8 +41,21 @@ __device__ void sendHalf(const LlCombineArgs& a, LlSession& ses, uint32_t seq, i
   // Staging rows may still be read by this rank's earlier GIN puts (any CTA posted them).
   if (gin && !tr.completeGinCounters(0, gridDim.x)) ses.abort = true;
   ses.waitFree(kLlCombine, seq, kPhaseLlCombineFree);
-  if (warp == 0) warpExclusiveScan(a.r.expertCount, leStart, Le, lane);
+  SendSmem sm(smem, Le, R);
+  const int* srcStart = a.r.srcStart;  // [Le][R + 1]
+  for (int p = threadIdx.x; p < R; p += kThreads) {
+    int run = 0;
+    for (int le = 0; le < Le && !tr.lsa(p); ++le) {
+      sm.leOff[le * R + p] = run;
+      run += srcStart[le * (R + 1) + p + 1] - srcStart[le * (R + 1) + p];
+    }
+    sm.srcRows[p] = run;
+  }
   __syncthreads();
+  if (warp == 0) warpExclusiveScan(a.r.expertCount, sm.leStart, Le, lane);
+  if (warp == 1) warpExclusiveScan(sm.srcRows, sm.srcBase, R, lane);
+  __syncthreads();
+  const int* leStart = sm.leStart;
   if (!ses.abort) {
     const int total = leStart[Le];
     for (int n = blockIdx.x * kWarps + warp; n < total; n += gridDim.x * kWarps) {
@@ -42,7 +67,7 @@ __device__ void sendHalf(const LlCombineArgs& a, LlSession& ses, uint32_t seq, i
       if (tr.lsa(src))
         dst = tr.lsaBase(src) + l.combineRecvRow(bank, c.rank * Le + le, slot);
       else if (!a.zeroCopy)
-        dst = tr.localBase() + l.combineSendRow(le, j);
+        dst = tr.localBase() + l.combineStageRow(sm.srcBase[src] + sm.leOff[le * R + src] + slot);
       else
         continue;
       warpCopy16<false>(dst, reinterpret_cast<const char*>(a.x) + row * l.rowBytes, int(l.rowBytes), lane);
@@ -57,11 +82,15 @@ __device__ void sendHalf(const LlCombineArgs& a, LlSession& ses, uint32_t seq, i
         continue;
       }
       const int ctx = dataContextOf(p, c.ginContexts);
+      if (!a.zeroCopy) {  // bytes 0: the signal alone
+        tr.putSignalWord(p, l.ginCombineRecvRow(bank, c.rank, 0), l.combineStageRow(sm.srcBase[p]),
+                         uint64_t(sm.srcRows[p]) * l.rowBytes, id, 1, ctx);
+        continue;
+      }
       for (int le = 0; le < Le; ++le) {
-        const int first = a.r.srcStart[le * (R + 1) + p], n = a.r.srcStart[le * (R + 1) + p + 1] - first;
-        if (n > 0)
-          tr.put(p, l.combineRecvRow(bank, c.rank * Le + le, 0), l.combineSendRow(le, first), uint64_t(n) * l.rowBytes,
-                 ctx);
+        const int first = srcStart[le * (R + 1) + p], n = srcStart[le * (R + 1) + p + 1] - first;
+        tr.put(p, l.ginCombineRecvRow(bank, c.rank, sm.leOff[le * R + p]), l.combineSendRow(le, first),
+               uint64_t(n) * l.rowBytes, ctx);  // n == 0: nothing posted
       }
       tr.putSignalWord(p, 0, 0, 0, id, 1, ctx);  // after the puts on ctx
     }
@@ -96,7 +125,10 @@ __device__ void recvHalf(const LlCombineArgs& a, LlSession& ses, uint32_t seq, c
       const uint32_t valid = __ballot_sync(kFull, e >= 0);
       if (e >= 0) {
         const int j = __popc(valid & ((1u << lane) - 1u));  // slot order kept
-        rows[warp][j] = reinterpret_cast<const int4*>(tr.localBase() + l.combineRecvRow(bank, e, slot));
+        const int r = e / c.localExperts;  // a GIN expert rank returned our rows in our staging order
+        rows[warp][j] = reinterpret_cast<const int4*>(
+            tr.localBase() + (tr.lsa(r) ? l.combineRecvRow(bank, e, slot)
+                                        : l.ginCombineRecvRow(bank, r, a.r.stageStart[e] - a.r.stageStart[r * c.localExperts] + slot)));
         wts[warp][j] = w;
       }
       __syncwarp();
@@ -149,7 +181,8 @@ __global__ void __launch_bounds__(kThreads, 1) llCombineKernel(const __grid_cons
 }  // namespace
 
 cudaError_t launchLlCombine(const LlCombineArgs& args, int nCtas, cudaStream_t stream) {
-  const size_t smem = size_t(args.c.localExperts + 1) * sizeof(int);  // <= 4 KiB: no opt-in needed
+  // Le + 1 + E + 2 * nRanks + 1 ints (E <= kMaxExperts, nRanks <= E): under 48 KiB, no opt-in needed
+  const size_t smem = SendSmem::bytes(args.c.localExperts, args.c.nRanks);
   llCombineKernel<<<nCtas, kThreads, smem, stream>>>(args);
   return cudaGetLastError();
 }

@@ -3,10 +3,13 @@
 // each of this CTA's pairs its slot among this rank's tokens of that expert (token order), and write
 // each token's row once per selected expert as a message (payload BF16 or FP8 + scales, meta):
 // straight into NVLink peers' receive rows, or into the staging rows of network peers. The last
-// CTA then adds (rows + 1) to every destination's count word of (expert, this rank): NVLink by a
-// release add, network by one GIN put per expert carrying that signal. Receive: wait for every
-// (local expert, source) count, copy the rows into the expert-major output in (source, slot)
-// order, and free the bank for the sources.
+// CTA then announces the rows: to an NVLink destination it adds (rows + 1) to the count word of
+// (expert, this rank) by a release add; to a network destination it posts one GIN put-with-signal
+// of the per-local-expert counts (header) and all the destination's staged rows (contiguous:
+// staging is in global expert order, each destination's header right before its rows) into this
+// rank's landing area there — one GIN operation per destination rank. Receive: wait for every (local expert, source) count (NVLink:
+// count word; network: the source's header, once its arrival word says this op landed), copy the
+// rows into the expert-major output in (source, slot) order, and free the bank for the sources.
 #include <nccl_device.h>
 
 #include "epx/device/launch.h"
@@ -65,12 +68,13 @@ struct SendSmem {  // dynamic shared memory of the send half, E = numExperts
 
 struct RecvSmem {   // dynamic shared memory of the receive half
   int* count;       // [Le * nRanks] rows from each (local expert, source)
+  int* ginOff;      // [Le * nRanks] GIN source: first message of (local expert, source) in its landing area
   int* srcStart;    // [Le][nRanks + 1] exclusive prefix over sources
   int* leCount;     // [Le]
   int* leStart;     // [Le + 1] exclusive prefix over local experts (flattened rows)
   __device__ RecvSmem(int* s, int Le, int R)
-      : count(s), srcStart(s + Le * R), leCount(s + Le * R + Le * (R + 1)), leStart(leCount + Le) {}
-  __host__ __device__ static size_t bytes(int Le, int R) { return (size_t(Le) * R + size_t(Le) * (R + 1) + 2 * Le + 1) * sizeof(int); }
+      : count(s), ginOff(s + Le * R), srcStart(s + 2 * Le * R), leCount(srcStart + Le * (R + 1)), leStart(leCount + Le) {}
+  __host__ __device__ static size_t bytes(int Le, int R) { return (2 * size_t(Le) * R + size_t(Le) * (R + 1) + 2 * Le + 1) * sizeof(int); }
 };
 
 // Writes token t's row as a message to each of n destinations (dsts[j]: message base): payload
@@ -150,6 +154,9 @@ __device__ void sendHalf(const LlDispatchArgs& a, LlSession& ses, uint32_t seq, 
   }
   if (gin && warp == 0) warpExclusiveScan(sm.total, sm.stage, E, lane);
   __syncthreads();
+  // Combine finds a GIN expert's returned rows in this staging order.
+  if (gin && blockIdx.x == 0)
+    for (int e = threadIdx.x; e <= E; e += kThreads) a.r.stageStart[e] = sm.stage[e];
   // Pass 3: messages.
   if (!ses.abort) {
     for (int t = mine.begin + part.begin; t < mine.begin + part.end; ++t) {
@@ -165,7 +172,7 @@ __device__ void sendHalf(const LlDispatchArgs& a, LlSession& ses, uint32_t seq, 
       if (e >= 0) {
         const int d = e / Le;
         char* msg = tr.lsa(d) ? tr.lsaBase(d) + l.recvMsg(bank, e % Le, c.rank, slot, fp8)
-                              : tr.localBase() + l.stageMsg(sm.stage[e] + slot, fp8);
+                              : tr.localBase() + l.stageMsg(sm.stage[e] + slot, d, fp8);
         dsts[warp][__popc(valid & ((1u << lane) - 1u))] = msg;
         int* meta = reinterpret_cast<int*>(msg + l.metaOffset(fp8));
         meta[0] = t;
@@ -176,18 +183,20 @@ __device__ void sendHalf(const LlDispatchArgs& a, LlSession& ses, uint32_t seq, 
       __syncwarp();
     }
   }
-  // The last CTA announces (rows + 1) per expert to its rank: after the rows (LSA: release add after
-  // every CTA's stores; GIN: the expert's rows in one put carrying the signal).
+  // The last CTA announces the rows, after them. LSA: (rows + 1) per expert by a release add after
+  // every CTA's stores. GIN: per destination rank one put of its header and rows carrying the
+  // arrival signal (applied after the data).
   if (!LlSession::lastCta(&a.g.state->sentCtas[kLlDispatch])) return;
   if (!ses.abort && !timedOut(c.error)) {
-    for (int e = threadIdx.x; e < E; e += kThreads) {
-      const int d = e / Le, le = e % Le, n = sm.total[e];
-      const uint32_t id = l.countWord(bank, le, c.rank);
-      if (tr.lsa(d))
-        tr.addLsaWord(d, id, uint32_t(n) + 1);
-      else
-        tr.putSignalWord(d, l.recvMsg(bank, le, c.rank, 0, fp8), l.stageMsg(sm.stage[e], fp8),
-                         uint64_t(n) * l.msgBytes(fp8), id, uint32_t(n) + 1, dataContextOf(d, c.ginContexts));
+    for (int e = threadIdx.x; e < E; e += kThreads)
+      if (tr.lsa(e / Le)) tr.addLsaWord(e / Le, l.countWord(bank, e % Le, c.rank), uint32_t(sm.total[e]) + 1);
+    for (int d = threadIdx.x; d < c.nRanks && gin; d += kThreads) {
+      if (tr.lsa(d)) continue;
+      const int first = sm.stage[d * Le], rows = sm.stage[(d + 1) * Le] - first;
+      int* hdr = reinterpret_cast<int*>(tr.localBase() + l.hdrStage(d, first, fp8));
+      for (int le = 0; le < Le; ++le) hdr[le] = sm.total[d * Le + le];
+      tr.putSignalWord(d, l.hdr(bank, c.rank), l.hdrStage(d, first, fp8), l.hdrBytes() + uint64_t(rows) * l.msgBytes(fp8),
+                       l.dispatchArriveWord(bank, c.rank), 1, dataContextOf(d, c.ginContexts));
     }
   }
   if (threadIdx.x == 0) {
@@ -210,15 +219,30 @@ __device__ void recvHalf(const LlDispatchArgs& a, LlSession& ses, uint32_t seq, 
   bool ok = true;
   for (int i = threadIdx.x; i < E; i += kThreads) {
     const int le = i / R, src = i % R;
-    const uint32_t id = l.countWord(bank, le, src), prev = seen[i];
     int n = 0;
-    if (ok && !ses.abort && tr.waitWord(id, src, prev + 1, kPhaseLlDispatchData))
-      n = int(tr.readWord(id, src) - prev - 1);
-    else
+    if (tr.lsa(src)) {
+      const uint32_t id = l.countWord(bank, le, src), prev = seen[i];
+      if (ok && !ses.abort && tr.waitWord(id, src, prev + 1, kPhaseLlDispatchData))
+        n = int(tr.readWord(id, src) - prev - 1);
+      else
+        ok = false;
+    } else if (ok && !ses.abort &&
+               tr.waitWord(l.dispatchArriveWord(bank, src), src, llArriveTarget(seq), kPhaseLlDispatchData)) {
+      n = reinterpret_cast<const volatile int*>(tr.localBase() + l.hdr(bank, src))[le];
+    } else {
       ok = false;
+    }
     sm.count[i] = n;
   }
   ses.abort = __syncthreads_or(!ok) != 0 || ses.abort;
+  // A GIN source's rows are packed by local expert in its landing area.
+  for (int src = threadIdx.x; src < R; src += kThreads) {
+    int run = 0;
+    for (int le = 0; le < Le; ++le) {
+      sm.ginOff[le * R + src] = run;
+      run += sm.count[le * R + src];
+    }
+  }
   for (int le = warp; le < Le; le += kWarps) warpExclusiveScan(sm.count + le * R, sm.srcStart + le * (R + 1), R, lane);
   __syncthreads();
   for (int le = threadIdx.x; le < Le; le += kThreads) sm.leCount[le] = sm.srcStart[le * (R + 1) + R];
@@ -235,7 +259,8 @@ __device__ void recvHalf(const LlDispatchArgs& a, LlSession& ses, uint32_t seq, 
       const int* starts = sm.srcStart + le * (R + 1);
       const int src = sourceOfRow(starts, R, j);
       const int slot = j - starts[src];
-      const char* msg = tr.localBase() + l.recvMsg(bank, le, src, slot, fp8);
+      const char* msg = tr.localBase() + (tr.lsa(src) ? l.recvMsg(bank, le, src, slot, fp8)
+                                                      : l.ginRecvMsg(bank, src, sm.ginOff[le * R + src] + slot, fp8));
       const size_t row = size_t(le) * rowsPer + j;
       warpCopy16<true>(a.recvX + row * payload, msg, payload, lane);
       for (int q = lane; q < scaleWords; q += kWarp)
@@ -256,7 +281,8 @@ __device__ void recvHalf(const LlDispatchArgs& a, LlSession& ses, uint32_t seq, 
   }
   if (!LlSession::lastCta(&a.g.state->recvCtas[kLlDispatch])) return;
   if (ses.abort || timedOut(c.error)) return;
-  for (int i = threadIdx.x; i < E; i += kThreads) seen[i] += uint32_t(sm.count[i]) + 1;
+  for (int i = threadIdx.x; i < E; i += kThreads)
+    if (tr.lsa(i % R)) seen[i] += uint32_t(sm.count[i]) + 1;
   __syncthreads();
   ses.freeBank(kLlDispatch, seq);
 }

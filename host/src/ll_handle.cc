@@ -42,6 +42,7 @@ size_t carveLlRoute(char* base, const ncclEpGroup& g, dev::LlRoute* r) {
   take(&r->rowSrc, Le * R * T * 2);
   take(&r->srcStart, Le * (R + 1));
   take(&r->expertCount, Le);
+  take(&r->stageStart, size_t(g.cfg.numExperts) + 1);
   take(&r->seq, size_t(dev::kLlNumOps));
   return off;
 }

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <random>
 #include <set>
 #include <vector>
 
@@ -73,13 +75,33 @@ BOOST_AUTO_TEST_CASE(ll_region_is_disjoint_and_sized) {
   const uint64_t T = 128, E = 256, msg = 2 * 7168 + 16;
   BOOST_TEST(l.msgBytes(false) == msg);
   BOOST_TEST(l.msgBytes(true) == 7168 + 224 + 16);  // 56 scales (224 bytes, 16-aligned) + meta
-  BOOST_TEST(l.dispatchStage >= l.dispatchRecv + 2 * E * T * msg);
-  BOOST_TEST(l.combineRecv >= l.dispatchStage + T * 8 * msg);
+  BOOST_TEST(l.hdrBytes() == 32u * 4u);
+  BOOST_TEST(l.srcBytes == 32 * 4 + 32 * T * msg);
+  BOOST_TEST(l.dispatchStage >= l.dispatchRecv + 2 * 8 * l.srcBytes);
+  BOOST_TEST(l.combineRecv >= l.dispatchStage + 8 * 32 * 4 + T * 8 * msg);
   BOOST_TEST(l.combineSend >= l.combineRecv + 2 * E * T * 7168 * 2);
   BOOST_TEST(l.endBytes >= l.combineSend + E * T * 7168 * 2);
   // Last message of each bank / last row lies inside its region.
   BOOST_TEST(l.recvMsg(1, 31, 7, 127, false) + msg <= l.dispatchStage);
-  BOOST_TEST(l.recvMsg(1, 0, 0, 0, false) == l.dispatchRecv + 32 * 8 * T * msg);
+  BOOST_TEST(l.hdr(1, 0) == l.dispatchRecv + 8 * l.srcBytes);
+  BOOST_TEST(l.recvMsg(1, 0, 0, 0, false) == l.hdr(1, 0) + 32 * 4);
+  // Source-major: a source's header and messages of a bank are contiguous (a GIN source's landing
+  // area: one put), and the next source's area follows.
+  BOOST_TEST(l.hdr(0, 1) == l.recvMsg(0, 31, 0, 127, false) + msg);
+  BOOST_TEST(l.ginRecvMsg(1, 7, 32 * 128 - 1, true) + l.msgBytes(true) <= l.dispatchStage);
+  BOOST_TEST(l.ginRecvMsg(0, 3, 5 * 128 + 2, false) == l.recvMsg(0, 5, 3, 2, false));
+  BOOST_TEST(l.ginRecvMsg(0, 3, 0, true) == l.hdr(0, 3) + l.hdrBytes());
+  // Staging: destination d's header right before its first row, after d - 1's rows.
+  for (bool fp8 : {false, true}) {
+    BOOST_TEST(l.hdrStage(0, 0, fp8) == l.dispatchStage);
+    BOOST_TEST(l.hdrStage(3, 100, fp8) + l.hdrBytes() == l.stageMsg(100, 3, fp8));
+    BOOST_TEST(l.hdrStage(3, 100, fp8) == l.stageMsg(99, 2, fp8) + l.msgBytes(fp8));
+    BOOST_TEST(l.stageMsg(int(T) * 8 - 1, 7, fp8) + l.msgBytes(fp8) <= l.combineRecv);
+  }
+  // A GIN expert rank's landing area in combineRecv is its experts' rows; the packed staging fits.
+  BOOST_TEST(l.ginCombineRecvRow(1, 7, 32 * 128 - 1) == l.combineRecvRow(1, 255, 127));
+  BOOST_TEST(l.ginCombineRecvRow(0, 2, 0) == l.combineRecvRow(0, 64, 0));
+  BOOST_TEST(l.combineStageRow(int(E * T) - 1) + 7168 * 2 <= l.endBytes);
   BOOST_TEST(l.combineRecvRow(1, 255, 127) + 7168 * 2 <= l.combineSend);
   BOOST_TEST(l.combineSendRow(31, 8 * 128 - 1) + 7168 * 2 <= l.endBytes);
   BOOST_TEST(l.rowsPerExpert() == 8 * 128);
@@ -97,12 +119,18 @@ BOOST_AUTO_TEST_CASE(ll_words_are_unique_and_banks_alternate) {
       for (int src = 0; src < R; ++src) {
         for (int le = 0; le < Le; ++le) BOOST_TEST(ids.insert(l.countWord(b, le, src)).second);
         BOOST_TEST(ids.insert(l.combineArriveWord(b, src)).second);
+        BOOST_TEST(ids.insert(l.dispatchArriveWord(b, src)).second);
       }
     for (int op = 0; op < dev::kLlNumOps; ++op)
       for (int src = 0; src < R; ++src) BOOST_TEST(ids.insert(l.freeWord(op, src)).second);
     BOOST_TEST(*ids.begin() == l.wordBase);
     BOOST_TEST(*ids.rbegin() == dev::llTotalWords(R, 8 * R) - 1);
     BOOST_TEST(ids.size() == size_t(l.wordCount()));
+    // GIN headers: one 16-byte aligned slot per (bank, source) and per destination, disjoint.
+    BOOST_TEST(l.hdrBytes() % 16 == 0u);
+    BOOST_TEST(l.hdrBytes() >= uint32_t(Le) * 4u);
+    BOOST_TEST(l.srcBytes % 16 == 0u);
+    BOOST_TEST(l.recvMsg(1, Le - 1, R - 1, 15, false) + l.msgBytes(false) <= l.dispatchStage);
   }
   // Consecutive ops alternate banks; the arrival word of a bank counts that bank's ops.
   BOOST_TEST(dev::llBankOf(1) != dev::llBankOf(2));
@@ -243,6 +271,94 @@ BOOST_AUTO_TEST_CASE(reference_rows_follow_source_then_token_order) {
   const std::vector<ref::LlRow> e3 = {{0, 2, 0}, {1, 1, 1}};
   BOOST_TEST((r1.rows[0] == e2));
   BOOST_TEST((r1.rows[1] == e3));
+}
+
+// The GIN path's arithmetic (ll_dispatch.cu / ll_combine.cu) replayed on the layout with every
+// peer a network peer: each source stages its rows in global expert order (destination d's header
+// right before d's rows), one put per destination moves header + rows into the source's area of the
+// bank, and the receiver, walking the header's prefix, finds the reference's rows in output order.
+// Combine: the expert rank's packed return (local expert, then slot) lands where the source looks
+// (its staging prefix), inside the expert rank's rows of combineRecv.
+BOOST_AUTO_TEST_CASE(ll_gin_landing_matches_reference) {
+  const int R = 4, T = 9, K = 3, E = 16, Le = E / R, H = 256;
+  GroupConfig g;
+  ncclEpConfig_t c = llConfig(T, H, K, E);
+  BOOST_REQUIRE(normalizeConfig(&c, R, &g) == "");
+  const dev::LlLayout l = computeLlLayout(g, R, 1);
+  ref::LlShape s;
+  s.nRanks = R;
+  s.maxTokens = T;
+  s.hidden = H;
+  s.topk = K;
+  s.numExperts = E;
+  std::mt19937 rng(11);
+  std::vector<ref::LlRouting> all(R);
+  for (int r = 0; r < R; ++r) {
+    all[r].numTokens = T - r;  // 9, 8, 7, 6 tokens; ids in [-1, E] (repeats, masked and invalid too)
+    for (int i = 0; i < all[r].numTokens * K; ++i) all[r].topkIdx.push_back(int64_t(rng() % (E + 2)) - 1);
+  }
+  struct Msg {
+    int src, token, k;
+  };
+  for (bool fp8 : {false, true})
+    for (int bank = 0; bank < dev::kLlBanks; ++bank) {
+      std::vector<std::map<uint64_t, Msg>> win(R);                       // [dst] landed message offsets
+      std::vector<std::vector<int>> hdr(R, std::vector<int>(size_t(R) * Le));  // [dst][src * Le + le]
+      std::vector<std::vector<int>> stage(R, std::vector<int>(E + 1, 0));      // [src] stageStart
+      std::vector<std::vector<int>> slotOf(R);                                 // [src][t * K + k]
+      for (int src = 0; src < R; ++src) {
+        const ref::LlRouting& rt = all[src];
+        std::vector<int> count(E, 0);
+        slotOf[src].assign(size_t(rt.numTokens) * K, -1);
+        for (int t = 0; t < rt.numTokens; ++t)
+          for (int k = 0; k < K; ++k) {
+            const int e = ref::llSlotExpert(s, rt, t, k);
+            if (e >= 0) slotOf[src][size_t(t) * K + k] = count[e]++;
+          }
+        for (int e = 0; e < E; ++e) stage[src][e + 1] = stage[src][e] + count[e];
+        std::map<uint64_t, Msg> staged;
+        for (int t = 0; t < rt.numTokens; ++t)
+          for (int k = 0; k < K; ++k) {
+            const int e = ref::llSlotExpert(s, rt, t, k);
+            if (e < 0) continue;
+            const uint64_t off = l.stageMsg(stage[src][e] + slotOf[src][size_t(t) * K + k], e / Le, fp8);
+            BOOST_TEST(off + l.msgBytes(fp8) <= l.combineRecv);
+            BOOST_TEST(staged.emplace(off, Msg{src, t, k}).second);
+          }
+        for (int d = 0; d < R; ++d) {
+          const int first = stage[src][d * Le], rows = stage[src][(d + 1) * Le] - first;
+          const uint64_t from = l.hdrStage(d, first, fp8), bytes = l.hdrBytes() + uint64_t(rows) * l.msgBytes(fp8);
+          BOOST_TEST(from >= l.dispatchStage);
+          BOOST_TEST(l.hdr(bank, src) + bytes <= (src + 1 < R ? l.hdr(bank, src + 1) : l.hdr(bank, 0) + R * l.srcBytes));
+          for (int le = 0; le < Le; ++le) hdr[d][size_t(src) * Le + le] = count[d * Le + le];
+          int moved = 0;
+          for (auto it = staged.lower_bound(from + l.hdrBytes()); it != staged.end() && it->first < from + bytes; ++it, ++moved)
+            win[d][l.hdr(bank, src) + (it->first - from)] = it->second;
+          BOOST_TEST(moved == rows);
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        const ref::LlReceived want = ref::llDispatchRows(s, all, r);
+        for (int le = 0; le < Le; ++le) {
+          std::vector<ref::LlRow> got;
+          for (int src = 0; src < R; ++src) {
+            int off = 0;
+            for (int j = 0; j < le; ++j) off += hdr[r][size_t(src) * Le + j];
+            for (int slot = 0; slot < hdr[r][size_t(src) * Le + le]; ++slot) {
+              const auto it = win[r].find(l.ginRecvMsg(bank, src, off + slot, fp8));
+              BOOST_REQUIRE(it != win[r].end());
+              got.push_back({it->second.src, it->second.token, it->second.k});
+              // Combine: the expert rank packs (le, slot) for src at `off + slot`; src looks it up
+              // by its staging prefix.
+              const int e = r * Le + le;
+              BOOST_TEST(stage[src][e] - stage[src][r * Le] + slot == off + slot);
+              BOOST_TEST(l.ginCombineRecvRow(bank, r, off + slot) + l.rowBytes <= l.combineRecvRow(bank, (r + 1) * Le - 1, T - 1) + l.rowBytes);
+            }
+          }
+          BOOST_TEST((got == want.rows[size_t(le)]));
+        }
+      }
+    }
 }
 
 BOOST_AUTO_TEST_CASE(fp8_e4m3_cast_is_round_to_nearest_even_and_saturating) {

@@ -60,25 +60,20 @@ double maxNetRows(const std::vector<epx::ref::LlRouting>& all, int K, int E, int
 }
 
 // GIN operations one call posts on the busiest rank (what ll_dispatch.cu / ll_combine.cu post):
-// dispatch one put-with-signal per expert on another node; combine one put per (local expert,
-// source on another node) with rows, plus one signal per source on another node.
+// dispatch, per destination rank on another node, one put-with-signal of its header and rows;
+// combine (staged, not zero-copy), per source rank on another node, one put-with-signal of its rows
+// (a bare signal when none).
 struct GinOps {
   double dispatch = 0, combine = 0;
 };
 GinOps ginOps(const std::vector<epx::ref::LlRouting>& all, int K, int E, int nRanks, int ranksPerNode) {
   GinOps g;
-  const int Le = E / nRanks;
   for (int r = 0; r < nRanks; ++r) {
     double disp = 0, comb = 0;
-    for (int e = 0; e < E; ++e)
-      if (e / Le / ranksPerNode != r / ranksPerNode) disp += 1;
-    for (int s = 0; s < nRanks; ++s) {
-      if (s / ranksPerNode == r / ranksPerNode) continue;
-      comb += 1;  // the arrival signal
-      std::vector<char> used(size_t(Le), 0);
-      for (int64_t e : all[size_t(s)].topkIdx)
-        if (e >= 0 && int(e) / Le == r) used[size_t(e % Le)] = 1;
-      for (char u : used) comb += u;
+    for (int d = 0; d < nRanks; ++d) {
+      if (d / ranksPerNode == r / ranksPerNode) continue;
+      disp += 1;  // header + rows, put-with-signal
+      comb += 1;  // rows, put-with-signal
     }
     g.dispatch = std::max(g.dispatch, disp);
     g.combine = std::max(g.combine, comb);

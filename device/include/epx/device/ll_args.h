@@ -33,6 +33,8 @@ struct LlRoute {
   int32_t* rowSrc;       // [Le, rowsPerExpert, 2] (source rank, source slot) of each dispatch output row
   int32_t* srcStart;     // [Le, nRanks + 1] exclusive prefix of the rows received from each source
   int32_t* expertCount;  // [Le] rows received per local expert
+  int32_t* stageStart;   // [numExperts + 1] first dispatch staging row of each global expert (GIN
+                         // landing order: combine finds a GIN expert's rows by it)
   uint32_t* seq;         // [kLlNumOps] sequence number of this handle's last send half
 };
 

@@ -6,22 +6,33 @@
 // the sender without a count exchange. Every region that peers write is double-buffered by a bank
 // = parity of the group's device-side LL sequence number (ncclEpGroup owns it, not a handle: two
 // handles used alternately get alternate banks and never share a word; NVIDIA/nccl #2303):
-//   dispatchRecv  [2 bank][Le][nRanks src][maxTokens] messages: payload (BF16 row, or FP8 row
-//                 then its FP32 scales, one per 128 channels), then meta (source token, top-k
-//                 slot); the message stride depends on the call's dtype (msgBytes), the region is
-//                 sized for BF16, the larger
-//   dispatchStage [maxTokens * topk] messages: rows for network (GIN) peers, grouped by global
-//                 expert in expert order (GIN puts only from registered memory), one put per expert
+//   dispatchRecv  [2 bank][nRanks src] areas of srcBytes: a header (hdrBytes: Le int32, 16-byte
+//                 aligned), then [Le][maxTokens] messages: payload (BF16 row, or FP8 row then its
+//                 FP32 scales, one per 128 channels), then meta (source token, top-k slot); the
+//                 message stride depends on the call's dtype (msgBytes), the area is sized for
+//                 BF16, the larger. NVLink (LSA) sources store message (le, slot) at
+//                 [le][slot]; a network (GIN) source puts its header (its rows per local expert)
+//                 and its rows packed in its staging order (local expert, then slot) in one put:
+//                 the receiver finds them through the header (ginRecvMsg)
+//   dispatchStage [nRanks] headers + [maxTokens * topk] messages: rows for network (GIN) peers,
+//                 grouped by global expert in expert order (GIN puts only from registered
+//                 memory), destination d's header right before d's first row, so header and rows
+//                 of one destination rank are contiguous: one put per destination rank
 //   combineRecv   [2 bank][numExperts][maxTokens] BF16 rows at the source rank: expert e's output
-//                 for the token in slot `slot` of e
-//   combineSend   [Le][nRanks * maxTokens] BF16 rows: GIN staging of combine, in the dispatch
-//                 output's layout; also the zero-copy combine input
+//                 for the token in slot `slot` of e (NVLink experts); for a GIN expert rank r the
+//                 bank's Le * maxTokens rows of r's experts are r's landing area: the rows packed
+//                 in this rank's dispatch staging order (ginCombineRecvRow)
+//   combineSend   [Le][nRanks * maxTokens] BF16 rows: the zero-copy combine input (dispatch output
+//                 layout); otherwise GIN staging of combine, packed by source rank, then local
+//                 expert, then slot (combineStageRow), one put per source rank
 //
 // Synchronization words (LSA: u32 in the flags region; GIN: signal with the same index), all
 // cumulative, never reset, indexed after the high-throughput words (protocol.h):
-//   count(bank, le, src)  dispatch: src adds (rows it sent to local expert le) + 1 once per op on
-//                         that bank; the receiver keeps its running total per word (LlState)
+//   count(bank, le, src)  dispatch, LSA source: src adds (rows it sent to local expert le) + 1 once
+//                         per op on that bank; the receiver keeps its running total per word (LlState)
 //   combineArrive(bank, src)  combine: src adds 1 per op on that bank after all its rows for us
+//   dispatchArrive(bank, src) dispatch, GIN source: src adds 1 per op on that bank with its one
+//                         put of header + rows (the signal is applied after the data)
 //   free(kind, src)       src finished receiving op #seq of kind (dispatch/combine): value seq.
 //                         A sender puts op #seq into bank seq&1 only when free >= seq - 2 (the
 //                         receiver has consumed the op that used that bank before).
@@ -55,8 +66,9 @@ struct LlShape {
 };
 
 struct LlLayout {
-  uint64_t dispatchRecv;   // [2][Le][nRanks][maxTokens] msgBytes
-  uint64_t dispatchStage;  // [maxTokens * topk] msgBytes
+  uint64_t dispatchRecv;   // [2][nRanks] srcBytes: header, [Le][maxTokens] msgBytes
+  uint64_t dispatchStage;  // nRanks headers + [maxTokens * topk] msgBytes
+  uint64_t srcBytes;       // one source's area of a bank in dispatchRecv
   uint64_t combineRecv;    // [2][numExperts][maxTokens] rowBytes
   uint64_t combineSend;    // [Le][nRanks * maxTokens] rowBytes
   uint64_t endBytes;       // end of the LL region (from the window's start)
@@ -69,17 +81,31 @@ struct LlLayout {
   EPX_HD uint32_t scaleBytes(bool fp8) const { return fp8 ? llAlign16(uint32_t(hidden / kLlScaleBlock) * 4u) : 0u; }
   EPX_HD uint32_t metaOffset(bool fp8) const { return payloadBytes(fp8) + scaleBytes(fp8); }
   EPX_HD uint32_t msgBytes(bool fp8) const { return metaOffset(fp8) + kLlMetaBytes; }
+  // A header: Le int32 row counts, padded to 16 bytes (the messages after it stay aligned).
+  EPX_HD uint32_t hdrBytes() const { return llAlign16(uint32_t(localExperts) * sizeof(int32_t)); }
+  // Header of source src's area in `bank` (GIN sources write it; the put's landing address).
+  EPX_HD uint64_t hdr(int bank, int src) const { return dispatchRecv + (uint64_t(bank) * nRanks + src) * srcBytes; }
   EPX_HD uint64_t recvMsg(int bank, int le, int src, int slot, bool fp8) const {
-    return dispatchRecv +
-           ((((uint64_t(bank) * localExperts + le) * nRanks + src) * uint64_t(maxTokens)) + slot) * msgBytes(fp8);
+    return hdr(bank, src) + hdrBytes() + (uint64_t(le) * maxTokens + slot) * msgBytes(fp8);
   }
-  EPX_HD uint64_t stageMsg(int row, bool fp8) const { return dispatchStage + uint64_t(row) * msgBytes(fp8); }
+  // Message `idx` of GIN source src's landing area in `bank` (its rows packed: local expert, slot).
+  EPX_HD uint64_t ginRecvMsg(int bank, int src, int idx, bool fp8) const { return recvMsg(bank, 0, src, idx, fp8); }
+  // Staging row `row` (global expert order), destined to rank dst: after the headers of ranks <= dst.
+  EPX_HD uint64_t stageMsg(int row, int dst, bool fp8) const {
+    return dispatchStage + uint64_t(dst + 1) * hdrBytes() + uint64_t(row) * msgBytes(fp8);
+  }
+  // Header for rank dst in staging, right before its first row `firstRow`.
+  EPX_HD uint64_t hdrStage(int dst, int firstRow, bool fp8) const { return stageMsg(firstRow, dst, fp8) - hdrBytes(); }
   EPX_HD uint64_t combineRecvRow(int bank, int expert, int slot) const {
     return combineRecv + ((uint64_t(bank) * numExperts + expert) * uint64_t(maxTokens) + slot) * rowBytes;
   }
   EPX_HD uint64_t combineSendRow(int le, int row) const {
     return combineSend + (uint64_t(le) * nRanks * uint64_t(maxTokens) + row) * rowBytes;
   }
+  // Row `idx` of GIN expert rank r's landing area in `bank` (rows packed in this rank's staging order).
+  EPX_HD uint64_t ginCombineRecvRow(int bank, int r, int idx) const { return combineRecvRow(bank, r * localExperts, idx); }
+  // Row `idx` of the packed GIN combine staging (source rank, local expert, slot).
+  EPX_HD uint64_t combineStageRow(int idx) const { return combineSendRow(0, idx); }
   // Rows of one local expert in the dispatch output (and the combine input).
   EPX_HD int rowsPerExpert() const { return nRanks * maxTokens; }
 
@@ -90,12 +116,15 @@ struct LlLayout {
   EPX_HD uint32_t combineArriveWord(int bank, int src) const {
     return wordBase + uint32_t(kLlBanks) * localExperts * nRanks + uint32_t(bank) * nRanks + src;
   }
+  EPX_HD uint32_t dispatchArriveWord(int bank, int src) const {
+    return wordBase + uint32_t(kLlBanks) * localExperts * nRanks + uint32_t(kLlBanks + bank) * nRanks + src;
+  }
   EPX_HD uint32_t freeWord(int op, int src) const {
-    return wordBase + uint32_t(kLlBanks) * localExperts * nRanks + uint32_t(kLlBanks) * nRanks +
+    return wordBase + uint32_t(kLlBanks) * localExperts * nRanks + uint32_t(2 * kLlBanks) * nRanks +
            uint32_t(op) * nRanks + src;
   }
   EPX_HD uint32_t wordCount() const {
-    return uint32_t(kLlBanks) * localExperts * nRanks + uint32_t(kLlBanks) * nRanks + uint32_t(kLlNumOps) * nRanks;
+    return uint32_t(kLlBanks) * localExperts * nRanks + uint32_t(2 * kLlBanks + kLlNumOps) * nRanks;
   }
 };
 
@@ -109,7 +138,7 @@ EPX_HD uint32_t llFreeTarget(uint32_t seq) { return seq - uint32_t(kLlBanks); }
 
 // Synchronization words of an LL group: the high-throughput ones, then the LL ones.
 EPX_HD uint32_t llTotalWords(int nRanks, int numExperts) {
-  return uint32_t(kNumFlagKinds) * nRanks + uint32_t(kLlBanks) * numExperts + uint32_t(kLlBanks + kLlNumOps) * nRanks;
+  return uint32_t(kNumFlagKinds) * nRanks + uint32_t(kLlBanks) * numExperts + uint32_t(2 * kLlBanks + kLlNumOps) * nRanks;
 }
 
 // The LL region placed at `base` (bytes from the window's start).
@@ -132,8 +161,9 @@ inline LlLayout layoutLl(const LlShape& s, uint64_t base) {
   const uint64_t T = uint64_t(s.maxTokens);
   // BF16 messages are the larger (2H >= H + H/32 rounded up to 16, for H a multiple of 128).
   const uint64_t msg = l.msgBytes(false) > l.msgBytes(s.fp8) ? l.msgBytes(false) : l.msgBytes(s.fp8);
-  l.dispatchRecv = region(uint64_t(kLlBanks) * s.numExperts * T * msg);
-  l.dispatchStage = region(T * s.topk * msg);
+  l.srcBytes = l.hdrBytes() + uint64_t(l.localExperts) * T * msg;
+  l.dispatchRecv = region(uint64_t(kLlBanks) * s.nRanks * l.srcBytes);
+  l.dispatchStage = region(uint64_t(s.nRanks) * l.hdrBytes() + T * s.topk * msg);
   l.combineRecv = region(uint64_t(kLlBanks) * s.numExperts * T * l.rowBytes);
   l.combineSend = region(uint64_t(s.numExperts) * T * l.rowBytes);
   l.endBytes = off;

@@ -37,22 +37,8 @@ struct LlSession {
   }
 
   // Every thread of the CTA, after its work of the half: true in every thread of the last CTA to
-  // get here (which then sees every CTA's stores: system-scope fences before counting). The
-  // counter is re-armed for the next half.
-  __device__ static bool lastCta(uint32_t* counter) {
-    __shared__ int last;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      __threadfence_system();
-      last = atomicAdd(counter, 1u) == gridDim.x - 1;
-      if (last) {
-        *counter = 0;
-        __threadfence();
-      }
-    }
-    __syncthreads();
-    return last != 0;
-  }
+  // get here (transport.cuh lastCtaOf, the mechanism of the high-throughput lastToStage).
+  __device__ static bool lastCta(uint32_t* counter) { return lastCtaOf(counter); }
 
   // Last CTA of a receive half: op #seq of `op` was consumed here (every source may reuse the bank).
   __device__ void freeBank(int op, uint32_t seq) const {

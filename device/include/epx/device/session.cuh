@@ -84,16 +84,7 @@ struct OpSession {
   // of a few per CTA and peer (each GIN operation has a fixed cost in the proxy;
   // docs/performance.md).
   __device__ bool lastToStage(const Transport& t, int kind, int round) {
-    __syncthreads();
-    __shared__ bool last;
-    if (threadIdx.x == 0) {
-      __threadfence_system();
-      uint32_t* staged = &t.c.state->stagedCtas[kind][round];
-      last = atomicAdd(staged, 1u) == gridDim.x - 1;
-      if (last) *staged = 0;  // every CTA has counted this round
-    }
-    __syncthreads();
-    return last;
+    return lastCtaOf(&t.c.state->stagedCtas[kind][round]);
   }
 
   __device__ void arriveLsa(const Transport& t, int kind) {

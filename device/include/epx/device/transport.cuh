@@ -78,6 +78,28 @@ __device__ __forceinline__ bool timedOut(const AsyncError* e) {
   return *reinterpret_cast<const volatile int*>(&e->timeout.code) != 0;
 }
 
+// ---- the last CTA of a grid-wide step ------------------------------------------------------------
+
+// Every thread of the CTA, after its share of a grid-wide step: true in every thread of the one CTA
+// that got here last, which then sees every CTA's earlier stores (system-scope fence before
+// counting, so also the NIC / copy engine of a GIN put it posts next). `counter` (zero between
+// steps) is re-armed for the next step. Used for "the last CTA to finish staging posts the puts"
+// by the high-throughput session (OpSession::lastToStage) and the low-latency one.
+__device__ __forceinline__ bool lastCtaOf(uint32_t* counter) {
+  __shared__ int last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence_system();
+    last = atomicAdd(counter, 1u) == gridDim.x - 1;
+    if (last) {
+      *counter = 0;  // every CTA has counted this step
+      __threadfence();
+    }
+  }
+  __syncthreads();
+  return last != 0;
+}
+
 // ---- the transport -----------------------------------------------------------------------------
 
 struct Transport {
