@@ -37,7 +37,7 @@ def _candidates_in_dir(d):
     return names
 
 
-def _declare(lib):
+def _declare(lib, path):
     P = C.POINTER
     V = C.c_void_p
     R = _abi.ncclResult_t
@@ -73,6 +73,9 @@ def _declare(lib):
             continue
         f.restype = res
         f.argtypes = args
+    if len(missing) == len(protos):
+        raise LibraryNotFoundError("%s has none of the ncclEp* functions (e.g. ncclEpGroupCreate): it is not a "
+                                   "libepx. %s" % (path, _HINT))
     if missing:
         raise LibraryNotFoundError("the loaded libepx lacks %s; it is older than this package "
                                    "(epx %d)" % (", ".join(missing), _abi.EPX_VERSION_CODE))
@@ -129,7 +132,7 @@ def lib():
         with _lock:
             if _lib is None:
                 handle, path = _load()
-                _declare(handle)
+                _declare(handle, path)
                 _lib_path = path
                 _lib = handle
     return _lib

@@ -27,6 +27,17 @@ def _ptr(t):
     return None if t is None else int(t.data_ptr())
 
 
+_INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
+
+
+def _check_int32(name, v):
+    """ctypes stores a Python int into a C int field or argument modulo 2**32, without an error:
+    reject values outside int32 here so that they are not silently wrapped."""
+    if not _INT32_MIN <= v <= _INT32_MAX:
+        raise ValueError("%s=%d does not fit in a C int (%d..%d)" % (name, v, _INT32_MIN, _INT32_MAX))
+    return v
+
+
 def _make_config(max_tokens_per_rank, hidden, num_experts, topk, fp8, sm_budget, timeout_ms, exact_combine,
                  algorithm):
     if algorithm not in _ALGOS:
@@ -37,6 +48,7 @@ def _make_config(max_tokens_per_rank, hidden, num_experts, topk, fp8, sm_budget,
                     ("timeout_ms", timeout_ms)):
         if isinstance(v, bool) or not isinstance(v, int):
             raise TypeError("%s must be an int, got %r" % (name, v))
+        _check_int32(name, v)
     cfg.maxTokensPerRank = max_tokens_per_rank
     cfg.hidden = hidden
     cfg.numExperts = num_experts
@@ -176,10 +188,15 @@ class Buffer:
 
     def __init__(self, group, max_tokens_per_rank, hidden, num_experts, topk, fp8=False, sm_budget=0,
                  timeout_ms=10000, exact_combine=False, algorithm="auto", use_group_comm=True):
-        import torch  # noqa: PLC0415
-        import torch.distributed as dist  # noqa: PLC0415
+        self._group_ptr = None  # first: __del__ (destroy) runs even when __init__ raises
+        try:
+            import torch  # noqa: PLC0415
+            import torch.distributed as dist  # noqa: PLC0415
+        except ImportError as e:
+            raise ImportError("epx.Buffer needs PyTorch (torch with CUDA and torch.distributed), which "
+                              "cannot be imported: %s. Install torch; epx.Buffer.get_buffer_size_hint "
+                              "works without it." % e, name=getattr(e, "name", None)) from e
 
-        self._group_ptr = None
         self._own_comm = None
         self._pool = {}
         self._live = weakref.WeakSet()  # Handles holding a native handle
@@ -237,11 +254,13 @@ class Buffer:
                              sm_budget=0, timeout_ms=10000, exact_combine=False, algorithm="auto"):
         """Bytes of symmetric (window) memory per rank a Buffer with these arguments allocates
         (ncclEpGetBufferSizeHint; the upper bound, reached with network peers). Needs libepx, not a
-        GPU or torch. Raises EpError(ncclInvalidArgument) for an invalid configuration."""
+        GPU or torch. Raises EpError(ncclInvalidArgument) for an invalid configuration, ValueError for an
+        int outside the C int range."""
         cfg = _make_config(max_tokens_per_rank, hidden, num_experts, topk, fp8, sm_budget, timeout_ms,
                            exact_combine, algorithm)
+        num_ranks = _check_int32("num_ranks", int(num_ranks))
         out = C.c_size_t()
-        _lib.check(_lib.lib().ncclEpGetBufferSizeHint(C.byref(cfg), int(num_ranks), C.byref(out)))
+        _lib.check(_lib.lib().ncclEpGetBufferSizeHint(C.byref(cfg), num_ranks, C.byref(out)))
         return out.value
 
     # --- lifetime ---------------------------------------------------------------------------------

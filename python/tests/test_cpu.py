@@ -10,6 +10,7 @@ Environment (all optional):
 """
 
 import ctypes as C
+import ctypes.util
 import os
 import re
 import shutil
@@ -143,6 +144,19 @@ class TestImport(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("buffer-needs-torch", r.stdout)
 
+    def test_buffer_without_torch_says_it_needs_pytorch(self):
+        # Not a bare ModuleNotFoundError("No module named 'torch'"): an ImportError naming epx.Buffer.
+        r = run_py("import sys; sys.modules['torch'] = None\n"
+                   "import epx\n"
+                   "try:\n"
+                   "    epx.Buffer(None, 128, 1024, 8, 2)\n"
+                   "except ImportError as e:\n"
+                   "    print('TYPE', type(e).__name__)\n"
+                   "    print('MSG', e)\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("TYPE ImportError", r.stdout)
+        self.assertIn("MSG epx.Buffer needs PyTorch", r.stdout)
+
     def test_import_does_not_load_libepx(self):
         r = run_py("import epx, epx._lib as L; assert L._lib is None; print('ok')",
                    {"EPX_LIBRARY": "/nonexistent/libepx.so.0"})
@@ -232,6 +246,44 @@ class TestLoader(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout.strip(), "True")
 
+    def test_env_pointing_at_a_library_that_is_not_libepx(self):
+        # libc has none of the ncclEp* symbols: not "older than this package", but not a libepx.
+        libc = ctypes.util.find_library("c")
+        if not libc:
+            self.skipTest("no libc found by ctypes.util.find_library")
+        r = run_py("import epx\n"
+                   "try:\n"
+                   "    epx.library_path()\n"
+                   "except epx.LibraryNotFoundError as e:\n"
+                   "    print('MSG', e)\n", {"EPX_LIBRARY": libc})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("it is not a libepx", r.stdout)
+        self.assertIn(libc, r.stdout)
+        self.assertNotIn("older than", r.stdout)
+
+    def test_env_pointing_at_an_older_libepx(self):
+        # A library with some but not all of the symbols is still reported as an older libepx.
+        cc = os.environ.get("CC", "cc")
+        if not shutil.which(cc):
+            self.skipTest("no C compiler (%s)" % cc)
+        with tempfile.TemporaryDirectory() as d:
+            src = os.path.join(d, "old.c")
+            so = os.path.join(d, "libepx.so.0")
+            with open(src, "w") as f:
+                f.write("const char* ncclEpGetLastError(void) { return 0; }\n")
+            c = subprocess.run([cc, "-shared", "-fPIC", "-o", so, src], capture_output=True, text=True)
+            if c.returncode != 0:
+                self.skipTest("cannot build a shared library: %s" % c.stderr)
+            r = run_py("import epx\n"
+                       "try:\n"
+                       "    epx.library_path()\n"
+                       "except epx.LibraryNotFoundError as e:\n"
+                       "    print('MSG', e)\n", {"EPX_LIBRARY": so})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("older than this package", r.stdout)
+        self.assertIn("ncclEpGroupCreate", r.stdout)
+        self.assertNotIn("ncclEpGetLastError,", r.stdout)
+
     def test_env_dir_without_lib(self):
         with tempfile.TemporaryDirectory() as d:
             r = run_py("import epx\n"
@@ -314,6 +366,27 @@ class TestConfigInPython(unittest.TestCase):
             epx.Buffer.get_buffer_size_hint(1, 128.0, 1024, 8, 2)
         with self.assertRaises(ValueError):
             epx.Buffer.get_buffer_size_hint(1, 128, 1024, 8, 2, algorithm="fast")
+
+    def test_ints_outside_c_int_raise_value_error_naming_the_argument(self):
+        # ctypes would wrap these modulo 2**32 silently; they are rejected before libepx is called.
+        cases = [(dict(num_ranks=2 ** 40), "num_ranks"),
+                 (dict(num_ranks=-2 ** 31 - 1), "num_ranks"),
+                 (dict(max_tokens_per_rank=2 ** 31), "max_tokens_per_rank"),
+                 (dict(hidden=2 ** 32 + 1024), "hidden"),
+                 (dict(num_experts=2 ** 63), "num_experts"),
+                 (dict(topk=-2 ** 31 - 1), "topk"),
+                 (dict(sm_budget=2 ** 31), "sm_budget"),
+                 (dict(timeout_ms=2 ** 40), "timeout_ms")]
+        base = dict(num_ranks=1, max_tokens_per_rank=128, hidden=1024, num_experts=8, topk=2)
+        for over, name in cases:
+            with self.assertRaises(ValueError, msg=over) as cm:
+                epx.Buffer.get_buffer_size_hint(**dict(base, **over))
+            self.assertIn(name + "=", str(cm.exception))
+            self.assertIn("C int", str(cm.exception))
+        # The bounds themselves pass the Python check (libepx may then reject them).
+        from epx import buffer as B  # noqa: PLC0415
+        self.assertEqual(B._check_int32("x", 2 ** 31 - 1), 2 ** 31 - 1)
+        self.assertEqual(B._check_int32("x", -2 ** 31), -2 ** 31)
 
     def test_error_object(self):
         e = epx.EpError(5, "why")

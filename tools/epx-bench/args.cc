@@ -1,6 +1,9 @@
 // Command-line parsing of epx-bench.
 #include "args.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -89,6 +92,33 @@ std::vector<int> toIntList(const char* opt, const char* v, long lo, long hi) {
   while (std::getline(ss, item, ',')) out.push_back(int(toInt(opt, item.c_str(), lo, hi)));
   if (out.empty()) bad(std::string(opt) + ": empty list");
   return out;
+}
+
+// True when any EPX_MP_* variable is set: multi-process mode (epx/testing/multigpu.h,
+// multiProcessRequested(); run() validates the variables).
+bool multiProcessRequested() {
+  for (const char* v : {"EPX_MP_SIZE", "EPX_MP_RANK", "EPX_MP_ID_FILE"})
+    if (const char* s = std::getenv(v); s && *s) return true;
+  return false;
+}
+
+// "" when `path` can be opened for writing (an existing writable file, or a new file in an
+// existing writable directory), else why not. Creates nothing.
+std::string csvProblem(const std::string& path) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return "is a directory";
+    if (::access(path.c_str(), W_OK) != 0) return std::string("not writable: ") + std::strerror(errno);
+    return "";
+  }
+  if (errno != ENOENT) return std::strerror(errno);
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (::stat(dir.c_str(), &st) != 0) return "directory " + dir + ": " + std::strerror(errno);
+  if (!S_ISDIR(st.st_mode)) return dir + " is not a directory";
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    return "cannot create a file in " + dir + ": " + std::strerror(errno);
+  return "";
 }
 
 }  // namespace
@@ -184,7 +214,13 @@ Options parseArgs(int argc, char** argv) {
   // without a rate is ignored, as the plugin does.
   if (o.netGBps < 0)
     if (const char* e = std::getenv("EPX_GIN_EMU_GBPS"); e && *e) {
-      const double g = toDouble("EPX_GIN_EMU_GBPS", e, 0, 10000);
+      const double g = toDouble("EPX_GIN_EMU_GBPS", e, 0, kNicMaxGBps);
+      if (g > 0 && g < kNicMinGBps) {
+        std::ostringstream os;
+        os << "EPX_GIN_EMU_GBPS: '" << e << "' is outside " << kNicMinGBps << ".." << kNicMaxGBps
+           << " GB/s (0 = off), the GIN plugin's range";
+        bad(os.str());
+      }
       if (g > 0) o.netGBps = g;
     }
   if (o.netLatencyUs < 0) {
@@ -193,6 +229,13 @@ Options parseArgs(int argc, char** argv) {
   }
   if (o.topk > o.experts) bad("--topk must not exceed --experts");
   if (o.hidden % 8) bad("--hidden must be a multiple of 8");
+  if (o.lowLatency && o.hidden % 128)
+    bad("--algo low-latency needs --hidden a multiple of 128, got " + std::to_string(o.hidden));
+  if (o.gpus > kMaxRanks && !multiProcessRequested())
+    bad("--gpus " + std::to_string(o.gpus) + ": one process drives 1.." + std::to_string(kMaxRanks) +
+        " GPUs (more ranks: multi-process mode, EPX_MP_SIZE/EPX_MP_RANK/EPX_MP_ID_FILE)");
+  if (!o.csv.empty())
+    if (const std::string why = csvProblem(o.csv); !why.empty()) bad("--csv " + o.csv + ": cannot write: " + why);
   return o;
 }
 

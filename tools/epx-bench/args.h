@@ -7,6 +7,15 @@ namespace epxbench {
 
 enum class RoutingKind { Uniform, Grouped };
 
+// Ranks one process drives, one per GPU (--gpus outside multi-process mode): one NVLink domain in
+// this release.
+constexpr int kMaxRanks = 8;
+// Accepted EPX_GIN_EMU_GBPS rates other than 0 (off), in GB/s: a mirror of kNicMinGBps/kNicMaxGBps
+// in plugin/src/gin/nic_pacer.h (plugin-private, not on epx-bench's include path);
+// tests/unit/test_bench_args.cc checks that they agree.
+constexpr double kNicMinGBps = 0.001;
+constexpr double kNicMaxGBps = 10000.0;
+
 struct Options {
   int gpus = 0;              // 0: all local GPUs
   int tokens = 4096;         // tokens per rank
@@ -39,7 +48,11 @@ struct Options {
   std::vector<int> llTokens = {1, 32, 128, 256};
 };
 
-// Parses argv; on --help prints usage and exits 0, on a bad option prints why and exits 2.
+// Parses argv; on --help prints usage and exits 0, on a bad option prints why and exits 2. Checks
+// everything that does not need a GPU, so that a bad command line is an error on any machine:
+// --gpus above kMaxRanks outside multi-process mode, --algo low-latency with --hidden not a
+// multiple of 128, a --csv file that cannot be created, an EPX_GIN_EMU_GBPS outside the plugin's
+// range.
 Options parseArgs(int argc, char** argv);
 
 const char* routingName(RoutingKind k);

@@ -90,10 +90,6 @@ struct Times {
 }  // namespace
 
 int runLowLatency(const Options& opt, epx::testing::MultiGpu& mg, int n, int ranksPerNode, bool printer) {
-  if (opt.hidden % 128) {
-    std::fprintf(stderr, "epx-bench: --algo low-latency needs --hidden a multiple of 128\n");
-    return 2;
-  }
   const int maxT = std::max(1, *std::max_element(opt.llTokens.begin(), opt.llTokens.end()));
   const int H = opt.hidden, K = opt.topk, E = opt.experts, Le = E / n, rowsPer = n * maxT;
   const int sms = opt.sms.empty() ? 0 : opt.sms[0];

@@ -32,7 +32,6 @@
 namespace epxbench {
 namespace {
 
-constexpr int kMaxRanks = 8;        // single process: one NVLink domain in this release
 constexpr int kCeilingFewCtas = 24;
 
 RoutingInfo describe(RoutingKind kind, const BenchShape& s, const std::vector<epx::ref::RankRouting>& routing) {

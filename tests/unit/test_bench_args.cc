@@ -1,0 +1,121 @@
+// epx-bench's command-line parsing (tools/epx-bench/args.cc): the checks that need no GPU fail at
+// parse time with exit status 2 and a message, so a bad command line is an error even on a machine
+// without GPUs (where epx-bench would otherwise say "no CUDA GPU ... nothing to run" and exit 0).
+// parseArgs exits on an error: each case runs in a forked child whose stdout/stderr are captured.
+#include <boost/test/unit_test.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "args.h"
+#include "../../plugin/src/gin/nic_pacer.h"  // the plugin's rate bounds, which args.h mirrors
+
+namespace {
+
+struct Outcome {
+  int status = -1;     // exit status of the child (0: parseArgs returned)
+  std::string output;  // its stdout and stderr
+};
+
+// Runs parseArgs(argv) in a child with the environment variables in `env` set ("" = unset) and
+// the EPX_MP_* / EPX_GIN_EMU_* variables unset unless given.
+Outcome parse(std::vector<std::string> args, std::vector<std::pair<std::string, std::string>> env = {}) {
+  int fds[2];
+  BOOST_REQUIRE(::pipe(fds) == 0);
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  BOOST_REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    for (const char* v : {"EPX_MP_SIZE", "EPX_MP_RANK", "EPX_MP_ID_FILE", "EPX_GIN_EMU_GBPS", "EPX_GIN_EMU_LATENCY_US"})
+      ::unsetenv(v);
+    for (const auto& [k, v] : env)
+      if (v.empty()) ::unsetenv(k.c_str());
+      else ::setenv(k.c_str(), v.c_str(), 1);
+    args.insert(args.begin(), "epx-bench");
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    epxbench::parseArgs(int(args.size()), argv.data());
+    std::fflush(nullptr);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  Outcome o;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) o.output.append(buf, size_t(n));
+  ::close(fds[0]);
+  int ws = 0;
+  BOOST_REQUIRE(::waitpid(pid, &ws, 0) == pid);
+  o.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+  return o;
+}
+
+bool has(const Outcome& o, const std::string& s) { return o.output.find(s) != std::string::npos; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(bench_args)
+
+BOOST_AUTO_TEST_CASE(valid_command_lines_parse) {
+  BOOST_TEST(parse({}).status == 0);
+  BOOST_TEST(parse({"--gpus", "8", "--algo", "low-latency", "--hidden", "7168"}).status == 0);
+  BOOST_TEST(parse({"--algo", "high-throughput", "--hidden", "7000"}).status == 0);  // HT: multiple of 8
+  BOOST_TEST(parse({"--csv", "/tmp/epx-bench-args-test.csv"}).status == 0);
+  BOOST_TEST(parse({}, {{"EPX_GIN_EMU_GBPS", "0"}}).status == 0);  // 0 = off
+  BOOST_TEST(parse({}, {{"EPX_GIN_EMU_GBPS", "0.001"}}).status == 0);
+  BOOST_TEST(parse({}, {{"EPX_GIN_EMU_GBPS", "10000"}}).status == 0);
+  // Multi-process mode: --gpus is the job's rank count (run() compares it with EPX_MP_SIZE).
+  BOOST_TEST(parse({"--gpus", "16"}, {{"EPX_MP_SIZE", "16"}, {"EPX_MP_RANK", "0"}, {"EPX_MP_ID_FILE", "/tmp/x"}})
+                 .status == 0);
+  BOOST_TEST(parse({"--help"}).status == 0);
+}
+
+BOOST_AUTO_TEST_CASE(low_latency_hidden_must_be_a_multiple_of_128) {
+  const Outcome o = parse({"--algo", "low-latency", "--hidden", "7000"});
+  BOOST_TEST(o.status == 2);
+  BOOST_TEST(has(o, "epx-bench: --algo low-latency needs --hidden a multiple of 128, got 7000"), o.output);
+  BOOST_TEST(has(o, "usage: epx-bench"));
+  BOOST_TEST(parse({"--hidden", "7000", "--algo", "low-latency"}).status == 2);  // either order
+}
+
+BOOST_AUTO_TEST_CASE(gpus_above_eight_in_one_process) {
+  const Outcome o = parse({"--gpus", "9"});
+  BOOST_TEST(o.status == 2);
+  BOOST_TEST(has(o, "epx-bench: --gpus 9: one process drives 1..8 GPUs"), o.output);
+  BOOST_TEST(parse({"--gpus", "0"}).status == 2);
+  BOOST_TEST(parse({"--gpus", "65"}).status == 2);
+}
+
+BOOST_AUTO_TEST_CASE(csv_that_cannot_be_created) {
+  Outcome o = parse({"--csv", "/nonexistent/dir/x.csv"});
+  BOOST_TEST(o.status == 2);
+  BOOST_TEST(has(o, "epx-bench: --csv /nonexistent/dir/x.csv: cannot write: directory /nonexistent/dir:"), o.output);
+  o = parse({"--csv", "/tmp"});
+  BOOST_TEST(o.status == 2);
+  BOOST_TEST(has(o, "is a directory"), o.output);
+  o = parse({"--csv", "/etc/passwd/x.csv"});  // a file as the directory
+  BOOST_TEST(o.status == 2, o.output);
+}
+
+BOOST_AUTO_TEST_CASE(gin_emu_gbps_uses_the_plugin_range) {
+  BOOST_TEST(epxbench::kNicMinGBps == epx::plugin::gin::kNicMinGBps);
+  BOOST_TEST(epxbench::kNicMaxGBps == epx::plugin::gin::kNicMaxGBps);
+  Outcome o = parse({}, {{"EPX_GIN_EMU_GBPS", "0.0001"}});
+  BOOST_TEST(o.status == 2);
+  BOOST_TEST(has(o, "epx-bench: EPX_GIN_EMU_GBPS: '0.0001' is outside 0.001..10000 GB/s (0 = off)"), o.output);
+  o = parse({}, {{"EPX_GIN_EMU_GBPS", "10001"}});
+  BOOST_TEST(o.status == 2);
+  BOOST_TEST(has(o, "EPX_GIN_EMU_GBPS"), o.output);
+  BOOST_TEST(parse({}, {{"EPX_GIN_EMU_GBPS", "-1"}}).status == 2);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
