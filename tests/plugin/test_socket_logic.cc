@@ -2,8 +2,16 @@
 #define BOOST_TEST_MODULE plugin_socket_logic
 #include <boost/test/unit_test.hpp>
 
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "common/env.h"
+#include "common/log.h"
 #include "socket/interfaces.h"
 #include "socket/wire.h"
 
@@ -100,4 +108,45 @@ BOOST_AUTO_TEST_CASE(handle_seal_and_validate) {
   BOOST_TEST(!validateHello(hello).empty());  // stream index out of range
   hello.streamIndex = 1;
   BOOST_TEST(validateHello(hello).empty());
+}
+
+// Environment integers with a range (EPX_SOCKET_* settings): an out-of-range value is clamped and
+// says so at WARN level, naming the variable, the value, the range and the value used.
+namespace {
+std::vector<std::pair<int, std::string>> gLogged;
+void captureLog(ncclDebugLogLevel level, unsigned long, const char*, int, const char* fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  gLogged.emplace_back(int(level), buf);
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(env_integers_out_of_range_are_clamped_with_a_warning) {
+  epx::plugin::setLogger(captureLog);
+  const char* var = "EPX_TEST_RANGE_VALUE";
+  struct Case {
+    const char* text;
+    int64_t expect;
+    bool warns;
+  };
+  for (const Case& c : {Case{"0", 1, true}, Case{"17", 16, true}, Case{"5", 5, false}, Case{"abc", 2, true},
+                        Case{"", 2, false}}) {
+    gLogged.clear();
+    setenv(var, c.text, 1);
+    BOOST_TEST(epx::plugin::envIntInRange(var, 2, 1, 16) == c.expect, c.text);
+    bool warned = false;
+    for (const auto& [level, text] : gLogged)
+      if (level == NCCL_LOG_WARN && text.find(var) != std::string::npos) warned = true;
+    BOOST_TEST(warned == c.warns, c.text);
+  }
+  gLogged.clear();
+  setenv(var, "0", 1);
+  epx::plugin::envIntInRange(var, 2, 1, 16);
+  BOOST_TEST_REQUIRE(!gLogged.empty());
+  BOOST_TEST(gLogged[0].second == std::string("EPX: ") + var + "=0 is outside 1..16; using 1");
+  unsetenv(var);
+  epx::plugin::setLogger(nullptr);
 }

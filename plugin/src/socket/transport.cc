@@ -30,17 +30,26 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int clampInt(int64_t v, int lo, int hi) { return static_cast<int>(std::clamp<int64_t>(v, lo, hi)); }
+constexpr int64_t kMinPartBytes = 4096;
+constexpr int64_t kMaxTimeoutMs = 3600000;
+constexpr int64_t kMaxConnectRetries = 100000;
+
+int envIntIn(const char* name, int64_t def, int64_t lo, int64_t hi) {
+  return static_cast<int>(envIntInRange(name, def, lo, hi));
+}
 
 Settings readSettings() {
   Settings s;
-  s.nStreams = clampInt(envInt("EPX_SOCKET_NSTREAMS", 2), 1, kMaxStreams);
-  s.minPartBytes = static_cast<size_t>(std::max<int64_t>(envInt("EPX_SOCKET_MIN_PART", 64 << 10), 4096));
-  s.connectTimeoutMs = clampInt(envInt("EPX_SOCKET_CONNECT_TIMEOUT_MS", 20000), 1, 3600000);
-  s.connectRetries = clampInt(envInt("EPX_SOCKET_CONNECT_RETRIES", 20), 0, 100000);
-  s.handshakeTimeoutMs = clampInt(envInt("EPX_SOCKET_HANDSHAKE_TIMEOUT_MS", 10000), 1, 3600000);
-  int maxRecvs = clampInt(envInt("EPX_SOCKET_MAX_RECVS", 1), 1, kMaxGroupedRecvs);
+  s.nStreams = envIntIn("EPX_SOCKET_NSTREAMS", 2, 1, kMaxStreams);
+  s.minPartBytes = static_cast<size_t>(envIntInRange("EPX_SOCKET_MIN_PART", 64 << 10, kMinPartBytes, INT64_MAX));
+  s.connectTimeoutMs = envIntIn("EPX_SOCKET_CONNECT_TIMEOUT_MS", 20000, 1, kMaxTimeoutMs);
+  s.connectRetries = envIntIn("EPX_SOCKET_CONNECT_RETRIES", 20, 0, kMaxConnectRetries);
+  s.handshakeTimeoutMs = envIntIn("EPX_SOCKET_HANDSHAKE_TIMEOUT_MS", 10000, 1, kMaxTimeoutMs);
+  const int asked = envIntIn("EPX_SOCKET_MAX_RECVS", 1, 1, kMaxGroupedRecvs);
+  int maxRecvs = asked;
   while (maxRecvs & (maxRecvs - 1)) maxRecvs &= maxRecvs - 1;  // round down to a power of 2
+  if (maxRecvs != asked)
+    EPX_WARN(NCCL_ENV, "EPX: EPX_SOCKET_MAX_RECVS=%d is not a power of 2; using %d", asked, maxRecvs);
   s.maxRecvs = maxRecvs;
   return s;
 }

@@ -35,7 +35,12 @@ Context* createContext(const Communicator& comm) {
     ctx->rules = std::move(parsed.rules);
   }
   ctx->announced.assign(ctx->rules.size(), false);
-  ctx->topo = cachedFacts(envString("EPX_TUNER_TOPO"));
+  const std::string topoEnv = envString("EPX_TUNER_TOPO");
+  ctx->topo = cachedFacts(topoEnv);
+  // Asked for explicitly (a file) but unusable: as visible as a bad rules file.
+  if (!ctx->topo.valid && !topoEnv.empty() && topoEnv != "off")
+    EPX_WARN(NCCL_TUNING | NCCL_ENV, "EPX tuner: EPX_TUNER_TOPO=%s: %s; the topology policy is off",
+             topoEnv.c_str(), ctx->topo.source.c_str());
   EPX_INFO(NCCL_INIT | NCCL_TUNING,
            "EPX tuner plugin loaded: %zu ranks, %zu nodes, %d NVLink domain(s) of %d-%d ranks; %zu rule(s)%s%s",
            comm.nRanks, comm.nNodes, comm.nNvlDomains, comm.minRanksPerNvlDomain,
