@@ -77,31 +77,74 @@ __device__ __forceinline__ SendPlan loadPlan(const DispatchArgs& a, const Transp
   return p;
 }
 
+// Expanded layout: the output row of slot `lane`'s expert when this rank owns it (its own tokens
+// need no receive copy: the sender writes them straight into their expert segments), else -1.
+__device__ __forceinline__ int ownExpandedRow(const DispatchArgs& a, const SendPlan& p) {
+  const Common& c = a.c;
+  const Route& r = a.r;
+  if (!r.expanded || p.e < 0 || destOf(p.e, c.localExperts) != c.rank) return -1;
+  const int le = p.e - c.rank * c.localExperts;
+  return r.expertStart[le] + r.srcExpertOff[c.rank * c.localExperts + le] + p.pos;
+}
+
+// The metadata of this rank's own expanded output rows of token t (lane k: slot k's row or -1),
+// and, for combine, the expanded rows of its received row (recvExpRows).
+__device__ void writeOwnRows(const DispatchArgs& a, const SendPlan& cur, int t, int outRow, uint32_t own,
+                             float scale, float scale2, int lane) {
+  const Common& c = a.c;
+  const Route& r = a.r;
+  const int K = c.topk, scaleWords = a.scaleRowBytes / 4;
+  const uint32_t selfSlot = __ballot_sync(0xffffffffu, cur.dest == c.rank);
+  const int gslot = __shfl_sync(0xffffffffu, cur.gslot, __ffs(selfSlot) - 1);
+  if (lane < K) r.recvExpRows[size_t(r.recvBase[c.rank] + gslot) * K + lane] = outRow;
+  if (outRow >= 0) {
+    if (a.recvTopkWeights) a.recvTopkWeights[outRow] = cur.w;
+    if (a.recvSrcInfo) {
+      a.recvSrcInfo[2 * size_t(outRow)] = c.rank;
+      a.recvSrcInfo[2 * size_t(outRow) + 1] = t;
+    }
+  }
+  if (!scaleWords) return;
+  for (uint32_t m = own; m; m &= m - 1) {
+    const size_t row = size_t(__shfl_sync(0xffffffffu, outRow, __ffs(m) - 1));
+    float* dst = a.recvScales + row * scaleWords;
+    if (lane < scaleWords) dst[lane] = scale;
+    if (lane + 32 < scaleWords) dst[lane + 32] = scale2;
+    for (int q = lane + 64; q < scaleWords; q += 32) dst[q] = a.xScales[size_t(t) * scaleWords + q];
+  }
+}
+
 // Send phase over this CTA's tokens (warp-strided); the next token's plan is loaded while the
 // current row is copied. Each 16-byte vector of the row is loaded once and stored to every
-// destination. Network rows go to the staging arrays.
+// destination. Network rows go to the staging arrays; with the expanded layout, rows for this
+// rank's own experts go straight to their output rows.
 __device__ void sendTokens(const DispatchArgs& a, const Transport& tr, Share share, int lane, char* (&dsts)[kWarps][kMaxTopk]) {
   const Common& c = a.c;
   const Route& r = a.r;
   const int K = c.topk, Le = c.localExperts, warp = threadIdx.x >> 5;
   const int scaleWords = a.scaleRowBytes / 4;
+  const uint32_t lanesBelow = (1u << lane) - 1u;
   const int t0 = share.begin + warp;
   SendPlan next = t0 < share.end ? loadPlan(a, tr, t0, lane) : SendPlan{-1, -1, -1, -1, -1, 0.f};
   for (int t = t0; t < share.end; t += kWarps) {
     const SendPlan cur = next;
     if (t + kWarps < share.end) next = loadPlan(a, tr, t + kWarps, lane);
-    const uint32_t dests = __ballot_sync(0xffffffffu, cur.dest >= 0);
-    const bool toLsa = cur.dest >= 0 && tr.lsa(cur.dest);
-    if (cur.dest >= 0) {
-      char* base = toLsa ? tr.lsaBase(cur.dest) + c.wl.recvX : tr.localBase() + c.wl.stageX;
-      dsts[warp][__popc(dests & ((1u << lane) - 1u))] = base + size_t(cur.row) * a.xRowBytes;
+    const int outRow = ownExpandedRow(a, cur);
+    const uint32_t own = __ballot_sync(0xffffffffu, outRow >= 0);
+    const bool toWindow = cur.dest >= 0 && !(r.expanded && cur.dest == c.rank);
+    const uint32_t dests = __ballot_sync(0xffffffffu, toWindow);
+    if (toWindow) {
+      char* base = tr.lsa(cur.dest) ? tr.lsaBase(cur.dest) + c.wl.recvX : tr.localBase() + c.wl.stageX;
+      dsts[warp][__popc(dests & lanesBelow)] = base + size_t(cur.row) * a.xRowBytes;
     }
+    if (outRow >= 0) dsts[warp][__popc(dests) + __popc(own & lanesBelow)] = a.recvX + size_t(outRow) * a.xRowBytes;
     __syncwarp();
-    warpCopy16Multi<false, 8>(dsts[warp], __popc(dests), a.x + size_t(t) * a.xRowBytes, a.xRowBytes, lane);
+    warpCopy16Multi<false, 8>(dsts[warp], __popc(dests) + __popc(own), a.x + size_t(t) * a.xRowBytes, a.xRowBytes, lane);
     // FP8 scales: one load per word, stored to every destination.
     const float scale = scaleWords && lane < scaleWords ? a.xScales[size_t(t) * scaleWords + lane] : 0.f;
     const float scale2 = scaleWords > 32 && lane + 32 < scaleWords ? a.xScales[size_t(t) * scaleWords + lane + 32] : 0.f;
     __syncwarp();
+    if (own) writeOwnRows(a, cur, t, outRow, own, scale, scale2, lane);
     for (uint32_t m = dests; m; m &= m - 1) {
       const int j = __ffs(m) - 1;
       const int d = __shfl_sync(0xffffffffu, cur.dest, j);
@@ -182,14 +225,17 @@ __device__ void copyDedup(const DispatchArgs& a, const RowArrays& in, int total,
   }
 }
 
-// Expanded layout: received row i goes to one output row per local expert of its token.
+// Expanded layout: received row i goes to one output row per local expert of its token. This
+// rank's own rows were written by its send phase (sendTokens) and are skipped.
 __device__ void copyExpanded(const DispatchArgs& a, const RowArrays& in, int total, int globalWarp, int numWarps,
                              int lane, char* (&dsts)[kWarps][kMaxTopk], int (&rows)[kWarps][kMaxTopk]) {
   const Common& c = a.c;
   const Route& r = a.r;
   const int K = c.topk, Le = c.localExperts, warp = threadIdx.x >> 5, scaleWords = a.scaleRowBytes / 4;
   const uint32_t lanesBelow = (1u << lane) - 1u;
-  for (int i = globalWarp; i < total; i += numWarps) {
+  const int ownBegin = r.recvBase[c.rank], ownRows = r.recvBase[c.rank + 1] - ownBegin;
+  for (int v = globalWarp; v < total - ownRows; v += numWarps) {
+    const int i = v < ownBegin ? v : v + ownRows;
     const int s = sourceOfRow(r.recvBase, c.nRanks, i);
     const size_t row = size_t(i);
     int outRow = -1;

@@ -43,6 +43,8 @@ void usage(FILE* f) {
       "  --no-check          skip the correctness check\n"
       "  --no-baseline       skip the NCCL all-to-all dispatcher\n"
       "  --no-ceiling        skip the NVLink peer-copy ceiling\n"
+      "  --no-floor          skip the memory floor (copy engine and plain SM kernels moving each\n"
+      "                      configuration's local rows with epx's CTA count)\n"
       "  --csv FILE          also write one CSV row per measurement to FILE (rank 0)\n"
       "  --net-gbps X        line rate of the NIC between nodes, GB/s per direction per rank, for\n"
       "                      the network floor (default EPX_GIN_EMU_GBPS; unset: no floor)\n"
@@ -190,6 +192,8 @@ Options parseArgs(int argc, char** argv) {
       o.baseline = false;
     } else if (!std::strcmp(a, "--no-ceiling")) {
       o.ceiling = false;
+    } else if (!std::strcmp(a, "--no-floor")) {
+      o.memFloor = false;
     } else if (!std::strcmp(a, "--csv")) {
       o.csv = val();
     } else if (!std::strcmp(a, "--net-gbps")) {

@@ -34,6 +34,7 @@ struct Options {
   bool check = true;         // correctness check against the CPU reference
   bool baseline = true;      // NCCL all-to-all dispatcher
   bool ceiling = true;       // NVLink peer-copy ceiling
+  bool memFloor = true;      // memory floor of each configuration's local rows (memory_floor.h)
   unsigned long long seed = 1;
   std::string csv;           // CSV output file, empty = none
   // Network floor (ranks on different NCCL nodes, e.g. fake nodes): the line rate and one-way

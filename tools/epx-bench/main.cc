@@ -25,6 +25,7 @@
 #include "epx/testing/multigpu.h"
 #include "epx_runner.h"
 #include "ll_bench.h"
+#include "memory_floor.h"
 #include "peer_copy.h"
 #include "report.h"
 #include "routing.h"
@@ -338,6 +339,33 @@ int run(const Options& opt) {
     });
     const auto used = gather([&](int r) { return double(usedLocal[r]); });
     for (int layout : opt.layouts) {
+      // Memory floor of this layout's local rows with the group's CTA count, per routing.
+      std::vector<MemFloorSummary> floors(infos.size());
+      if (opt.memFloor)
+        for (size_t i = 0; i < infos.size(); ++i) {
+          std::vector<MemFloorTimes> ft(n);
+          mg.run([&](const epx::testing::RankContext& ctx) {
+            const MemFloorWork w = memFloorWork(s, timed[i], ctx.rank, layout == ncclEpLayoutExpanded);
+            ft[ctx.rank] = runMemFloor(ctx, w, usedLocal[ctx.rank], std::max(opt.iters, 20));
+          });
+          MemFloorSummary& f = floors[i];
+          f.measured = true;
+          f.ctas = int(used[0]);
+          const auto db = gather([&](int r) { return ft[r].dispatchBytes; });
+          const auto cb = gather([&](int r) { return ft[r].combineBytes; });
+          const auto dce = gather([&](int r) { return ft[r].dispatchCeUs; });
+          const auto dsm = gather([&](int r) { return ft[r].dispatchSmUs; });
+          const auto cce = gather([&](int r) { return ft[r].combineCeUs; });
+          const auto csm = gather([&](int r) { return ft[r].combineSmUs; });
+          for (int r = 0; r < n; ++r) {
+            f.dispatchBytes += db[r] / n;
+            f.combineBytes += cb[r] / n;
+            f.dispatchCeUs = std::max(f.dispatchCeUs, dce[r]);
+            f.dispatchSmUs = std::max(f.dispatchSmUs, dsm[r]);
+            f.combineCeUs = std::max(f.combineCeUs, cce[r]);
+            f.combineSmUs = std::max(f.combineSmUs, csm[r]);
+          }
+        }
       // Window (zero-copy) buffers exist for the deduplicated layout only.
       const std::vector<int> bufferModes = layout == ncclEpLayoutDeduplicated ? opt.buffers : std::vector<int>{0};
       for (int window : bufferModes) {
@@ -419,6 +447,7 @@ int run(const Options& opt) {
             row.msg = problems;
             failed = failed || !row.ok;
             rep.printEpx(row, infos[i], opt.baseline ? &base[i] : nullptr);
+            rep.printMemFloor(row, floors[i]);
             if (ginOn) rep.printGin(ginSummary(gin, times, infos[i].traffic, s, ranksPerNode, gather));
           }
           mg.run([&](const epx::testing::RankContext& ctx) { BENCH_EP(ncclEpHandleDestroy(handles[ctx.rank])); });

@@ -265,6 +265,24 @@ void Report::printEpx(const EpxRow& row, const RoutingInfo& r, const BaselineSum
   std::fflush(stdout);
 }
 
+void Report::printMemFloor(const EpxRow& row, const MemFloorSummary& f) {
+  if (!printer_ || !f.measured) return;
+  auto x = [](double us, double floorUs) { return us > 0 && floorUs > 0 ? us / floorUs : 0.0; };
+  std::printf("#   memory floor, this rank's local rows (%d CTAs; time(us) and epx / floor):\n", f.ctas);
+  std::printf("#     dispatch writes %8.1f MB: copy engine %8.1f us (%5.2f x), SM copy       %8.1f us (%5.2f x)\n",
+              f.dispatchBytes / 1e6, f.dispatchCeUs, x(row.bf16Us, f.dispatchCeUs), f.dispatchSmUs,
+              x(row.bf16Us, f.dispatchSmUs));
+  std::printf("#     combine reads   %8.1f MB: copy engine %8.1f us (%5.2f x), SM read-and-sum %8.1f us (%5.2f x)\n",
+              f.combineBytes / 1e6, f.combineCeUs, x(row.combUs, f.combineCeUs), f.combineSmUs,
+              x(row.combUs, f.combineSmUs));
+  const char* rn = routingName(row.kind);
+  csvRow("floor", rn, &row, "dispatch_bf16_ce", f.dispatchCeUs, OpBytes{f.dispatchBytes, 0}, 0, "-");
+  csvRow("floor", rn, &row, "dispatch_bf16_sm", f.dispatchSmUs, OpBytes{f.dispatchBytes, 0}, 0, "-");
+  csvRow("floor", rn, &row, "combine_bf16_ce", f.combineCeUs, OpBytes{f.combineBytes, 0}, 0, "-");
+  csvRow("floor", rn, &row, "combine_bf16_sm", f.combineSmUs, OpBytes{f.combineBytes, 0}, 0, "-");
+  std::fflush(stdout);
+}
+
 void Report::printGin(const std::vector<GinOpSummary>& ops) {
   if (!printer_) return;
   std::printf("#   GIN per call (mean over ranks; overhead = wire bytes beyond the token rows that cross nodes, max over ranks):\n");

@@ -71,6 +71,14 @@ struct EpxRow {
   std::string msg;
 };
 
+// Memory floor of one configuration (memory_floor.h), max over ranks.
+struct MemFloorSummary {
+  bool measured = false;
+  int ctas = 0;
+  double dispatchBytes = 0, combineBytes = 0;  // mean over ranks
+  double dispatchCeUs = 0, dispatchSmUs = 0, combineCeUs = 0, combineSmUs = 0;
+};
+
 // GIN traffic of one operation's call, over the ranks (epx_runner.h EpxGinCalls).
 struct GinOpSummary {
   const char* op = "";
@@ -97,6 +105,8 @@ class Report {
   void note(const std::string& line);
   // GIN operations and bytes per call below the row of printEpx.
   void printGin(const std::vector<GinOpSummary>& ops);
+  // The memory floor of the row's configuration below it, with epx's time over it.
+  void printMemFloor(const EpxRow& row, const MemFloorSummary& f);
 
  private:
   void csvRow(const std::string& section, const char* routing, const EpxRow* row, const char* op,

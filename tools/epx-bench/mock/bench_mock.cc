@@ -8,6 +8,7 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -16,6 +17,8 @@
 #include "baseline.h"
 #include "data.h"
 #include "peer_copy.h"
+#include "ll_bench.h"
+#include "memory_floor.h"
 #include "randgen.h"
 
 void mockEnqueue(cudaStream_t s, std::function<void()> f);
@@ -60,6 +63,20 @@ CeilingRankResult runCeiling(const epx::testing::RankContext&, const std::vector
   r.p2p = false;
   r.smFew = smFew;
   return r;
+}
+
+// The low-latency algorithm has no host stand-ins in the ncclEp mock.
+int runLowLatency(const Options&, epx::testing::MultiGpu&, int, int, bool) {
+  std::fprintf(stderr, "epx_bench_mock: --algo low-latency is not mocked\n");
+  return 2;
+}
+
+// Memory floor: no kernels to time here; byte counts as the real one reports them.
+MemFloorTimes runMemFloor(const epx::testing::RankContext&, const MemFloorWork& w, int ctas, int) {
+  MemFloorTimes t;
+  t.ctas = ctas;
+  t.dispatchBytes = t.combineBytes = double(w.outputRows()) * w.rowBytes;
+  return t;
 }
 
 }  // namespace epxbench
