@@ -208,7 +208,7 @@ BOOST_AUTO_TEST_CASE(staging_ring_hands_out_disjoint_blocks_and_frees_in_order) 
 BOOST_AUTO_TEST_CASE(gin_symbol_is_exported_for_proxy_mode) {
   const auto* gin = epx::test::pluginSymbol<ncclGin_v11_t>("ncclGinPlugin_v11");
   BOOST_TEST_REQUIRE(gin != nullptr);
-  BOOST_TEST(std::string(gin->name) == "EPX-ipc");
+  BOOST_TEST(std::string(gin->name) == "EPX");
   BOOST_TEST(gin->iput != nullptr);
   BOOST_TEST(gin->iputSignal != nullptr);
   BOOST_TEST(gin->test != nullptr);
