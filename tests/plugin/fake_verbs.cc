@@ -264,6 +264,7 @@ int queryDevice(ibv_context* c, ibv_device_attr* a) {
   std::memset(a, 0, sizeof *a);
   a->phys_port_cnt = static_cast<uint8_t>(specOf(c).ports.size());
   a->node_guid = htobe64(specOf(c).nodeGuid);
+  a->atomic_cap = specOf(c).atomics ? IBV_ATOMIC_HCA : IBV_ATOMIC_NONE;
   return 0;
 }
 

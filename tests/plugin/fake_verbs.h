@@ -38,6 +38,7 @@ struct FakeDeviceSpec {
   std::string name;
   uint64_t nodeGuid = 0;
   std::vector<FakePortSpec> ports;
+  bool atomics = true;  // ibv_device_attr.atomic_cap: IBV_ATOMIC_HCA, else IBV_ATOMIC_NONE
 };
 
 struct FakeQp {

@@ -37,6 +37,7 @@ namespace {
 
 constexpr int kIbDev = 0;
 constexpr int kRoceDev = 1;
+constexpr int kNoAtomicsDev = 2;
 constexpr int kSpinLimit = 100000;  // test() calls before a test gives up (never a hang)
 
 std::vector<uint8_t> gid(std::initializer_list<uint8_t> head, std::initializer_list<uint8_t> tail) {
@@ -63,7 +64,12 @@ struct Setup {
     rp.gids = {gid({0xfe, 0x80}, {1}), gid({0xfe, 0x80}, {1}), gid({}, {0xff, 0xff, 10, 0, 0, 5}),
                gid({}, {0xff, 0xff, 10, 0, 0, 5})};
     roce.ports = {rp};
-    f.devices = {ib, roce};
+    epx::test::FakeDeviceSpec plain{"fakeplain0", 0x3333, {}};  // InfiniBand without atomics
+    epx::test::FakePortSpec plainPort = ibPort;
+    plainPort.lid = 6;
+    plain.ports = {plainPort};
+    plain.atomics = false;
+    f.devices = {ib, roce, plain};
     root = std::filesystem::temp_directory_path() / ("epx-fake-gin-" + std::to_string(getpid()));
     const auto types = root / "fakeroce0" / "ports" / "1" / "gid_attrs" / "types";
     std::filesystem::create_directories(types);
@@ -178,7 +184,7 @@ BOOST_AUTO_TEST_CASE(the_backend_is_available_on_the_fake_device) {
   BOOST_TEST_REQUIRE(gSetup->available, gSetup->why);
   int n = 0;
   BOOST_TEST(gin::verbsGinDevices(&n) == ncclSuccess);
-  BOOST_TEST(n == 2);
+  BOOST_TEST(n == 3);
   ncclNetProperties_v11_t p;
   BOOST_TEST_REQUIRE(gin::verbsGinGetProperties(kIbDev, &p) == ncclSuccess);
   BOOST_TEST(p.netDeviceType == NCCL_NET_DEVICE_GIN_PROXY);
@@ -447,6 +453,16 @@ BOOST_AUTO_TEST_CASE(bad_handles_refused_and_missing_peers_fail_connect_in_bound
     BOOST_TEST(c == nullptr);
     BOOST_TEST((std::chrono::steady_clock::now() - start < std::chrono::seconds(3)));
     BOOST_TEST(gin::verbsGinCloseListen(l0) == ncclSuccess);
+  }
+  // A port without RDMA atomics cannot carry signals: connect says so instead of failing later.
+  {
+    setenv("EPX_GIN_CONNECT_TIMEOUT_MS", "300", 1);  // the peer of the failing rank waits for it
+    std::vector<ncclResult_t> res;
+    auto comms = connectRanks(2, kNoAtomicsDev, &res);
+    BOOST_TEST(res[0] == ncclSystemError);
+    BOOST_TEST(res[1] != ncclSuccess);
+    closeAll(comms);
+    setenv("EPX_GIN_CONNECT_TIMEOUT_MS", "3000", 1);
   }
   // A peer that never connects: rank 1 waits for rank 0, up to EPX_GIN_CONNECT_TIMEOUT_MS.
   {

@@ -224,8 +224,13 @@ void destroy(Context* c) {
 // CQ, one QP per rank (INIT), the flush/sink words; fills c->local.
 std::string createResources(Context* c) {
   ibv_device_attr attr{};
+  if (gApi->queryDevice(c->port->context, &attr) != 0) return "ibv_query_device failed on " + where(c);
+  // Signals are RDMA atomics. The kernel driver switches the NIC to host-endian atomics where it
+  // can; a NIC without atomics cannot carry GIN signals.
+  if (attr.atomic_cap == IBV_ATOMIC_NONE)
+    return where(c) + " does not support RDMA atomics (atomic_cap NONE); GIN signals are atomic fetch-adds";
   int cqe = c->nRanks * kSendDepth;
-  if (gApi->queryDevice(c->port->context, &attr) == 0 && attr.max_cqe > 0 && cqe > attr.max_cqe) cqe = attr.max_cqe;
+  if (attr.max_cqe > 0 && cqe > attr.max_cqe) cqe = attr.max_cqe;
   c->cq = gApi->createCq(c->port->context, cqe, nullptr, nullptr, 0);
   if (!c->cq) return "ibv_create_cq (" + std::to_string(cqe) + " entries) failed on " + where(c);
   c->words = static_cast<uint64_t*>(std::aligned_alloc(kHostWordsAlign, kHostWordsAlign));
