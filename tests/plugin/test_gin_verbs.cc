@@ -388,6 +388,28 @@ BOOST_AUTO_TEST_CASE(ops_complete_on_their_cqe_and_flush_reads_after_them) {
   BOOST_TEST(fakeFabric().errors.empty());
 }
 
+BOOST_AUTO_TEST_CASE(closing_with_ops_in_flight_frees_everything) {
+  const int qps = fakeFabric().liveQps, mrs = fakeFabric().liveMrs, cqs = fakeFabric().liveCqs;
+  auto comms = connectRanks(2, kRoceDev);
+  std::vector<std::vector<uint8_t>> mem(2, std::vector<uint8_t>(4096, 1));
+  auto win = registerAll(comms, {mem[0].data(), mem[1].data()}, 4096);
+  fakeFabric().deferred = true;
+  for (int k = 0; k < 20; ++k) {
+    void* req = nullptr;
+    BOOST_TEST_REQUIRE(gin::verbsGinPut(comms[k % 2], 0, win[static_cast<size_t>(k % 2)], 64, 64, win[static_cast<size_t>(k % 2)],
+                                        static_cast<uint32_t>(1 - k % 2), true, 0, win[static_cast<size_t>(k % 2)], 1,
+                                        NCCL_NET_SIGNAL_OP_INC, &req) == ncclSuccess);
+  }
+  BOOST_TEST(gin::verbsGinRequestsForTesting(comms[0]) == 10u);
+  BOOST_TEST(epx::test::fakeQueued() == 40);
+  closeAll(comms);  // registrations not deregistered, requests never tested: closeColl frees both
+  fakeFabric().deferred = false;
+  BOOST_TEST(epx::test::fakeQueued() == 0);
+  BOOST_TEST(fakeFabric().liveQps == qps);
+  BOOST_TEST(fakeFabric().liveMrs == mrs);
+  BOOST_TEST(fakeFabric().liveCqs == cqs);
+}
+
 BOOST_AUTO_TEST_CASE(bad_handles_ranges_and_signals_are_errors_that_stick) {
   int stranger = 0;
   for (int variant = 0; variant < 4; ++variant) {
