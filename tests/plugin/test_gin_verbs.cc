@@ -456,6 +456,27 @@ BOOST_AUTO_TEST_CASE(access_errors_and_a_closed_peer_fail_the_op) {
   fakeFabric().failNextWrite = false;
 }
 
+BOOST_AUTO_TEST_CASE(a_registration_without_the_peer_fails_in_bounded_time) {
+  setenv("EPX_GIN_CONNECT_TIMEOUT_MS", "300", 1);
+  for (bool closed : {false, true}) {
+    auto comms = connectRanks(2, kIbDev);
+    if (closed) {
+      BOOST_TEST(gin::verbsGinCloseColl(comms[1]) == ncclSuccess);
+      comms[1] = nullptr;
+    }
+    std::vector<uint8_t> mem(256);
+    void *mh = nullptr, *gh = nullptr;
+    const auto start = std::chrono::steady_clock::now();
+    // Rank 1 never registers (silent) or is gone (closed socket).
+    BOOST_TEST(gin::verbsGinRegMrSym(comms[0], mem.data(), mem.size(), NCCL_PTR_HOST, 0, -1, 0, &mh, &gh) ==
+               ncclRemoteError);
+    BOOST_TEST(mh == nullptr);
+    BOOST_TEST((std::chrono::steady_clock::now() - start < std::chrono::seconds(3)));
+    closeAll(comms);
+  }
+  setenv("EPX_GIN_CONNECT_TIMEOUT_MS", "3000", 1);
+}
+
 BOOST_AUTO_TEST_CASE(bad_handles_refused_and_missing_peers_fail_connect_in_bounded_time) {
   // A corrupted handle of the higher rank (the one rank 0 connects to).
   {

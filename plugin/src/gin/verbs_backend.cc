@@ -506,7 +506,8 @@ ncclResult_t meshHandshake(Context* c, void* handles[], int listenFd) {
 }
 
 // Sends `out` (size bytes) to every peer and receives `size` bytes from each into in[j], bounded.
-ncclResult_t exchange(Context* c, const void* out, void* in, size_t size, const char* what) {
+// "" on success, else why not (the caller records it: regMrSym runs beside the progress thread).
+std::string exchange(const Context* c, const void* out, void* in, size_t size, const char* what) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(connectTimeoutMs());
   std::vector<size_t> sent(static_cast<size_t>(c->nRanks), 0), got(static_cast<size_t>(c->nRanks), 0);
   std::vector<bool> sendDone(static_cast<size_t>(c->nRanks), false), recvDone(static_cast<size_t>(c->nRanks), false);
@@ -519,25 +520,24 @@ ncclResult_t exchange(Context* c, const void* out, void* in, size_t size, const 
       const int fd = c->peers[k].fd;
       if (!sendDone[k]) {
         const int r = verbs::oobSend(fd, out, size, &sent[k], &why);
-        if (r < 0) return fail(c, std::string("sending ") + what + " to rank " + std::to_string(j) + ": " + why, ncclRemoteError);
+        if (r < 0) return std::string("sending ") + what + " to rank " + std::to_string(j) + ": " + why;
         if (r == 1) sendDone[k] = true, moved = true;
       }
       if (!recvDone[k]) {
         const int r = verbs::oobRecv(fd, static_cast<char*>(in) + k * size, size, &got[k], &why);
-        if (r < 0) return fail(c, std::string("receiving ") + what + " from rank " + std::to_string(j) + ": " + why, ncclRemoteError);
+        if (r < 0) return std::string("receiving ") + what + " from rank " + std::to_string(j) + ": " + why;
         if (r == 1) recvDone[k] = true, moved = true;
       }
       all = all && sendDone[k] && recvDone[k];
     }
-    if (all) return ncclSuccess;
+    if (all) return {};
     if (Clock::now() > deadline) {
       std::string missing;
       for (int j = 0; j < c->nRanks; ++j)
         if (j != c->rank && !(sendDone[static_cast<size_t>(j)] && recvDone[static_cast<size_t>(j)]))
           missing += (missing.empty() ? "" : ", ") + std::to_string(j);
-      return fail(c, std::string(what) + " with rank(s) " + missing + " not swapped within " +
-                         std::to_string(connectTimeoutMs()) + " ms (EPX_GIN_CONNECT_TIMEOUT_MS)",
-                  ncclRemoteError);
+      return std::string(what) + " with rank(s) " + missing + " not swapped within " +
+             std::to_string(connectTimeoutMs()) + " ms (EPX_GIN_CONNECT_TIMEOUT_MS)";
     }
     if (!moved) usleep(kPollIntervalMs * 1000);
   }
@@ -627,7 +627,8 @@ ncclResult_t verbsGinConnect(void* handles[], int nRanks, int rank, void* listen
   // Every QP is in RTS on both ends before anyone posts: one byte each way.
   uint8_t ready = 1;
   std::vector<uint8_t> readies(static_cast<size_t>(nRanks), 0);
-  if (ncclResult_t r = exchange(c, &ready, readies.data(), 1, "the ready byte"); r != ncclSuccess) return cleanup(r);
+  if (std::string e = exchange(c, &ready, readies.data(), 1, "the ready byte"); !e.empty())
+    return cleanup(fail(c, e, ncclRemoteError));
   EPX_INFO(NCCL_INIT | NCCL_NET, "GIN/EPX-verbs: rank %d context %d connected to %d rank(s) on %s (%s), %s", rank,
            c->context, nRanks, where(c).c_str(), c->port->facts.ethernet ? "RoCE" : "InfiniBand", c->service.why.c_str());
   *collComm = c;
@@ -666,8 +667,9 @@ ncclResult_t verbsGinRegMrSym(void* collComm, void* data, size_t size, int type,
   }
   // The sockets are used by regMrSym only (NCCL calls it on one thread): no lock while waiting.
   std::vector<GinRegInfo> theirs(static_cast<size_t>(c->nRanks));
-  if (ncclResult_t r = exchange(c, &mine, theirs.data(), sizeof(GinRegInfo), "registration"); r != ncclSuccess) return r;
+  const std::string swapped = exchange(c, &mine, theirs.data(), sizeof(GinRegInfo), "registration");
   std::lock_guard<std::mutex> lock(c->mutex);
+  if (!swapped.empty()) return fail(c, "registration " + std::to_string(reg->index) + ": " + swapped, ncclRemoteError);
   for (int j = 0; j < c->nRanks; ++j) {
     if (j == c->rank) continue;
     const GinRegInfo& t = theirs[static_cast<size_t>(j)];
