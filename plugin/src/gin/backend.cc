@@ -137,30 +137,40 @@ ncclResult_t ginListen(void* instance, int dev, void* handle, void** listenComm)
   auto* l = new ListenComm();
   const int context = in->nextContext++;
   unsigned char part[NCCL_NET_HANDLE_MAXSIZE];
+  // A backend whose listen fails is not offered for this context (WARN); listen fails only when
+  // no backend is left.
+  ncclResult_t failed = ncclSuccess;
   if (in->ipcOk) {
     if (ncclResult_t r = ipcListen(in->ipc, dev, part, &l->ipc); r != ncclSuccess) {
-      delete l;
-      return r;
-    }
-    if (!ipcDigestHandle(part, &h.ipc)) {
+      failed = r;
+    } else if (!ipcDigestHandle(part, &h.ipc)) {
       EPX_WARN(NCCL_NET, "GIN/EPX: the ipc listener's handle has an unexpected form");
-      ginCloseListen(l);
-      return ncclInternalError;
+      ipcCloseListen(l->ipc);
+      l->ipc = nullptr;
+      failed = ncclInternalError;
+    } else {
+      h.offers |= kOfferIpc;
     }
-    h.offers |= kOfferIpc;
   }
 #ifdef EPX_HAVE_VERBS
   if (in->verbsOk) {
     if (ncclResult_t r = verbsGinListen(context, dev, part, &l->verbs); r != ncclSuccess) {
-      ginCloseListen(l);
-      return r;
+      failed = r;
+    } else {
+      std::memcpy(h.verbs, part, sizeof h.verbs);
+      h.offers |= kOfferVerbs;
     }
-    std::memcpy(h.verbs, part, sizeof h.verbs);
-    h.offers |= kOfferVerbs;
   }
 #else
   (void)context;
 #endif
+  if (h.offers == 0) {
+    ginCloseListen(l);
+    return failed != ncclSuccess ? failed : ncclInternalError;
+  }
+  if (failed != ncclSuccess)
+    EPX_WARN(NCCL_NET, "GIN/EPX: context %d offers only the %s backend (the other one's listen failed)", context,
+             (h.offers & kOfferIpc) ? "ipc" : "verbs");
   std::memset(handle, 0, NCCL_NET_HANDLE_MAXSIZE);
   std::memcpy(handle, &h, sizeof h);
   *listenComm = l;
