@@ -265,6 +265,7 @@ int queryDevice(ibv_context* c, ibv_device_attr* a) {
   a->phys_port_cnt = static_cast<uint8_t>(specOf(c).ports.size());
   a->node_guid = htobe64(specOf(c).nodeGuid);
   a->atomic_cap = specOf(c).atomics ? IBV_ATOMIC_HCA : IBV_ATOMIC_NONE;
+  a->max_qp_rd_atom = a->max_qp_init_rd_atom = specOf(c).maxRdAtomic;
   return 0;
 }
 

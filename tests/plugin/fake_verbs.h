@@ -39,6 +39,7 @@ struct FakeDeviceSpec {
   uint64_t nodeGuid = 0;
   std::vector<FakePortSpec> ports;
   bool atomics = true;  // ibv_device_attr.atomic_cap: IBV_ATOMIC_HCA, else IBV_ATOMIC_NONE
+  int maxRdAtomic = 16;  // max_qp_rd_atom and max_qp_init_rd_atom
 };
 
 struct FakeQp {

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -48,6 +49,10 @@ constexpr int kPollIntervalMs = 1;
 constexpr int kRegAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                            IBV_ACCESS_REMOTE_ATOMIC;
 constexpr size_t kHostWordsAlign = 64;
+// RDMA reads and atomics a QP keeps in flight as requester and accepts as responder (signals are
+// atomics: with 1, each waits for the previous one's round trip). Capped by the device; both ends
+// compute it alike (homogeneous NICs assumed, as NCCL's IB transport does).
+constexpr int kGinMaxRdAtomic = 16;
 
 const verbs::VerbsApi* gApi = nullptr;
 verbs::Settings gSettings;
@@ -104,6 +109,7 @@ struct Context {
   int dev = 0;
   const verbs::Port* port = nullptr;
   verbs::ServiceLevel service;
+  int maxRdAtomic = 1;
   ibv_cq* cq = nullptr;
   std::vector<Peer> peers;
   Registry registry{1, 0};
@@ -197,6 +203,7 @@ bool toInit(ibv_qp* qp, int port) {
 std::string bringUp(Context* c, ibv_qp* qp, const verbs::ConnInfo& remote) {
   if (std::string e = verbs::validateConnInfo(remote, c->local); !e.empty()) return e;
   verbs::QpPath path = verbs::makeQpPath(gSettings, c->local, remote, c->service);
+  path.maxRdAtomic = c->maxRdAtomic;
   ibv_qp_attr a;
   int mask = 0;
   verbs::rtrAttr(path, c->port->facts.port, remote.qpn[0], &a, &mask);
@@ -229,6 +236,7 @@ std::string createResources(Context* c) {
   // can; a NIC without atomics cannot carry GIN signals.
   if (attr.atomic_cap == IBV_ATOMIC_NONE)
     return where(c) + " does not support RDMA atomics (atomic_cap NONE); GIN signals are atomic fetch-adds";
+  c->maxRdAtomic = std::max(1, std::min({kGinMaxRdAtomic, attr.max_qp_rd_atom, attr.max_qp_init_rd_atom}));
   int cqe = c->nRanks * kSendDepth;
   if (attr.max_cqe > 0 && cqe > attr.max_cqe) cqe = attr.max_cqe;
   c->cq = gApi->createCq(c->port->context, cqe, nullptr, nullptr, 0);
