@@ -60,8 +60,8 @@ printf '# collective bytes ranks nodes algorithm protocol [channels]\nallreduce 
 export EPX_TUNER_RULES="$rules"
 status=0
 run_pair epx "" NCCL_NET_PLUGIN="$so" || status=1
-grep -q "Assigned GIN plugin EPX-ipc" "$logs/epx.rank0.log" && echo "GIN plugin EPX-ipc assigned" \
-  || { echo "GIN plugin EPX-ipc NOT assigned"; status=1; }
+grep -q "Assigned GIN plugin EPX to comm" "$logs/epx.rank0.log" && echo "GIN plugin EPX assigned" \
+  || { echo "GIN plugin EPX NOT assigned"; status=1; }
 for mode in ${EPX_GIN_EXTRA_COPY_MODES:-}; do
   run_pair "gin-$mode" --gin-only NCCL_NET_PLUGIN="$so" EPX_GIN_COPY="$mode" || status=1
 done

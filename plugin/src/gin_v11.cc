@@ -1,46 +1,48 @@
-// ncclGinPlugin_v11 in PROXY mode, backed by the ipc backend (ranks on one host).
+// ncclGinPlugin_v11 in PROXY mode: backend "ipc" (ranks on one host) or "verbs" (RDMA), chosen per
+// GIN context at connect (gin/backend.h).
 #include "nccl_net.h"
 
-#include "gin/ipc_backend.h"
+#include "gin/backend.h"
 
 namespace {
 
 namespace gin = epx::plugin::gin;
 
-// init's context is a small per-call record of the communicator (commHash); NCCL passes the
-// communicator's one to listen, which numbers its GIN contexts for the counters (epx/gin_stats.h).
+// init's context records which backends this process offers; NCCL passes the communicator's one to
+// listen, which numbers its GIN contexts.
 ncclResult_t init(void** ctx, uint64_t commId, ncclDebugLogger_t logFunction) {
   *ctx = nullptr;
-  return gin::ipcInit(commId, logFunction, ctx);
-}
-
-ncclResult_t listen(void* ctx, int dev, void* handle, void** listenComm) {
-  return gin::ipcListen(ctx, dev, handle, listenComm);
+  return gin::ginInit(commId, logFunction, ctx);
 }
 
 // ctx is the first init's context and NULL for later communicators: not used.
 ncclResult_t connect(void* ctx, void* handles[], int nranks, int rank, void* listenComm, void** collComm) {
   (void)ctx;
-  return gin::ipcConnect(handles, nranks, rank, listenComm, collComm);
+  return gin::ginConnect(handles, nranks, rank, listenComm, collComm);
 }
 
+ncclResult_t regMrSym(void* collComm, void* data, size_t size, int type, uint64_t mrFlags, void** mhandle,
+                      void** ginHandle) {
+  return gin::ginRegMrSym(collComm, data, size, type, 0, -1, mrFlags, mhandle, ginHandle);
+}
+
+// Used by NCCL only when getProperties advertises NCCL_PTR_DMABUF (the verbs backend on a port
+// that supports it); NCCL falls back to regMrSym if this fails.
 ncclResult_t regMrSymDmaBuf(void* collComm, void* data, size_t size, int type, uint64_t offset, int fd,
                             uint64_t mrFlags, void** mhandle, void** ginHandle) {
-  (void)offset;
-  (void)fd;  // not advertised (no NCCL_PTR_DMABUF); NCCL falls back to regMrSym if this fails
-  return gin::ipcRegMrSym(collComm, data, size, type, mrFlags, mhandle, ginHandle);
+  return gin::ginRegMrSym(collComm, data, size, type, offset, fd, mrFlags, mhandle, ginHandle);
 }
 
 ncclResult_t iput(void* collComm, uint64_t srcOff, void* srcMhandle, size_t size, uint64_t dstOff,
                   void* dstMhandle, uint32_t rank, void** request) {
-  return gin::ipcPut(collComm, srcOff, srcMhandle, size, dstOff, dstMhandle, rank, false, 0, nullptr, 0, 0,
+  return gin::ginPut(collComm, srcOff, srcMhandle, size, dstOff, dstMhandle, rank, false, 0, nullptr, 0, 0,
                      request);
 }
 
 ncclResult_t iputSignal(void* collComm, uint64_t srcOff, void* srcMhandle, size_t size, uint64_t dstOff,
                         void* dstMhandle, uint32_t rank, uint64_t signalOff, void* signalMhandle,
                         uint64_t signalValue, uint32_t signalOp, void** request) {
-  return gin::ipcPut(collComm, srcOff, srcMhandle, size, dstOff, dstMhandle, rank, true, signalOff,
+  return gin::ginPut(collComm, srcOff, srcMhandle, size, dstOff, dstMhandle, rank, true, signalOff,
                      signalMhandle, signalValue, signalOp, request);
 }
 
@@ -52,23 +54,23 @@ ncclResult_t finalize(void* ctx) {
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) const ncclGin_v11_t ncclGinPlugin_v11 = {
-    .name = "EPX-ipc",
+    .name = "EPX",
     .init = init,
-    .devices = gin::ipcDevices,
-    .getProperties = gin::ipcGetProperties,
-    .listen = listen,
+    .devices = gin::ginDevices,
+    .getProperties = gin::ginGetProperties,
+    .listen = gin::ginListen,
     .connect = connect,
     .createContext = nullptr,
-    .regMrSym = gin::ipcRegMrSym,
+    .regMrSym = regMrSym,
     .regMrSymDmaBuf = regMrSymDmaBuf,
-    .deregMrSym = gin::ipcDeregMrSym,
+    .deregMrSym = gin::ginDeregMrSym,
     .destroyContext = nullptr,
-    .closeColl = gin::ipcCloseColl,
-    .closeListen = gin::ipcCloseListen,
+    .closeColl = gin::ginCloseColl,
+    .closeListen = gin::ginCloseListen,
     .iput = iput,
     .iputSignal = iputSignal,
-    .test = gin::ipcTest,
-    .ginProgress = gin::ipcProgress,
+    .test = gin::ginTest,
+    .ginProgress = gin::ginProgress,
     .queryLastError = nullptr,
     .finalize = finalize,
 };

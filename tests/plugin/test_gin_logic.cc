@@ -5,7 +5,10 @@
 #include <deque>
 #include <random>
 
+#include <cstring>
+
 #include "gin/copy_plan.h"
+#include "gin/ipc_backend.h"
 #include "gin/registry.h"
 #include "gin/signals.h"
 #include "nccl_net.h"
@@ -208,7 +211,7 @@ BOOST_AUTO_TEST_CASE(staging_ring_hands_out_disjoint_blocks_and_frees_in_order) 
 BOOST_AUTO_TEST_CASE(gin_symbol_is_exported_for_proxy_mode) {
   const auto* gin = epx::test::pluginSymbol<ncclGin_v11_t>("ncclGinPlugin_v11");
   BOOST_TEST_REQUIRE(gin != nullptr);
-  BOOST_TEST(std::string(gin->name) == "EPX-ipc");
+  BOOST_TEST(std::string(gin->name) == "EPX");
   BOOST_TEST(gin->iput != nullptr);
   BOOST_TEST(gin->iputSignal != nullptr);
   BOOST_TEST(gin->test != nullptr);
@@ -277,3 +280,20 @@ BOOST_AUTO_TEST_CASE(parse_and_count) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_CASE(ipc_handles_survive_the_combined_gin_handle) {
+  // gin/backend.cc carries the ipc listener as a 16-byte digest and rebuilds the handle at connect.
+  unsigned char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void* listen = nullptr;
+  BOOST_TEST_REQUIRE(ipcListen(nullptr, 0, handle, &listen) == ncclSuccess);
+  IpcHandleDigest digest{};
+  BOOST_TEST_REQUIRE(ipcDigestHandle(handle, &digest));
+  unsigned char rebuilt[NCCL_NET_HANDLE_MAXSIZE];
+  ipcExpandHandle(digest, rebuilt);
+  BOOST_TEST(std::memcmp(handle, rebuilt, sizeof handle) == 0);
+  handle[0] ^= 1;  // not an ipc handle any more
+  BOOST_TEST(!ipcDigestHandle(handle, &digest));
+  BOOST_TEST(ipcCloseListen(listen) == ncclSuccess);
+  BOOST_TEST(ipcHostHash() == ipcHostHash());
+  BOOST_TEST(ipcHostHash() != 0u);
+}

@@ -41,6 +41,7 @@ void load() {
   EPX_CU_GET(cuCtxGetCurrent)
   EPX_CU_GET(cuCtxSetCurrent)
   EPX_CU_GET(cuCtxGetDevice)
+  EPX_CU_GET(cuDeviceGetPCIBusId)
   EPX_CU_GET(cuStreamCreate)
   EPX_CU_GET(cuStreamDestroy)
   EPX_CU_GET(cuStreamSynchronize)

@@ -14,6 +14,7 @@ struct CudaDriver {
   EPX_CU_FN(cuCtxGetCurrent)
   EPX_CU_FN(cuCtxSetCurrent)
   EPX_CU_FN(cuCtxGetDevice)
+  EPX_CU_FN(cuDeviceGetPCIBusId)
   EPX_CU_FN(cuStreamCreate)
   EPX_CU_FN(cuStreamDestroy)
   EPX_CU_FN(cuStreamSynchronize)

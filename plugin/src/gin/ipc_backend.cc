@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/env.h"
+#include "common/fnv.h"
 #include "common/log.h"
 #include "gin/copy_plan.h"
 #include "gin/cuda_driver.h"
@@ -602,6 +603,37 @@ ncclResult_t ipcGetProperties(int dev, ncclNetProperties_v11_t* props) {
   return ncclSuccess;
 }
 
+constexpr const char* kIpcPathFormat = "epx-gin-%d-%016llx";
+
+bool ipcDigestHandle(const void* handle, IpcHandleDigest* out) {
+  const auto* h = static_cast<const IpcHandle*>(handle);
+  if (h->magic != kHandleMagic) return false;
+  int pid = 0;
+  unsigned long long nonce = 0;
+  if (sscanf(h->path, "epx-gin-%d-%16llx", &pid, &nonce) != 2 || static_cast<uint32_t>(pid) != h->pid) return false;
+  char again[sizeof(h->path)];
+  snprintf(again, sizeof(again), kIpcPathFormat, pid, nonce);
+  if (strncmp(again, h->path, sizeof(again)) != 0) return false;
+  *out = IpcHandleDigest{h->pid, 0, nonce};
+  return true;
+}
+
+void ipcExpandHandle(const IpcHandleDigest& d, void* handle) {
+  auto* h = static_cast<IpcHandle*>(handle);
+  memset(handle, 0, NCCL_NET_HANDLE_MAXSIZE);
+  h->magic = kHandleMagic;
+  h->pid = d.pid;
+  snprintf(h->bootId, sizeof(h->bootId), "%s", bootId().c_str());
+  snprintf(h->path, sizeof(h->path), kIpcPathFormat, static_cast<int>(d.pid), static_cast<unsigned long long>(d.nonce));
+}
+
+uint64_t ipcHostHash() {
+  const std::string id = bootId();
+  const uint32_t low = fnv1a(id.data(), id.size());
+  const uint32_t high = fnv1a(id.data(), id.size(), low ^ kFnv1aOffset);
+  return (static_cast<uint64_t>(high) << 32) | low;
+}
+
 ncclResult_t ipcListen(void* instance, int dev, void* handle, void** listenComm) {
   (void)dev;
   *listenComm = nullptr;
@@ -621,7 +653,7 @@ ncclResult_t ipcListen(void* instance, int dev, void* handle, void** listenComm)
     }
   }
   char name[80];
-  snprintf(name, sizeof(name), "epx-gin-%d-%016llx", static_cast<int>(getpid()),
+  snprintf(name, sizeof(name), kIpcPathFormat, static_cast<int>(getpid()),
            static_cast<unsigned long long>(rng()));
   lc->path = name;
   lc->fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);

@@ -27,6 +27,20 @@ ncclResult_t ipcPut(void* collComm, uint64_t srcOff, void* srcMhandle, size_t si
                     void* dstMhandle, uint32_t rank, bool withSignal, uint64_t signalOff,
                     void* signalMhandle, uint64_t signalValue, uint32_t signalOp, void** request);
 ncclResult_t ipcTest(void* collComm, void* request, int* done);
+
+// The ipc handle in a few bytes, for GIN's combined handle (gin/backend.cc), which must also hold
+// the verbs backend's: the listener's pid and socket nonce. Its host is compared by ipcHostHash.
+struct IpcHandleDigest {
+  uint32_t pid;
+  uint32_t reserved;
+  uint64_t nonce;
+};
+// false when `handle` is not an ipc handle of the form ipcListen writes.
+bool ipcDigestHandle(const void* handle, IpcHandleDigest* out);
+// The full handle (NCCL_NET_HANDLE_MAXSIZE bytes) of a listener of this host.
+void ipcExpandHandle(const IpcHandleDigest& digest, void* handle);
+// A 64-bit hash of this host's boot id: equal on every process of one booted host.
+uint64_t ipcHostHash();
 ncclResult_t ipcProgress(void* collComm);
 
 }  // namespace epx::plugin::gin

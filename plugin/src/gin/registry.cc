@@ -10,6 +10,7 @@ Registration* Registry::add(uintptr_t base, size_t size, Placement placement) {
   r->placement = placement;
   r->peerBase.assign(static_cast<size_t>(nRanks_), 0);
   r->peerSize.assign(static_cast<size_t>(nRanks_), 0);
+  r->peerKey.assign(static_cast<size_t>(nRanks_), 0);
   r->peerBase[static_cast<size_t>(rank_)] = base;
   r->peerSize[static_cast<size_t>(rank_)] = size;
   regs_.push_back(std::move(r));

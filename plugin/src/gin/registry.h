@@ -24,6 +24,10 @@ struct Registration {
   bool ownerApplied = false;  // not mappable by peers (e.g. NCCL's signal buffer): owner applies
   std::vector<uintptr_t> peerBase;  // per rank: the peer's region mapped here, 0 if not mapped
   std::vector<size_t> peerSize;
+  // Verbs backend: this rank's local key of the region and every rank's remote key (peerBase is
+  // then the peer's own address of its region, written by the NIC, not mapped here).
+  uint32_t localKey = 0;
+  std::vector<uint32_t> peerKey;
   bool live = true;  // false after deregMrSym (the index stays reserved)
 };
 

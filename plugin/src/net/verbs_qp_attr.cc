@@ -4,12 +4,12 @@
 
 namespace epx::plugin::verbs {
 
-void initAttr(int port, ibv_qp_attr* a, int* mask) {
+void initAttr(int port, ibv_qp_attr* a, int* mask, int access) {
   std::memset(a, 0, sizeof *a);
   a->qp_state = IBV_QPS_INIT;
   a->pkey_index = 0;
   a->port_num = static_cast<uint8_t>(port);
-  a->qp_access_flags = kQpAccess;
+  a->qp_access_flags = static_cast<unsigned>(access);
   *mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
 }
 
@@ -49,16 +49,20 @@ void rtsAttr(const QpPath& p, uint32_t sqPsn, ibv_qp_attr* a, int* mask) {
 }
 
 void qpInitAttr(ibv_cq* cq, int fifoDepth, ibv_qp_init_attr* a) {
+  rcQpInitAttr(cq, 3 * fifoDepth, fifoDepth, sizeof(FifoEntry), a);
+}
+
+void rcQpInitAttr(ibv_cq* cq, int maxSendWr, int maxRecvWr, int maxInline, ibv_qp_init_attr* a) {
   std::memset(a, 0, sizeof *a);
   a->send_cq = cq;
   a->recv_cq = cq;
   a->qp_type = IBV_QPT_RC;
   a->sq_sig_all = 0;
-  a->cap.max_send_wr = static_cast<uint32_t>(3 * fifoDepth);
-  a->cap.max_recv_wr = static_cast<uint32_t>(fifoDepth);
+  a->cap.max_send_wr = static_cast<uint32_t>(maxSendWr);
+  a->cap.max_recv_wr = static_cast<uint32_t>(maxRecvWr);
   a->cap.max_send_sge = 1;
   a->cap.max_recv_sge = 1;
-  a->cap.max_inline_data = sizeof(FifoEntry);
+  a->cap.max_inline_data = static_cast<uint32_t>(maxInline);
 }
 
 }  // namespace epx::plugin::verbs

@@ -1,0 +1,57 @@
+#include "gin/verbs_plan.h"
+
+#include <algorithm>
+
+#include "gin/signals.h"
+
+namespace epx::plugin::gin {
+
+std::string planGinOp(const Registry& reg, const GinOp& op, const AtomicSink& sink, std::vector<VerbsWr>* wrs) {
+  wrs->clear();
+  if (op.peer < 0 || op.peer >= reg.nRanks())
+    return "target rank " + std::to_string(op.peer) + " out of range (" + std::to_string(reg.nRanks()) + " ranks)";
+  const size_t peer = static_cast<size_t>(op.peer);
+  if (op.size > 0) {
+    uintptr_t src = 0, dst = 0;
+    if (std::string bad = translateSource(reg, op.src, op.srcOff, op.size, &src); !bad.empty()) return bad;
+    if (std::string bad = translateDestination(reg, op.dst, op.dstOff, op.size, op.peer, &dst); !bad.empty())
+      return bad;
+    const Registration* s = reg.find(op.src);
+    const Registration* d = reg.find(op.dst);
+    for (size_t done = 0; done < op.size;) {
+      const size_t n = std::min(kVerbsMaxWriteBytes, op.size - done);
+      VerbsWr w;
+      w.kind = VerbsWr::Write;
+      w.localAddr = src + done;
+      w.length = static_cast<uint32_t>(n);
+      w.lkey = s->localKey;
+      w.remoteAddr = dst + done;
+      w.rkey = d->peerKey[peer];
+      wrs->push_back(w);
+      done += n;
+    }
+  } else if (!op.withSignal) {
+    wrs->push_back(VerbsWr{});  // an empty RDMA WRITE: completes in order like any put
+  }
+  if (op.withSignal) {
+    const Registration* s = reg.find(op.signal);
+    if (s == nullptr) return "signal is not a registered GIN region";
+    SignalUpdate u{s->index, op.signalOff, op.signalValue, op.signalOp};
+    if (std::string bad = validateSignal(u, s->size); !bad.empty()) return bad;
+    if (s->peerBase[peer] == 0 || s->peerSize[peer] < s->size)
+      return "rank " + std::to_string(op.peer) + "'s signal region " + std::to_string(s->index) + " is not known here";
+    VerbsWr a;
+    a.kind = VerbsWr::FetchAdd;
+    a.localAddr = sink.addr;
+    a.length = sizeof(uint64_t);
+    a.lkey = sink.lkey;
+    a.remoteAddr = s->peerBase[peer] + op.signalOff;
+    a.rkey = s->peerKey[peer];
+    a.add = signalDelta(u);
+    wrs->push_back(a);
+  }
+  wrs->back().signaled = true;
+  return {};
+}
+
+}  // namespace epx::plugin::gin
