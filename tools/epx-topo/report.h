@@ -1,10 +1,12 @@
 // epx-topo: what the printers show, computed once from the model (the printers only format).
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "epx/topology/estimate.h"
 #include "epx/topology/model.h"
+#include "epx/topology/nvlink_index.h"
 #include "epx/topology/rails.h"
 #include "epx/topology/sl_policy.h"
 
@@ -18,7 +20,10 @@ struct EstimateInputs {
 };
 
 struct Report {
+  explicit Report(Topology t) : topo(std::move(t)), nvlinks(topo) {}
+
   Topology topo;
+  NvlinkIndex nvlinks;        ///< every GPU pair's NVLinks, indexed once (after topo)
   RailPlan rails;
   SlPolicy sl;
   EpxEpShape shape;
@@ -30,7 +35,7 @@ struct Report {
 Report buildReport(Topology topo, const SlPolicy& sl, const EstimateInputs& in);
 
 /// "NV18" / path type / "X" for the GPU×GPU matrix.
-std::string gpuGpuCell(const Topology& t, int a, int b);
+std::string gpuGpuCell(const Report& r, int a, int b);
 
 void printTree(const Report& r, std::string& out);
 void printMatrix(const Report& r, std::string& out);

@@ -67,19 +67,22 @@ void finish(Topology& t) {
   std::sort(t.nics.begin(), t.nics.end(), [](auto& a, auto& b) {
     return std::tie(a.hasAddress, a.address, a.port, a.name) < std::tie(b.hasAddress, b.address, b.port, b.name);
   });
-  // Cards: ports of one PCI device (all functions) or with one non-zero GUID are one card.
+  // Cards: ports of one PCI device (all functions) or with one non-zero GUID are one card. A port
+  // joins the card of the first earlier port it shares either with; maps keep this linear.
+  std::map<std::tuple<uint32_t, uint8_t, uint8_t>, int> firstOnDevice;  // domain, bus, device → port
+  std::map<uint64_t, int> firstWithGuid;
   std::vector<int> card(t.nics.size(), -1);
   int cards = 0;
   for (size_t i = 0; i < t.nics.size(); ++i) {
-    t.nics[i].index = static_cast<int>(i);
-    for (size_t j = 0; j < i && card[i] < 0; ++j) {
-      const Nic &a = t.nics[i], &b = t.nics[j];
-      bool samePci = a.hasAddress && b.hasAddress && a.address.sameDevice(b.address);
-      bool sameGuid = a.guid != 0 && a.guid == b.guid;
-      if (samePci || sameGuid) card[i] = card[j];
-    }
-    if (card[i] < 0) card[i] = cards++;
-    t.nics[i].card = card[i];
+    Nic& n = t.nics[i];
+    n.index = static_cast<int>(i);
+    int first = static_cast<int>(i);
+    if (n.hasAddress)
+      first = std::min(first, firstOnDevice.emplace(std::make_tuple(n.address.domain, n.address.bus, n.address.device),
+                                                    n.index).first->second);
+    if (n.guid != 0) first = std::min(first, firstWithGuid.emplace(n.guid, n.index).first->second);
+    card[i] = first < n.index ? card[first] : cards++;
+    n.card = card[i];
   }
   t.numCards = cards;
 }
