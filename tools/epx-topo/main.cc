@@ -1,6 +1,7 @@
 // epx-topo: show the machine as epx sees it — GPUs, RDMA NICs, PCIe paths, NVLink, rails, SL
 // policy and the EP SM/QP estimate — from live discovery, hwloc XML, NCCL topology XML, or a sysfs
-// snapshot (HWLOC_FSROOT). Exit status: 0 success, 1 bad input, 2 bad usage.
+// snapshot (HWLOC_FSROOT). Exit status: 0 success, 1 bad input, 2 bad usage (an option out of range,
+// or a topology with more devices than kMaxTopologyDevices).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -62,7 +63,8 @@ int main(int argc, char** argv) {
   if ((hx->count() && hwlocXml.empty()) || (nx->count() && ncclXml.empty()))
     return fail("--hwloc-xml / --nccl-xml need a file name", kExitUsage);
   Result<Topology> loaded = hx->count() ? loadHwlocXml(hwlocXml) : nx->count() ? loadNcclXml(ncclXml) : loadLive();
-  if (!loaded.ok()) return fail(loaded.error, kExitBadInput);
+  // A topology beyond kMaxTopologyDevices is refused like an out-of-range option.
+  if (!loaded.ok()) return fail(loaded.error, loaded.overLimit ? kExitUsage : kExitBadInput);
 
   SlInputs slIn;
   slIn.groupSl = groupSl;

@@ -1,5 +1,7 @@
 #include "builder.h"
 
+#include "epx/topology/load.h"
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -58,6 +60,14 @@ double ncclPciGBps(const std::string& speed, int width) {
     if (speed == s) perLane = r;
   if (width <= 0) width = 16;
   return width * perLane / 80.0;
+}
+
+std::string deviceLimitError(const Topology& t, const std::string& name) {
+  const size_t devices = t.gpus.size() + t.nics.size();
+  if (devices <= kMaxTopologyDevices) return "";
+  return name + ": " + std::to_string(t.gpus.size()) + " GPUs and " + std::to_string(t.nics.size()) +
+         " RDMA NIC ports, more than epx's limit of " + std::to_string(kMaxTopologyDevices) +
+         " devices per topology (NCCL itself reads at most 256 XML nodes per file)";
 }
 
 void finish(Topology& t) {

@@ -18,6 +18,9 @@ bool isNvidiaGpu(uint16_t vendor, uint32_t classCode16);
 /// Infers transport and link layer from what is known (sysfs link layer, PCI class, vendor).
 void inferTransport(Nic& nic);
 
+/// "" when `t` is within kMaxTopologyDevices, else the message a loader fails with (overLimit).
+std::string deviceLimitError(const Topology& t, const std::string& name);
+
 /// Sorts GPUs/NICs/NUMA, assigns indices and cards, and checks tree invariants.
 void finish(Topology& t);
 

@@ -235,7 +235,6 @@ struct Converter {
       std::free(list);
     }
     walk(hwloc_get_root_obj(h), 0);
-    detail::finish(t);
   }
 };
 
@@ -247,6 +246,9 @@ Result<Topology> loadWith(TopoPtr& h, SourceKind kind, const std::string& name, 
   t.sourceName = name;
   Converter c{h.get(), t, sysRoot};
   c.run();
+  if (std::string tooMany = detail::deviceLimitError(t, name); !tooMany.empty())
+    return Result<Topology>::failOverLimit(tooMany);
+  detail::finish(t);
   return Result<Topology>::of(std::move(t));
 }
 

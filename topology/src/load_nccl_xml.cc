@@ -21,6 +21,7 @@ struct Reader {
   Topology& t;
   std::string name;
   std::string error;
+  bool overLimit = false;  // error is kMaxElements
   int elements = 0;
 
   bool fail(const std::string& msg) {
@@ -60,7 +61,10 @@ struct Reader {
   }
 
   bool count() {
-    if (++elements > kMaxElements) return fail("too many XML elements");
+    if (++elements > kMaxElements) {
+      overLimit = error.empty();
+      return fail("more than " + std::to_string(kMaxElements) + " XML elements (epx's limit; NCCL reads at most 256)");
+    }
     return true;
   }
 
@@ -243,8 +247,9 @@ Result<Topology> loadNcclXmlBuffer(const std::string& xml, const std::string& na
   Reader r{t, name, "", 0};
   int ordinal = 0;
   for (pugi::xml_node cpu : root.children("cpu"))
-    if (!r.readCpu(cpu, ordinal++)) return R::fail(r.error);
+    if (!r.readCpu(cpu, ordinal++)) return r.overLimit ? R::failOverLimit(r.error) : R::fail(r.error);
   if (ordinal == 0) return R::fail(name + ": no <cpu> element");
+  if (std::string tooMany = detail::deviceLimitError(t, name); !tooMany.empty()) return R::failOverLimit(tooMany);
   detail::finish(t);
   return R::of(std::move(t));
 }
