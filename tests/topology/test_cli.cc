@@ -102,6 +102,13 @@ BOOST_AUTO_TEST_CASE(live_from_sysfs_snapshot) {
   BOOST_TEST(j["nics"][0]["name"] == "mlx4_0");
   BOOST_TEST(j["nics"][0]["speed_gbps"] == 56.0);
   BOOST_TEST(j["nics"][0]["link_layer"] == "InfiniBand");
+  // No GPU: no EP to size, and not "NVLink-only EP".
+  BOOST_TEST(j["estimate"].is_null());
+  Run t = run("", std::string("HWLOC_FSROOT=") + EPX_TOPO_SYSFS_ROOT);
+  BOOST_TEST(t.code == 0);
+  BOOST_TEST(t.out.find("none: no GPU, so no EP to size") != std::string::npos, t.out);
+  BOOST_TEST(t.out.find("NVLink-only") == std::string::npos, t.out);
+  BOOST_TEST(t.out.find("SMs ") == std::string::npos, t.out);
 }
 
 BOOST_AUTO_TEST_CASE(tree_and_matrix_flags_select_sections) {
@@ -146,8 +153,14 @@ BOOST_AUTO_TEST_CASE(sl_sources_and_group_flags) {
   BOOST_TEST(bad.code == 1);
   BOOST_TEST(oneLine(bad.err));
   BOOST_TEST(bad.err.find("EPX_DEFAULT_SL") != std::string::npos);
-  Run badGroup = run("--group-sl 99" + f);
-  BOOST_TEST(badGroup.code == 1);
+  // A group value out of range is an option error (exit 2), like the other ranges.
+  Run badGroup = run("--group-sl 16" + f);
+  BOOST_TEST(badGroup.code == 2);
+  BOOST_TEST(badGroup.err == "epx-topo: --group-sl 16: an InfiniBand SL is 0..15\n");
+  Run badTc = run("--group-tc 256" + f);
+  BOOST_TEST(badTc.code == 2);
+  BOOST_TEST(badTc.err == "epx-topo: --group-tc 256: a RoCE traffic class is 0..255\n");
+  BOOST_TEST(run("--group-sl -1" + f).code == 2);
 }
 
 BOOST_AUTO_TEST_CASE(estimate_flags) {
@@ -191,13 +204,29 @@ BOOST_AUTO_TEST_CASE(bad_files_exit_1_with_one_line) {
 BOOST_AUTO_TEST_CASE(usage_errors_exit_2) {
   for (const std::string& args : {"--bogus", "--nccl-xml a.xml --hwloc-xml b.xml", "--json --tree",
                                   "--num-sms 0", "--topk 300 --experts 8", "--nccl-xml", "--nccl-xml \"\"",
-                                  "--hwloc-xml \"\""}) {
+                                  "--hwloc-xml \"\"", "--group-sl 16", "--group-tc 256"}) {
     Run r = run(args);
     BOOST_TEST_CONTEXT(args) {
       BOOST_TEST(r.code == 2);
       BOOST_TEST(!r.err.empty());
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(estimate_shapes_are_libepx_shapes) {
+  // ep.h: topk 1..32, numExperts <= 1024, EP size (NVLink ranks x nodes) <= 1024.
+  const std::string f = " --json --nccl-xml " + fx("ibmcloud_gx3d-h100x8_nccl-topo.xml");
+  BOOST_TEST(jsonOf(run("--topk 32 --experts 1024 --nodes 128" + f))["estimate"]["scaleout_ranks"] == 128);
+  for (const std::string& bad : {"--topk 33", "--experts 1025", "--nodes 1025", "--nodes 129"}) {
+    Run r = run(bad + f);
+    BOOST_TEST_CONTEXT(bad) {
+      BOOST_TEST(r.code == 2);
+      BOOST_TEST(oneLine(r.err), r.err);
+      BOOST_TEST(r.err.find(bad.substr(0, bad.find(' '))) != std::string::npos, r.err);
+    }
+  }
+  Run r = run("--nodes 129" + f);  // 8 NVLink ranks x 129 nodes
+  BOOST_TEST(r.err == "epx-topo: --nodes 129 with 8 NVLink ranks per node is 1032 ranks; libepx runs at most 1024\n");
 }
 
 BOOST_AUTO_TEST_CASE(help_and_version) {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "epx/topology/estimate.h"
 #include "epx/topology/load.h"
 #include "epx/topology/nccl_export.h"
 #include "report.h"
@@ -42,10 +43,13 @@ int main(int argc, char** argv) {
   app.add_option("--group-tc", groupTc, "a group's own RoCE traffic class (0..255)");
   app.add_option("--num-sms", est.numSMs, "SMs per GPU for the estimate cap (default 132, H100/H200 SXM)")
       ->check(CLI::Range(1, 1024));
-  app.add_option("--experts", est.experts, "experts for the estimate (default 256)")->check(CLI::Range(1, 1 << 20));
-  app.add_option("--topk", est.topk, "top-k for the estimate (default 8)")->check(CLI::Range(1, 1024));
-  app.add_option("--nodes", est.nodes, "nodes in the EP group (default: 2 with RDMA, else 1)")
-      ->check(CLI::Range(1, 1 << 16));
+  // The group shape ranges are libepx's (ep.h), so the estimate is for a group libepx can create.
+  app.add_option("--experts", est.experts, "experts for the estimate (default 256, at most 1024 as in libepx)")
+      ->check(CLI::Range(1, kEpMaxExperts));
+  app.add_option("--topk", est.topk, "top-k for the estimate (default 8, at most 32 as in libepx)")
+      ->check(CLI::Range(1, kEpMaxTopk));
+  app.add_option("--nodes", est.nodes, "nodes in the EP group (default: 2 with RDMA, else 1; NVLink ranks x nodes <= 1024)")
+      ->check(CLI::Range(1, kEpMaxRanks));
   app.set_version_flag("--version", "epx-topo 0.1.0");
   try {
     app.parse(argc, argv);
@@ -57,6 +61,13 @@ int main(int argc, char** argv) {
     return fail(e.what(), kExitUsage);
   }
   if (est.topk > est.experts) return fail("--topk must not exceed --experts", kExitUsage);
+  // Checked here, not by resolveSlPolicy (exit 1): a bad option value is bad usage.
+  if (groupSl && (*groupSl < 0 || *groupSl > kMaxIbSl))
+    return fail("--group-sl " + std::to_string(*groupSl) + ": an InfiniBand SL is 0.." + std::to_string(kMaxIbSl),
+                kExitUsage);
+  if (groupTc && (*groupTc < 0 || *groupTc > kMaxTrafficClass))
+    return fail("--group-tc " + std::to_string(*groupTc) + ": a RoCE traffic class is 0.." +
+                    std::to_string(kMaxTrafficClass), kExitUsage);
   if (json && (treeOnly || matrixOnly)) return fail("--json cannot be combined with --tree or --matrix", kExitUsage);
 
   // An empty file name is a mistake (e.g. an unset shell variable), not a request for live discovery.
@@ -73,6 +84,10 @@ int main(int argc, char** argv) {
   if (!sl.ok()) return fail(sl.error, kExitBadInput);
 
   cli::Report report = cli::buildReport(std::move(loaded.value), sl.value, est);
+  if (est.nodes > 0 && report.shape.numScaleupRanks * est.nodes > kEpMaxRanks)
+    return fail("--nodes " + std::to_string(est.nodes) + " with " + std::to_string(report.shape.numScaleupRanks) +
+                    " NVLink ranks per node is " + std::to_string(report.shape.numScaleupRanks * est.nodes) +
+                    " ranks; libepx runs at most " + std::to_string(kEpMaxRanks), kExitUsage);
 
   if (!exportPath.empty()) {
     std::string err = writeNcclTopo(report.topo, report.rails, exportPath);

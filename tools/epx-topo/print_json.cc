@@ -118,16 +118,19 @@ std::string toJson(const Report& r) {
              {"tc_nics", tcNics}};
 
   const auto& e = r.estimate;
-  j["estimate"] = {{"sms", e.sms},
-                   {"qps", e.qps},
-                   {"nvlink_gbytes_per_s", e.nvlinkGBps},
-                   {"nic_gbytes_per_s", e.nicGBps},
-                   {"nvlink_links", r.nvlinkLinks},
-                   {"scaleup_ranks", r.shape.numScaleupRanks},
-                   {"scaleout_ranks", r.shape.numScaleoutRanks},
-                   {"experts", r.shape.numExperts},
-                   {"topk", r.shape.numTopk},
-                   {"model", "DeepEP V2 get_theoretical_num_sms/qps; docs/topology.md"}};
+  // null without a GPU: there is no EP to size.
+  j["estimate"] = nullptr;
+  if (r.estimated)
+    j["estimate"] = {{"sms", e.sms},
+                     {"qps", e.qps},
+                     {"nvlink_gbytes_per_s", e.nvlinkGBps},
+                     {"nic_gbytes_per_s", e.nicGBps},
+                     {"nvlink_links", r.nvlinkLinks},
+                     {"scaleup_ranks", r.shape.numScaleupRanks},
+                     {"scaleout_ranks", r.shape.numScaleoutRanks},
+                     {"experts", r.shape.numExperts},
+                     {"topk", r.shape.numTopk},
+                     {"model", "DeepEP V2 get_theoretical_num_sms/qps; docs/topology.md"}};
   j["counts"] = {{"gpus", t.gpus.size()}, {"nics", t.nics.size()}, {"nic_cards", t.numCards},
                  {"numa", t.numa.size()}, {"other_pci_devices", t.otherPciDevices}};
   j["warnings"] = t.warnings;

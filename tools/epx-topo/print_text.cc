@@ -134,7 +134,7 @@ void printMatrix(const Report& r, std::string& out) {
 void printDetails(const Report& r, std::string& out) {
   const Topology& t = r.topo;
   out += "\nRDMA NICs:\n";
-  if (t.nics.empty()) out += "  none: EP runs over NVLink only (no RDMA rail)\n";
+  if (t.nics.empty()) out += t.gpus.empty() ? "  none\n" : "  none: EP runs over NVLink only (no RDMA rail)\n";
   for (const Nic& n : t.nics)
     put(out, "  NIC%d %-12s port %d  card %d  %-10s %-9s link %-10s %-14s NUMA %d  %s\n", n.index, n.name.c_str(), n.port,
         n.card, toString(n.transport), n.state.empty() ? "-" : n.state.c_str(), toString(n.linkLayer),
@@ -160,6 +160,11 @@ void printDetails(const Report& r, std::string& out) {
   }
   const auto& e = r.estimate;
   put(out, "\nEP resource estimate (DeepEP V2 model, docs/topology.md):\n");
+  if (!r.estimated) {
+    out += "  none: no GPU, so no EP to size\n";
+    for (const std::string& w : t.warnings) put(out, "warning: %s\n", w.c_str());
+    return;
+  }
   put(out, "  NVLink %d links -> %.1f GB/s, RDMA %.1f Gb/s per GPU -> %.1f GB/s\n", r.nvlinkLinks, e.nvlinkGBps,
       r.nicGbpsPerGpu, e.nicGBps);
   put(out, "  shape: %d NVLink ranks x %d node(s), %d experts, top-%d\n", r.shape.numScaleupRanks,

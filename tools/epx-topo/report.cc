@@ -33,6 +33,7 @@ Report buildReport(Topology topo, const SlPolicy& sl, const EstimateInputs& in) 
   r.shape.numExperts = in.experts;
   r.shape.numTopk = in.topk;
   r.shape.numScaleoutRanks = in.nodes > 0 ? in.nodes : (r.nicGbpsPerGpu > 0 ? 2 : 1);
+  r.estimated = !t.gpus.empty();
   r.estimate = epxEstimateEpResources(epxNvlinkGBps(r.nvlinkLinks), epxNicGBps(r.nicGbpsPerGpu), in.numSMs, r.shape);
   return r;
 }

@@ -30,6 +30,7 @@ struct Report {
   int nvlinkLinks = 0;      ///< most NVLinks of any GPU
   double nicGbpsPerGpu = 0; ///< smallest per-GPU share of rail bandwidth, Gb/s
   EpxResourceEstimate estimate;
+  bool estimated = false;   ///< false without a GPU: there is no EP to size (no estimate printed)
 };
 
 Report buildReport(Topology topo, const SlPolicy& sl, const EstimateInputs& in);
