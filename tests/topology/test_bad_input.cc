@@ -35,6 +35,34 @@ BOOST_AUTO_TEST_CASE(missing_empty_and_directory) {
   expectOneLineError(loadHwlocXmlBuffer("", "empty"), "empty");
 }
 
+BOOST_AUTO_TEST_CASE(two_devices_with_one_bus_id) {
+  // A GPU and a NIC at 0000:19:00.0: the model tells devices (and NVLink targets) apart by bus id.
+  const std::string xml =
+      "<system version=\"1\"><cpu numaid=\"0\">"
+      "<pci busid=\"0000:19:00.0\" class=\"0x030200\" vendor=\"0x10de\" device=\"0x2335\"><gpu dev=\"0\"/></pci>"
+      "<pci busid=\"0000:19:00.0\" class=\"0x020700\" vendor=\"0x15b3\"><nic><net name=\"mlx5_0\"/></nic></pci>"
+      "</cpu></system>";
+  expectOneLineError(loadNcclXmlBuffer(xml, "dup"), "dup: two <pci> elements with bus id 0000:19:00.0");
+}
+
+BOOST_AUTO_TEST_CASE(negative_or_bad_nic_speed_warns) {
+  auto nic = [](const std::string& speed) {
+    return "<system version=\"1\"><cpu numaid=\"0\"><pci busid=\"0000:19:00.0\" class=\"0x020700\">"
+           "<nic><net name=\"mlx5_0\" speed=\"" + speed + "\"/></nic></pci></cpu></system>";
+  };
+  for (const char* bad : {"-100000", "fast"}) {
+    Topology t = loadNcclText(nic(bad));
+    BOOST_TEST(t.nics.at(0).speedGbps == 0.0);  // unknown, not negative
+    BOOST_TEST_REQUIRE(t.warnings.size() == 1u);
+    BOOST_TEST(t.warnings[0] == "NIC mlx5_0: ignored speed \"" + std::string(bad) +
+                                    "\" (not a non-negative number of Mb/s); rate unknown");
+  }
+  Topology ok = loadNcclText(nic("400000"));
+  BOOST_TEST(ok.nics.at(0).speedGbps == 400.0);
+  BOOST_TEST(ok.warnings.empty());
+  BOOST_TEST(loadNcclText(nic("0")).warnings.empty());  // 0: unknown, as NCCL writes it
+}
+
 BOOST_AUTO_TEST_CASE(truncated_files) {
   std::string nccl = slurp(fixture("ibmcloud_gx3d-h100x8_nccl-topo.xml"));
   std::string hw = slurp(fixture("mpibind_cts1-pascal.xml"));

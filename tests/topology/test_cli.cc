@@ -111,6 +111,37 @@ BOOST_AUTO_TEST_CASE(live_from_sysfs_snapshot) {
   BOOST_TEST(t.out.find("SMs ") == std::string::npos, t.out);
 }
 
+BOOST_AUTO_TEST_CASE(hwloc_fsroot_that_is_not_a_sysfs_tree_is_an_error) {
+  // hwloc would silently fall back to an empty machine.
+  const std::string file = fx("azhpc_ndv2-topo.xml");
+  for (const auto& [root, says] : std::vector<std::pair<std::string, std::string>>{
+           {"/nonexistent", "HWLOC_FSROOT=/nonexistent: No such file or directory"},
+           {EPX_TOPO_FIXTURE_DIR, "no sys/ directory"},
+           {file, "not a directory"}}) {
+    Run r = run("", "HWLOC_FSROOT=" + root);
+    BOOST_TEST_CONTEXT(root) {
+      BOOST_TEST(r.code == 1);
+      BOOST_TEST(oneLine(r.err), r.err);
+      BOOST_TEST(r.err.find(says) != std::string::npos, r.err);
+      BOOST_TEST(r.out.empty());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(exporting_an_empty_topology_warns) {
+  std::string path = tmpPath("empty-export.xml");
+  Run r = run("--export-nccl-topo " + path, std::string("HWLOC_FSROOT=") + EPX_TOPO_SYSFS_ROOT);
+  BOOST_TEST(r.code == 0);  // the snapshot has an RDMA NIC: no warning
+  BOOST_TEST(r.err.empty(), r.err);
+  std::string xml = tmpPath("cpu-only.xml");
+  std::ofstream(xml) << "<system version=\"1\"><cpu numaid=\"0\" affinity=\"ff\"/></system>\n";
+  r = run("--nccl-xml " + xml + " --export-nccl-topo " + path);
+  BOOST_TEST(r.code == 0);
+  BOOST_TEST(r.err == "epx-topo: warning: " + path + ": the topology has no GPU and no RDMA NIC; the export lists only CPUs\n");
+  std::remove(path.c_str());
+  std::remove(xml.c_str());
+}
+
 BOOST_AUTO_TEST_CASE(tree_and_matrix_flags_select_sections) {
   Run tree = run("--tree --nccl-xml " + fx("aws-ofi-nccl_p4d-24xl-topo.xml"));
   BOOST_TEST(tree.code == 0);

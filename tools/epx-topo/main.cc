@@ -92,6 +92,9 @@ int main(int argc, char** argv) {
   if (!exportPath.empty()) {
     std::string err = writeNcclTopo(report.topo, report.rails, exportPath);
     if (!err.empty()) return fail(err, kExitBadInput);
+    if (report.topo.gpus.empty() && report.topo.nics.empty())
+      std::fprintf(stderr, "epx-topo: warning: %s: the topology has no GPU and no RDMA NIC; the export lists only CPUs\n",
+                   exportPath.c_str());
   }
 
   std::string out;

@@ -70,6 +70,16 @@ std::string deviceLimitError(const Topology& t, const std::string& name) {
          " devices per topology (NCCL itself reads at most 256 XML nodes per file)";
 }
 
+std::vector<PciAddress> duplicateBusIds(const Topology& t) {
+  std::vector<PciAddress> all, dups;
+  for (const Node& n : t.nodes)
+    if (n.hasAddress) all.push_back(n.address);
+  std::sort(all.begin(), all.end());
+  for (size_t i = 1; i < all.size(); ++i)
+    if (all[i] == all[i - 1] && (dups.empty() || dups.back() != all[i])) dups.push_back(all[i]);
+  return dups;
+}
+
 void finish(Topology& t) {
   std::sort(t.numa.begin(), t.numa.end(), [](auto& a, auto& b) { return a.osIndex < b.osIndex; });
   std::sort(t.gpus.begin(), t.gpus.end(), [](auto& a, auto& b) { return a.address < b.address; });
