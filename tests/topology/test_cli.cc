@@ -258,6 +258,15 @@ BOOST_AUTO_TEST_CASE(estimate_shapes_are_libepx_shapes) {
   }
   Run r = run("--nodes 129" + f);  // 8 NVLink ranks x 129 nodes
   BOOST_TEST(r.err == "epx-topo: --nodes 129 with 8 NVLink ranks per node is 1032 ranks; libepx runs at most 1024\n");
+  // numExperts must be a multiple of the EP size: an error for --experts, a note for the default.
+  r = run("--experts 100" + f);
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(r.err ==
+             "epx-topo: --experts 100 is not a multiple of the EP size 16 (8 NVLink ranks x 2 nodes), as libepx needs\n");
+  Run t = run("--nodes 3 --nccl-xml " + fx("ibmcloud_gx3d-h100x8_nccl-topo.xml"));
+  BOOST_TEST(t.code == 0);
+  BOOST_TEST(t.out.find("note: libepx needs the experts a multiple of the EP size (24 ranks)") != std::string::npos);
+  BOOST_TEST(run("--nodes 3 --experts 96" + f).code == 0);
 }
 
 BOOST_AUTO_TEST_CASE(help_and_version) {

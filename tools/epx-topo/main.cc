@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
   app.add_option("--num-sms", est.numSMs, "SMs per GPU for the estimate cap (default 132, H100/H200 SXM)")
       ->check(CLI::Range(1, 1024));
   // The group shape ranges are libepx's (ep.h), so the estimate is for a group libepx can create.
-  app.add_option("--experts", est.experts, "experts for the estimate (default 256, at most 1024 as in libepx)")
+  auto* expertsOpt = app.add_option("--experts", est.experts, "experts for the estimate (default 256, at most 1024 as in libepx)")
       ->check(CLI::Range(1, kEpMaxExperts));
   app.add_option("--topk", est.topk, "top-k for the estimate (default 8, at most 32 as in libepx)")
       ->check(CLI::Range(1, kEpMaxTopk));
@@ -88,6 +88,12 @@ int main(int argc, char** argv) {
     return fail("--nodes " + std::to_string(est.nodes) + " with " + std::to_string(report.shape.numScaleupRanks) +
                     " NVLink ranks per node is " + std::to_string(report.shape.numScaleupRanks * est.nodes) +
                     " ranks; libepx runs at most " + std::to_string(kEpMaxRanks), kExitUsage);
+  // libepx needs numExperts a multiple of the EP size; the default 256 only gets a note (printDetails).
+  if (const int ranks = report.shape.numScaleupRanks * report.shape.numScaleoutRanks;
+      report.estimated && expertsOpt->count() && est.experts % ranks != 0)
+    return fail("--experts " + std::to_string(est.experts) + " is not a multiple of the EP size " + std::to_string(ranks) +
+                    " (" + std::to_string(report.shape.numScaleupRanks) + " NVLink ranks x " +
+                    std::to_string(report.shape.numScaleoutRanks) + " nodes), as libepx needs", kExitUsage);
 
   if (!exportPath.empty()) {
     std::string err = writeNcclTopo(report.topo, report.rails, exportPath);

@@ -169,6 +169,8 @@ void printDetails(const Report& r, std::string& out) {
       r.nicGbpsPerGpu, e.nicGBps);
   put(out, "  shape: %d NVLink ranks x %d node(s), %d experts, top-%d\n", r.shape.numScaleupRanks,
       r.shape.numScaleoutRanks, r.shape.numExperts, r.shape.numTopk);
+  if (const int ranks = r.shape.numScaleupRanks * r.shape.numScaleoutRanks; r.shape.numExperts % ranks != 0)
+    put(out, "  note: libepx needs the experts a multiple of the EP size (%d ranks); choose --experts\n", ranks);
   const bool noScaleup = r.nvlinkLinks == 0 && t.gpus.size() > 1;
   put(out, "  SMs %d, QPs %d%s\n", e.sms, e.qps,
       e.qps != 0 ? "" : noScaleup ? " (no RDMA)" : " (no RDMA: NVLink-only EP)");
