@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 
+#include "epx/topology/load.h"
 #include "epx/topology/paths.h"
 #include "assignment.h"
 
@@ -82,6 +83,14 @@ RailPlan assignRails(const Topology& t) {
   }
   if (G == 0 || cards.empty()) {
     plan.policy = "none";
+    return plan;
+  }
+  // The loaders refuse larger topologies; a hand-built one this large would overflow the weights.
+  if (static_cast<size_t>(G) + t.nics.size() > kMaxTopologyDevices) {
+    plan.policy = "none";
+    plan.excluded.push_back("all NICs: " + std::to_string(G) + " GPUs and " + std::to_string(t.nics.size()) +
+                            " NIC ports exceed kMaxTopologyDevices (" + std::to_string(kMaxTopologyDevices) +
+                            "); no rails assigned");
     return plan;
   }
 
