@@ -87,8 +87,10 @@ std::string counts(int gpus, int nics) {
 
 BOOST_AUTO_TEST_CASE(every_output_mode_at_the_limit_is_under_2s) {
   // GPUs only (every pair NVLinked: the largest matrix and peer lists), a GPU/NIC split (the rail
-  // assignment's largest problem), and NICs only.
-  for (auto [gpus, nics] : {std::pair{kLimit, 0}, std::pair{kLimit / 2, kLimit / 2}, std::pair{0, kLimit}}) {
+  // assignment's largest problem), all GPUs sharing one NIC (the most ties in the assignment), and
+  // NICs only.
+  for (auto [gpus, nics] : {std::pair{kLimit, 0}, std::pair{kLimit / 2, kLimit / 2}, std::pair{kLimit - 1, 1},
+                            std::pair{0, kLimit}}) {
     GeneratedFile f(gpus, nics);
     const std::string exported = tmpPath("export.xml");
     for (const std::vector<std::string>& mode : std::vector<std::vector<std::string>>{

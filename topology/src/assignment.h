@@ -35,7 +35,9 @@ std::vector<int> minCostAssignment(int rows, int cols, const Cost& cost) {
           slack[j] = reduced;
           prevCol[j] = col;
         }
-        if (slack[j] < delta) {
+        // Among equal slacks prefer a free column: the path ends there instead of walking through
+        // assigned columns of equal cost (many ties when many rows share few NIC cards).
+        if (slack[j] < delta || (slack[j] == delta && rowOfCol[next] != 0 && rowOfCol[j] == 0)) {
           delta = slack[j];
           next = j;
         }

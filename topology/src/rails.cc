@@ -142,12 +142,17 @@ RailPlan assignRails(const Topology& t) {
     const long long skew = std::llabs(static_cast<long long>(g) * C - static_cast<long long>(c) * G);
     return static_cast<long long>(path(g, c)) * w.path + skew;
   };
-  auto slotCost = [&](int row, int slot) {
-    const int owner = slot / slotsPerOwner;
-    const long long share = slot % slotsPerOwner < mustFill ? -w.share : 0;
-    return share + (cardsAreRows ? pairCost(owner, row) : pairCost(row, owner));
-  };
-  const std::vector<int> slotOfRow = detail::minCostAssignment(items, owners * slotsPerOwner, slotCost);
+  // The cost matrix is filled once (the assignment reads each entry up to `items` times).
+  const int slots = owners * slotsPerOwner;
+  std::vector<long long> slotCosts(static_cast<size_t>(items) * slots);
+  for (int row = 0; row < items; ++row)
+    for (int owner = 0; owner < owners; ++owner) {
+      const long long pair = cardsAreRows ? pairCost(owner, row) : pairCost(row, owner);
+      for (int k = 0; k < slotsPerOwner; ++k)
+        slotCosts[static_cast<size_t>(row) * slots + owner * slotsPerOwner + k] = pair + (k < mustFill ? -w.share : 0);
+    }
+  auto slotCost = [&](int row, int slot) { return slotCosts[static_cast<size_t>(row) * slots + slot]; };
+  const std::vector<int> slotOfRow = detail::minCostAssignment(items, slots, slotCost);
   std::vector<std::vector<char>> assigned(G, std::vector<char>(C, 0));
   for (int row = 0; row < items; ++row) {
     const int owner = slotOfRow[row] / slotsPerOwner;
