@@ -44,11 +44,15 @@ int main(int argc, char** argv) {
   app.add_option("--num-sms", est.numSMs, "SMs per GPU for the estimate cap (default 132, H100/H200 SXM)")
       ->check(CLI::Range(1, 1024));
   // The group shape ranges are libepx's (ep.h), so the estimate is for a group libepx can create.
-  auto* expertsOpt = app.add_option("--experts", est.experts, "experts for the estimate (default 256, at most 1024 as in libepx)")
-      ->check(CLI::Range(1, kEpMaxExperts));
-  app.add_option("--topk", est.topk, "top-k for the estimate (default 8, at most 32 as in libepx)")
+  const std::string inLibepx = " as in libepx)";
+  auto* expertsOpt = app.add_option("--experts", est.experts,
+                                    "experts for the estimate (default 256, a multiple of the EP size, at most " +
+                                        std::to_string(kEpMaxExperts) + inLibepx)
+                         ->check(CLI::Range(1, kEpMaxExperts));
+  app.add_option("--topk", est.topk, "top-k for the estimate (default 8, at most " + std::to_string(kEpMaxTopk) + inLibepx)
       ->check(CLI::Range(1, kEpMaxTopk));
-  app.add_option("--nodes", est.nodes, "nodes in the EP group (default: 2 with RDMA, else 1; NVLink ranks x nodes <= 1024)")
+  app.add_option("--nodes", est.nodes, "nodes in the EP group (default: 2 with RDMA, else 1; NVLink ranks x nodes at most " +
+                                           std::to_string(kEpMaxRanks) + inLibepx)
       ->check(CLI::Range(1, kEpMaxRanks));
   app.set_version_flag("--version", "epx-topo 0.1.0");
   try {
@@ -60,7 +64,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return fail(e.what(), kExitUsage);
   }
-  if (est.topk > est.experts) return fail("--topk must not exceed --experts", kExitUsage);
+  if (est.topk > est.experts)
+    return fail("--topk " + std::to_string(est.topk) + " must not exceed --experts " + std::to_string(est.experts),
+                kExitUsage);
   // Checked here, not by resolveSlPolicy (exit 1): a bad option value is bad usage.
   if (groupSl && (*groupSl < 0 || *groupSl > kMaxIbSl))
     return fail("--group-sl " + std::to_string(*groupSl) + ": an InfiniBand SL is 0.." + std::to_string(kMaxIbSl),
