@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "fixtures.h"
+#include "generate.h"
 
 using namespace epx::topo;
 using namespace epx::topo::test;
@@ -33,6 +34,64 @@ BOOST_AUTO_TEST_CASE(missing_empty_and_directory) {
   expectOneLineError(loadNcclXml(EPX_TOPO_FIXTURE_DIR), "directory");
   expectOneLineError(loadNcclXmlBuffer("", "empty"), "empty");
   expectOneLineError(loadHwlocXmlBuffer("", "empty"), "empty");
+}
+
+BOOST_AUTO_TEST_CASE(two_devices_with_one_bus_id) {
+  // A GPU and a NIC at 0000:19:00.0: the model tells devices (and NVLink targets) apart by bus id.
+  const std::string xml =
+      "<system version=\"1\"><cpu numaid=\"0\">"
+      "<pci busid=\"0000:19:00.0\" class=\"0x030200\" vendor=\"0x10de\" device=\"0x2335\"><gpu dev=\"0\"/></pci>"
+      "<pci busid=\"0000:19:00.0\" class=\"0x020700\" vendor=\"0x15b3\"><nic><net name=\"mlx5_0\"/></nic></pci>"
+      "</cpu></system>";
+  expectOneLineError(loadNcclXmlBuffer(xml, "dup"), "dup: two <pci> elements with bus id 0000:19:00.0");
+}
+
+BOOST_AUTO_TEST_CASE(negative_or_bad_nic_speed_warns) {
+  auto nic = [](const std::string& speed) {
+    return "<system version=\"1\"><cpu numaid=\"0\"><pci busid=\"0000:19:00.0\" class=\"0x020700\">"
+           "<nic><net name=\"mlx5_0\" speed=\"" + speed + "\"/></nic></pci></cpu></system>";
+  };
+  for (const char* bad : {"-100000", "fast"}) {
+    Topology t = loadNcclText(nic(bad));
+    BOOST_TEST(t.nics.at(0).speedGbps == 0.0);  // unknown, not negative
+    BOOST_TEST_REQUIRE(t.warnings.size() == 1u);
+    BOOST_TEST(t.warnings[0] == "NIC mlx5_0: ignored speed \"" + std::string(bad) +
+                                    "\" (not a non-negative number of Mb/s); rate unknown");
+  }
+  Topology ok = loadNcclText(nic("400000"));
+  BOOST_TEST(ok.nics.at(0).speedGbps == 400.0);
+  BOOST_TEST(ok.warnings.empty());
+  BOOST_TEST(loadNcclText(nic("0")).warnings.empty());  // 0: unknown, as NCCL writes it
+}
+
+BOOST_AUTO_TEST_CASE(more_devices_than_the_limit_is_over_limit) {
+  // Both loaders count GPUs + RDMA NIC ports against kMaxTopologyDevices and set overLimit.
+  const int gpus = static_cast<int>(kMaxTopologyDevices) + 1;
+  auto nccl = loadNcclXmlBuffer(generatedNcclXml(gpus, 0, false), "big");
+  expectOneLineError(nccl, "big: " + std::to_string(gpus) + " GPUs and 0 RDMA NIC ports, more than epx's limit of " +
+                               std::to_string(kMaxTopologyDevices) + " devices per topology");
+  BOOST_TEST(nccl.overLimit);
+  // hwloc: the 2-GPU, 1-NIC fixture with GPUs added under its first host bridge.
+  std::string hw = slurp(fixture("mpibind_cts1-pascal.xml"));
+  const std::string anchor = "bridge_pci=\"0000:[00-0c]\">";
+  const size_t at = hw.find(anchor);
+  BOOST_TEST_REQUIRE(at != std::string::npos);
+  std::string extra;
+  const int added = static_cast<int>(kMaxTopologyDevices) - 2;  // 2 + 1 fixture devices: one over
+  for (int i = 0; i < added; ++i) {
+    char obj[200];
+    std::snprintf(obj, sizeof obj, "<object type=\"PCIDev\" gp_index=\"%d\" pci_busid=\"%04x:%02x:00.0\" "
+                  "pci_type=\"0302 [10de:2335] [0000:0000] a1\"/>\n", 100000 + i, 1 + i / 256, i % 256);
+    extra += obj;
+  }
+  auto big = loadHwlocXmlBuffer(hw.substr(0, at + anchor.size()) + "\n" + extra + hw.substr(at + anchor.size()), "bighw");
+  expectOneLineError(big, "bighw: " + std::to_string(added + 2) + " GPUs and 1 RDMA NIC ports, more than epx's limit");
+  BOOST_TEST(big.overLimit);
+  // One device fewer loads.
+  extra.resize(extra.rfind("<object"));
+  auto fits = loadHwlocXmlBuffer(hw.substr(0, at + anchor.size()) + "\n" + extra + hw.substr(at + anchor.size()), "fits");
+  BOOST_TEST_REQUIRE(fits.ok(), fits.error);
+  BOOST_TEST(fits.value.gpus.size() + fits.value.nics.size() == kMaxTopologyDevices);
 }
 
 BOOST_AUTO_TEST_CASE(truncated_files) {

@@ -102,6 +102,44 @@ BOOST_AUTO_TEST_CASE(live_from_sysfs_snapshot) {
   BOOST_TEST(j["nics"][0]["name"] == "mlx4_0");
   BOOST_TEST(j["nics"][0]["speed_gbps"] == 56.0);
   BOOST_TEST(j["nics"][0]["link_layer"] == "InfiniBand");
+  // No GPU: no EP to size, and not "NVLink-only EP".
+  BOOST_TEST(j["estimate"].is_null());
+  Run t = run("", std::string("HWLOC_FSROOT=") + EPX_TOPO_SYSFS_ROOT);
+  BOOST_TEST(t.code == 0);
+  BOOST_TEST(t.out.find("none: no GPU, so no EP to size") != std::string::npos, t.out);
+  BOOST_TEST(t.out.find("NVLink-only") == std::string::npos, t.out);
+  BOOST_TEST(t.out.find("SMs ") == std::string::npos, t.out);
+}
+
+BOOST_AUTO_TEST_CASE(hwloc_fsroot_that_is_not_a_sysfs_tree_is_an_error) {
+  // hwloc would silently fall back to an empty machine.
+  const std::string file = fx("azhpc_ndv2-topo.xml");
+  for (const auto& [root, says] : std::vector<std::pair<std::string, std::string>>{
+           {"/nonexistent", "HWLOC_FSROOT=/nonexistent: No such file or directory"},
+           {EPX_TOPO_FIXTURE_DIR, "no sys/ directory"},
+           {file, "not a directory"}}) {
+    Run r = run("", "HWLOC_FSROOT=" + root);
+    BOOST_TEST_CONTEXT(root) {
+      BOOST_TEST(r.code == 1);
+      BOOST_TEST(oneLine(r.err), r.err);
+      BOOST_TEST(r.err.find(says) != std::string::npos, r.err);
+      BOOST_TEST(r.out.empty());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(exporting_an_empty_topology_warns) {
+  std::string path = tmpPath("empty-export.xml");
+  Run r = run("--export-nccl-topo " + path, std::string("HWLOC_FSROOT=") + EPX_TOPO_SYSFS_ROOT);
+  BOOST_TEST(r.code == 0);  // the snapshot has an RDMA NIC: no warning
+  BOOST_TEST(r.err.empty(), r.err);
+  std::string xml = tmpPath("cpu-only.xml");
+  std::ofstream(xml) << "<system version=\"1\"><cpu numaid=\"0\" affinity=\"ff\"/></system>\n";
+  r = run("--nccl-xml " + xml + " --export-nccl-topo " + path);
+  BOOST_TEST(r.code == 0);
+  BOOST_TEST(r.err == "epx-topo: warning: " + path + ": the topology has no GPU and no RDMA NIC; the export lists only CPUs\n");
+  std::remove(path.c_str());
+  std::remove(xml.c_str());
 }
 
 BOOST_AUTO_TEST_CASE(tree_and_matrix_flags_select_sections) {
@@ -146,8 +184,14 @@ BOOST_AUTO_TEST_CASE(sl_sources_and_group_flags) {
   BOOST_TEST(bad.code == 1);
   BOOST_TEST(oneLine(bad.err));
   BOOST_TEST(bad.err.find("EPX_DEFAULT_SL") != std::string::npos);
-  Run badGroup = run("--group-sl 99" + f);
-  BOOST_TEST(badGroup.code == 1);
+  // A group value out of range is an option error (exit 2), like the other ranges.
+  Run badGroup = run("--group-sl 16" + f);
+  BOOST_TEST(badGroup.code == 2);
+  BOOST_TEST(badGroup.err == "epx-topo: --group-sl 16: an InfiniBand SL is 0..15\n");
+  Run badTc = run("--group-tc 256" + f);
+  BOOST_TEST(badTc.code == 2);
+  BOOST_TEST(badTc.err == "epx-topo: --group-tc 256: a RoCE traffic class is 0..255\n");
+  BOOST_TEST(run("--group-sl -1" + f).code == 2);
 }
 
 BOOST_AUTO_TEST_CASE(estimate_flags) {
@@ -191,13 +235,38 @@ BOOST_AUTO_TEST_CASE(bad_files_exit_1_with_one_line) {
 BOOST_AUTO_TEST_CASE(usage_errors_exit_2) {
   for (const std::string& args : {"--bogus", "--nccl-xml a.xml --hwloc-xml b.xml", "--json --tree",
                                   "--num-sms 0", "--topk 300 --experts 8", "--nccl-xml", "--nccl-xml \"\"",
-                                  "--hwloc-xml \"\""}) {
+                                  "--hwloc-xml \"\"", "--group-sl 16", "--group-tc 256"}) {
     Run r = run(args);
     BOOST_TEST_CONTEXT(args) {
       BOOST_TEST(r.code == 2);
       BOOST_TEST(!r.err.empty());
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(estimate_shapes_are_libepx_shapes) {
+  // ep.h: topk 1..32, numExperts <= 1024, EP size (NVLink ranks x nodes) <= 1024.
+  const std::string f = " --json --nccl-xml " + fx("ibmcloud_gx3d-h100x8_nccl-topo.xml");
+  BOOST_TEST(jsonOf(run("--topk 32 --experts 1024 --nodes 128" + f))["estimate"]["scaleout_ranks"] == 128);
+  for (const std::string& bad : {"--topk 33", "--experts 1025", "--nodes 1025", "--nodes 129"}) {
+    Run r = run(bad + f);
+    BOOST_TEST_CONTEXT(bad) {
+      BOOST_TEST(r.code == 2);
+      BOOST_TEST(oneLine(r.err), r.err);
+      BOOST_TEST(r.err.find(bad.substr(0, bad.find(' '))) != std::string::npos, r.err);
+    }
+  }
+  Run r = run("--nodes 129" + f);  // 8 NVLink ranks x 129 nodes
+  BOOST_TEST(r.err == "epx-topo: --nodes 129 with 8 NVLink ranks per node is 1032 ranks; libepx runs at most 1024\n");
+  // numExperts must be a multiple of the EP size: an error for --experts, a note for the default.
+  r = run("--experts 100" + f);
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(r.err ==
+             "epx-topo: --experts 100 is not a multiple of the EP size 16 (8 NVLink ranks x 2 nodes), as libepx needs\n");
+  Run t = run("--nodes 3 --nccl-xml " + fx("ibmcloud_gx3d-h100x8_nccl-topo.xml"));
+  BOOST_TEST(t.code == 0);
+  BOOST_TEST(t.out.find("note: libepx needs the experts a multiple of the EP size (24 ranks)") != std::string::npos);
+  BOOST_TEST(run("--nodes 3 --experts 96" + f).code == 0);
 }
 
 BOOST_AUTO_TEST_CASE(help_and_version) {

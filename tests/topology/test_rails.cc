@@ -1,6 +1,9 @@
 // Rail assignment on small NCCL topology files written for each case; expected rails follow from
 // the placement drawn in each file.
+#include <map>
+
 #include "fixtures.h"
+#include "generate.h"
 
 using namespace epx::topo;
 using namespace epx::topo::test;
@@ -154,6 +157,32 @@ BOOST_AUTO_TEST_CASE(every_fixture_is_balanced) {
     ++checked;
   }
   BOOST_TEST(checked == 5);
+}
+
+BOOST_AUTO_TEST_CASE(generated_large_topologies_are_balanced_and_local) {
+  // GPU i and NIC i share PCIe switch i (tests/topology/generate.h): every GPU that has a NIC of its
+  // own keeps it, also where the order tie-break (up to G·C) exceeds 100000, the fixed path weight
+  // epx used before the weights scaled with G and C.
+  for (auto [gpus, nics] : {std::pair{512, 512}, std::pair{300, 700}, std::pair{700, 300}}) {
+    BOOST_TEST_CONTEXT(gpus << " GPUs, " << nics << " NICs") {
+      Topology t = loadNcclText(generatedNcclXml(gpus, nics));
+      RailPlan p = assignRails(t);
+      checkBalanced(t, p);
+      // The NICs without a GPU on their switch are farther from every GPU than its own: excluded.
+      BOOST_TEST(p.policy == (gpus <= nics ? "one-per-gpu" : "shared"));
+      BOOST_TEST(p.excluded.size() == static_cast<size_t>(std::max(0, nics - gpus)));
+      std::map<int, std::string> nicUnderSwitch;  // switch node → the NIC port on it
+      for (const Nic& n : t.nics) nicUnderSwitch[t.nodes[n.node].parent] = n.name + ":" + std::to_string(n.port);
+      int own = 0;
+      for (const Gpu& g : t.gpus) {
+        auto it = nicUnderSwitch.find(t.nodes[g.node].parent);
+        if (it == nicUnderSwitch.end()) continue;
+        const std::vector<std::string> names = railNicNames(t, p, g.index);
+        own += std::count(names.begin(), names.end(), it->second) == 1;
+      }
+      BOOST_TEST(own == std::min(gpus, nics));
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -83,8 +83,27 @@ BOOST_AUTO_TEST_CASE(low_latency_hidden_must_be_a_multiple_of_128) {
   const Outcome o = parse({"--algo", "low-latency", "--hidden", "7000"});
   BOOST_TEST(o.status == 2);
   BOOST_TEST(has(o, "epx-bench: --algo low-latency needs --hidden a multiple of 128, got 7000"), o.output);
-  BOOST_TEST(has(o, "usage: epx-bench"));
   BOOST_TEST(parse({"--hidden", "7000", "--algo", "low-latency"}).status == 2);  // either order
+}
+
+BOOST_AUTO_TEST_CASE(an_error_is_one_line_not_the_usage) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--gpus", "0"}, {"--topk", "40"}, {"--bogus"}, {"--tokens"}, {"--routing", "zipf"}, {"--hidden", "7001"},
+           {"--topk", "16", "--experts", "8"}}) {
+    const Outcome o = parse(args);
+    BOOST_TEST_CONTEXT(args[0]) {
+      BOOST_TEST(o.status == 2);
+      BOOST_TEST(o.output.rfind("epx-bench: ", 0) == 0u, o.output);
+      BOOST_TEST(has(o, args[0]), o.output);  // names the option
+      BOOST_TEST(o.output.find('\n') == o.output.size() - 1, o.output);  // one line
+      BOOST_TEST(has(o, "(see epx-bench --help)\n"), o.output);
+      BOOST_TEST(!has(o, "usage:"), o.output);
+      if (args.size() > 1) BOOST_TEST(has(o, args[1]), o.output);  // names the value
+    }
+  }
+  BOOST_TEST(parse({"--gpus", "0"}).output == "epx-bench: --gpus: '0' is not an integer in [1, 64] (see epx-bench --help)\n");
+  BOOST_TEST(parse({"--topk", "16", "--experts", "8"}).output ==
+             "epx-bench: --topk 16 must not exceed --experts 8 (see epx-bench --help)\n");
 }
 
 BOOST_AUTO_TEST_CASE(gpus_above_eight_in_one_process) {

@@ -57,9 +57,9 @@ void usage(FILE* f) {
       "  -h, --help          this text\n");
 }
 
+// One line naming the option and its value; the usage text is for --help, not for every typo.
 [[noreturn]] void bad(const std::string& msg) {
-  std::fprintf(stderr, "epx-bench: %s\n", msg.c_str());
-  usage(stderr);
+  std::fprintf(stderr, "epx-bench: %s (see epx-bench --help)\n", msg.c_str());
   std::exit(2);
 }
 
@@ -231,8 +231,9 @@ Options parseArgs(int argc, char** argv) {
     const char* e = std::getenv("EPX_GIN_EMU_LATENCY_US");
     o.netLatencyUs = o.netGBps > 0 && e && *e ? toDouble("EPX_GIN_EMU_LATENCY_US", e, 0, 1e6) : 0.0;
   }
-  if (o.topk > o.experts) bad("--topk must not exceed --experts");
-  if (o.hidden % 8) bad("--hidden must be a multiple of 8");
+  if (o.topk > o.experts)
+    bad("--topk " + std::to_string(o.topk) + " must not exceed --experts " + std::to_string(o.experts));
+  if (o.hidden % 8) bad("--hidden " + std::to_string(o.hidden) + " must be a multiple of 8");
   if (o.lowLatency && o.hidden % 128)
     bad("--algo low-latency needs --hidden a multiple of 128, got " + std::to_string(o.hidden));
   if (o.gpus > kMaxRanks && !multiProcessRequested())

@@ -49,7 +49,8 @@ struct Options {
   std::vector<int> llTokens = {1, 32, 128, 256};
 };
 
-// Parses argv; on --help prints usage and exits 0, on a bad option prints why and exits 2. Checks
+// Parses argv; on --help prints usage and exits 0, on a bad option prints one line naming the
+// option and value (plus "see epx-bench --help") and exits 2. Checks
 // everything that does not need a GPU, so that a bad command line is an error on any machine:
 // --gpus above kMaxRanks outside multi-process mode, --algo low-latency with --hidden not a
 // multiple of 128, a --csv file that cannot be created, an EPX_GIN_EMU_GBPS outside the plugin's

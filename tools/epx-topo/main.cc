@@ -1,12 +1,14 @@
 // epx-topo: show the machine as epx sees it — GPUs, RDMA NICs, PCIe paths, NVLink, rails, SL
 // policy and the EP SM/QP estimate — from live discovery, hwloc XML, NCCL topology XML, or a sysfs
-// snapshot (HWLOC_FSROOT). Exit status: 0 success, 1 bad input, 2 bad usage.
+// snapshot (HWLOC_FSROOT). Exit status: 0 success, 1 bad input, 2 bad usage (an option out of range,
+// or a topology with more devices than kMaxTopologyDevices).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <optional>
 #include <string>
 
+#include "epx/topology/estimate.h"
 #include "epx/topology/load.h"
 #include "epx/topology/nccl_export.h"
 #include "report.h"
@@ -41,10 +43,17 @@ int main(int argc, char** argv) {
   app.add_option("--group-tc", groupTc, "a group's own RoCE traffic class (0..255)");
   app.add_option("--num-sms", est.numSMs, "SMs per GPU for the estimate cap (default 132, H100/H200 SXM)")
       ->check(CLI::Range(1, 1024));
-  app.add_option("--experts", est.experts, "experts for the estimate (default 256)")->check(CLI::Range(1, 1 << 20));
-  app.add_option("--topk", est.topk, "top-k for the estimate (default 8)")->check(CLI::Range(1, 1024));
-  app.add_option("--nodes", est.nodes, "nodes in the EP group (default: 2 with RDMA, else 1)")
-      ->check(CLI::Range(1, 1 << 16));
+  // The group shape ranges are libepx's (ep.h), so the estimate is for a group libepx can create.
+  const std::string inLibepx = " as in libepx)";
+  auto* expertsOpt = app.add_option("--experts", est.experts,
+                                    "experts for the estimate (default 256, a multiple of the EP size, at most " +
+                                        std::to_string(kEpMaxExperts) + inLibepx)
+                         ->check(CLI::Range(1, kEpMaxExperts));
+  app.add_option("--topk", est.topk, "top-k for the estimate (default 8, at most " + std::to_string(kEpMaxTopk) + inLibepx)
+      ->check(CLI::Range(1, kEpMaxTopk));
+  app.add_option("--nodes", est.nodes, "nodes in the EP group (default: 2 with RDMA, else 1; NVLink ranks x nodes at most " +
+                                           std::to_string(kEpMaxRanks) + inLibepx)
+      ->check(CLI::Range(1, kEpMaxRanks));
   app.set_version_flag("--version", "epx-topo 0.1.0");
   try {
     app.parse(argc, argv);
@@ -55,14 +64,24 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return fail(e.what(), kExitUsage);
   }
-  if (est.topk > est.experts) return fail("--topk must not exceed --experts", kExitUsage);
+  if (est.topk > est.experts)
+    return fail("--topk " + std::to_string(est.topk) + " must not exceed --experts " + std::to_string(est.experts),
+                kExitUsage);
+  // Checked here, not by resolveSlPolicy (exit 1): a bad option value is bad usage.
+  if (groupSl && (*groupSl < 0 || *groupSl > kMaxIbSl))
+    return fail("--group-sl " + std::to_string(*groupSl) + ": an InfiniBand SL is 0.." + std::to_string(kMaxIbSl),
+                kExitUsage);
+  if (groupTc && (*groupTc < 0 || *groupTc > kMaxTrafficClass))
+    return fail("--group-tc " + std::to_string(*groupTc) + ": a RoCE traffic class is 0.." +
+                    std::to_string(kMaxTrafficClass), kExitUsage);
   if (json && (treeOnly || matrixOnly)) return fail("--json cannot be combined with --tree or --matrix", kExitUsage);
 
   // An empty file name is a mistake (e.g. an unset shell variable), not a request for live discovery.
   if ((hx->count() && hwlocXml.empty()) || (nx->count() && ncclXml.empty()))
     return fail("--hwloc-xml / --nccl-xml need a file name", kExitUsage);
   Result<Topology> loaded = hx->count() ? loadHwlocXml(hwlocXml) : nx->count() ? loadNcclXml(ncclXml) : loadLive();
-  if (!loaded.ok()) return fail(loaded.error, kExitBadInput);
+  // A topology beyond kMaxTopologyDevices is refused like an out-of-range option.
+  if (!loaded.ok()) return fail(loaded.error, loaded.overLimit ? kExitUsage : kExitBadInput);
 
   SlInputs slIn;
   slIn.groupSl = groupSl;
@@ -71,10 +90,23 @@ int main(int argc, char** argv) {
   if (!sl.ok()) return fail(sl.error, kExitBadInput);
 
   cli::Report report = cli::buildReport(std::move(loaded.value), sl.value, est);
+  if (est.nodes > 0 && report.shape.numScaleupRanks * est.nodes > kEpMaxRanks)
+    return fail("--nodes " + std::to_string(est.nodes) + " with " + std::to_string(report.shape.numScaleupRanks) +
+                    " NVLink ranks per node is " + std::to_string(report.shape.numScaleupRanks * est.nodes) +
+                    " ranks; libepx runs at most " + std::to_string(kEpMaxRanks), kExitUsage);
+  // libepx needs numExperts a multiple of the EP size; the default 256 only gets a note (printDetails).
+  if (const int ranks = report.shape.numScaleupRanks * report.shape.numScaleoutRanks;
+      report.estimated && expertsOpt->count() && est.experts % ranks != 0)
+    return fail("--experts " + std::to_string(est.experts) + " is not a multiple of the EP size " + std::to_string(ranks) +
+                    " (" + std::to_string(report.shape.numScaleupRanks) + " NVLink ranks x " +
+                    std::to_string(report.shape.numScaleoutRanks) + " nodes), as libepx needs", kExitUsage);
 
   if (!exportPath.empty()) {
     std::string err = writeNcclTopo(report.topo, report.rails, exportPath);
     if (!err.empty()) return fail(err, kExitBadInput);
+    if (report.topo.gpus.empty() && report.topo.nics.empty())
+      std::fprintf(stderr, "epx-topo: warning: %s: the topology has no GPU and no RDMA NIC; the export lists only CPUs\n",
+                   exportPath.c_str());
   }
 
   std::string out;

@@ -45,21 +45,23 @@ std::string toJson(const Report& r) {
   for (const Gpu& g : t.gpus) {
     json peers = json::array();
     for (const Gpu& o : t.gpus)
-      if (int nv = t.nvlinkBetween(g.index, o.index); nv > 0) peers.push_back({{"gpu", o.index}, {"links", nv}});
+      if (int nv = r.nvlinks.between(g.index, o.index); nv > 0) peers.push_back({{"gpu", o.index}, {"links", nv}});
     const GpuRail& gr = r.rails.gpus[g.index];
     json nics = json::array();
     for (int n : gr.nics) nics.push_back(t.nics[n].name);
-    j["gpus"].push_back({{"index", g.index},
-                         {"bus_id", formatBusId(g.address)},
-                         {"numa", g.numa},
-                         {"name", g.name},
-                         {"pci_device_id", hex(g.deviceId, 4)},
-                         {"nvlinks", t.nvlinkCount(g.index)},
-                         {"nvlink_peers", peers},
-                         {"rail", gr.rail},
-                         {"rails", gr.rails},
-                         {"rail_nics", nics},
-                         {"rail_path", toString(gr.path)}});
+    json gpu = {{"index", g.index},
+                {"bus_id", formatBusId(g.address)},
+                {"numa", g.numa},
+                {"name", g.name},
+                {"pci_device_id", hex(g.deviceId, 4)},
+                {"nvlinks", t.nvlinkCount(g.index)},
+                {"rail", gr.rail},
+                {"rails", gr.rails},
+                {"rail_path", toString(gr.path)}};
+    // Moved in, not listed above: an initializer list would copy them (thousands of peers).
+    gpu["nvlink_peers"] = std::move(peers);
+    gpu["rail_nics"] = std::move(nics);
+    j["gpus"].push_back(std::move(gpu));
   }
 
   std::vector<int> railOfNic(t.nics.size(), -1);
@@ -86,12 +88,13 @@ std::string toJson(const Report& r) {
   json gg = json::array(), gn = json::array();
   for (const Gpu& g : t.gpus) {
     json row = json::array(), nrow = json::array();
-    for (const Gpu& o : t.gpus) row.push_back(gpuGpuCell(t, g.index, o.index));
+    for (const Gpu& o : t.gpus) row.push_back(gpuGpuCell(r, g.index, o.index));
     for (const Nic& n : t.nics) nrow.push_back(toString(gpuNicPath(t, g.index, n.index)));
-    gg.push_back(row);
-    gn.push_back(nrow);
+    gg.push_back(std::move(row));
+    gn.push_back(std::move(nrow));
   }
-  j["matrix"] = {{"gpu_gpu", gg}, {"gpu_nic", gn}};
+  j["matrix"]["gpu_gpu"] = std::move(gg);
+  j["matrix"]["gpu_nic"] = std::move(gn);
 
   json rails = json::array();
   for (const Rail& rl : r.rails.rails) {
@@ -115,16 +118,19 @@ std::string toJson(const Report& r) {
              {"tc_nics", tcNics}};
 
   const auto& e = r.estimate;
-  j["estimate"] = {{"sms", e.sms},
-                   {"qps", e.qps},
-                   {"nvlink_gbytes_per_s", e.nvlinkGBps},
-                   {"nic_gbytes_per_s", e.nicGBps},
-                   {"nvlink_links", r.nvlinkLinks},
-                   {"scaleup_ranks", r.shape.numScaleupRanks},
-                   {"scaleout_ranks", r.shape.numScaleoutRanks},
-                   {"experts", r.shape.numExperts},
-                   {"topk", r.shape.numTopk},
-                   {"model", "DeepEP V2 get_theoretical_num_sms/qps; docs/topology.md"}};
+  // null without a GPU: there is no EP to size.
+  j["estimate"] = nullptr;
+  if (r.estimated)
+    j["estimate"] = {{"sms", e.sms},
+                     {"qps", e.qps},
+                     {"nvlink_gbytes_per_s", e.nvlinkGBps},
+                     {"nic_gbytes_per_s", e.nicGBps},
+                     {"nvlink_links", r.nvlinkLinks},
+                     {"scaleup_ranks", r.shape.numScaleupRanks},
+                     {"scaleout_ranks", r.shape.numScaleoutRanks},
+                     {"experts", r.shape.numExperts},
+                     {"topk", r.shape.numTopk},
+                     {"model", "DeepEP V2 get_theoretical_num_sms/qps; docs/topology.md"}};
   j["counts"] = {{"gpus", t.gpus.size()}, {"nics", t.nics.size()}, {"nic_cards", t.numCards},
                  {"numa", t.numa.size()}, {"other_pci_devices", t.otherPciDevices}};
   j["warnings"] = t.warnings;

@@ -30,19 +30,37 @@ std::string gbytes(double v) {
   return b;
 }
 
-/// Nodes with a GPU or NIC at or below them; the tree hides the rest behind a count.
-std::vector<char> usefulNodes(const Topology& t) {
-  std::vector<char> u(t.nodes.size(), 0);
+/// What the tree shows at each node, indexed once (a topology may have thousands of nodes).
+struct TreeIndex {
+  std::vector<char> useful;             ///< node has a GPU, NIC or NUMA node at or below it
+  std::vector<int> gpuAt;               ///< GPU whose Device node this is, -1 if none
+  std::vector<std::vector<int>> nicsAt; ///< NIC ports attached to the node
+};
+
+TreeIndex indexTree(const Topology& t) {
+  TreeIndex x;
+  x.useful.assign(t.nodes.size(), 0);
+  x.gpuAt.assign(t.nodes.size(), -1);
+  x.nicsAt.resize(t.nodes.size());
   auto mark = [&](int n) {
-    for (size_t steps = 0; n >= 0 && steps <= t.nodes.size(); ++steps) { u[n] = 1; n = t.nodes[n].parent; }
+    for (size_t steps = 0; n >= 0 && steps <= t.nodes.size() && !x.useful[n]; ++steps) {
+      x.useful[n] = 1;
+      n = t.nodes[n].parent;
+    }
   };
-  for (const Gpu& g : t.gpus) mark(g.node);
-  for (const Nic& n : t.nics) mark(n.node);
+  for (const Gpu& g : t.gpus) {
+    mark(g.node);
+    if (g.node >= 0) x.gpuAt[g.node] = g.index;  // the last one, as a scan of all GPUs finds it
+  }
+  for (const Nic& n : t.nics) {
+    mark(n.node);
+    if (n.node >= 0) x.nicsAt[n.node].push_back(n.index);
+  }
   for (const NumaNode& n : t.numa) mark(n.node);
-  return u;
+  return x;
 }
 
-void treeNode(const Report& r, const std::vector<char>& useful, int idx, int depth, std::string& out) {
+void treeNode(const Report& r, const TreeIndex& x, int idx, int depth, std::string& out) {
   const Topology& t = r.topo;
   const Node& n = t.nodes[idx];
   std::string pad(2 * depth, ' ');
@@ -62,26 +80,27 @@ void treeNode(const Report& r, const std::vector<char>& useful, int idx, int dep
       break;
     case NodeKind::Device: {
       std::string what = "PCI";
-      for (const Gpu& g : t.gpus)
-        if (g.node == idx) {
-          what = "GPU" + std::to_string(g.index) + " " + g.name;
-          int links = t.nvlinkCount(g.index);
-          if (links) what += "  NVLink x" + std::to_string(links);
-          if (g.index < (int)r.rails.gpus.size() && r.rails.gpus[g.index].rail >= 0)
-            what += "  rail " + std::to_string(r.rails.gpus[g.index].rail);
-        }
+      if (int gi = x.gpuAt[idx]; gi >= 0) {
+        const Gpu& g = t.gpus[gi];
+        what = "GPU" + std::to_string(g.index) + " " + g.name;
+        int links = t.nvlinkCount(g.index);
+        if (links) what += "  NVLink x" + std::to_string(links);
+        if (g.index < (int)r.rails.gpus.size() && r.rails.gpus[g.index].rail >= 0)
+          what += "  rail " + std::to_string(r.rails.gpus[g.index].rail);
+      }
       put(out, "%s%s %s (%04x:%04x class %04x)\n", pad.c_str(), what.c_str(), formatBusId(n.address).c_str(), n.vendor,
           n.device, n.classCode);
       break;
     }
   }
-  for (const Nic& nic : t.nics)
-    if (nic.node == idx)
-      put(out, "%s  NIC %s port %d  %s %s %s%s%s\n", pad.c_str(), nic.name.c_str(), nic.port, toString(nic.transport),
-          gbps(nic.speedGbps).c_str(), nic.state.c_str(), nic.netdev.empty() ? "" : "  netdev ", nic.netdev.c_str());
+  for (int ni : x.nicsAt[idx]) {
+    const Nic& nic = t.nics[ni];
+    put(out, "%s  NIC %s port %d  %s %s %s%s%s\n", pad.c_str(), nic.name.c_str(), nic.port, toString(nic.transport),
+        gbps(nic.speedGbps).c_str(), nic.state.c_str(), nic.netdev.empty() ? "" : "  netdev ", nic.netdev.c_str());
+  }
   int hidden = 0;
   for (int c : n.children) {
-    if (useful[c]) treeNode(r, useful, c, depth + 1, out);
+    if (x.useful[c]) treeNode(r, x, c, depth + 1, out);
     else ++hidden;
   }
   if (hidden) put(out, "%s  (+%d without GPU or RDMA NIC)\n", pad.c_str(), hidden);
@@ -92,7 +111,7 @@ void treeNode(const Report& r, const std::vector<char>& useful, int idx, int dep
 void printTree(const Report& r, std::string& out) {
   put(out, "Topology from %s: %zu GPU, %zu RDMA NIC port(s) on %d card(s), %zu NUMA node(s)\n",
       r.topo.sourceName.c_str(), r.topo.gpus.size(), r.topo.nics.size(), r.topo.numCards, r.topo.numa.size());
-  if (!r.topo.nodes.empty()) treeNode(r, usefulNodes(r.topo), 0, 0, out);
+  if (!r.topo.nodes.empty()) treeNode(r, indexTree(r.topo), 0, 0, out);
 }
 
 void printMatrix(const Report& r, std::string& out) {
@@ -103,7 +122,7 @@ void printMatrix(const Report& r, std::string& out) {
   out += "NUMA\n";
   for (const Gpu& g : t.gpus) {
     put(out, "%-7s", ("GPU" + std::to_string(g.index)).c_str());
-    for (const Gpu& o : t.gpus) put(out, "%-7s", gpuGpuCell(t, g.index, o.index).c_str());
+    for (const Gpu& o : t.gpus) put(out, "%-7s", gpuGpuCell(r, g.index, o.index).c_str());
     for (const Nic& n : t.nics) put(out, "%-7s", toString(gpuNicPath(t, g.index, n.index)));
     put(out, "%d\n", g.numa);
   }
@@ -115,7 +134,7 @@ void printMatrix(const Report& r, std::string& out) {
 void printDetails(const Report& r, std::string& out) {
   const Topology& t = r.topo;
   out += "\nRDMA NICs:\n";
-  if (t.nics.empty()) out += "  none: EP runs over NVLink only (no RDMA rail)\n";
+  if (t.nics.empty()) out += t.gpus.empty() ? "  none\n" : "  none: EP runs over NVLink only (no RDMA rail)\n";
   for (const Nic& n : t.nics)
     put(out, "  NIC%d %-12s port %d  card %d  %-10s %-9s link %-10s %-14s NUMA %d  %s\n", n.index, n.name.c_str(), n.port,
         n.card, toString(n.transport), n.state.empty() ? "-" : n.state.c_str(), toString(n.linkLayer),
@@ -141,10 +160,17 @@ void printDetails(const Report& r, std::string& out) {
   }
   const auto& e = r.estimate;
   put(out, "\nEP resource estimate (DeepEP V2 model, docs/topology.md):\n");
+  if (!r.estimated) {
+    out += "  none: no GPU, so no EP to size\n";
+    for (const std::string& w : t.warnings) put(out, "warning: %s\n", w.c_str());
+    return;
+  }
   put(out, "  NVLink %d links -> %.1f GB/s, RDMA %.1f Gb/s per GPU -> %.1f GB/s\n", r.nvlinkLinks, e.nvlinkGBps,
       r.nicGbpsPerGpu, e.nicGBps);
   put(out, "  shape: %d NVLink ranks x %d node(s), %d experts, top-%d\n", r.shape.numScaleupRanks,
       r.shape.numScaleoutRanks, r.shape.numExperts, r.shape.numTopk);
+  if (const int ranks = r.shape.numScaleupRanks * r.shape.numScaleoutRanks; r.shape.numExperts % ranks != 0)
+    put(out, "  note: libepx needs the experts a multiple of the EP size (%d ranks); choose --experts\n", ranks);
   const bool noScaleup = r.nvlinkLinks == 0 && t.gpus.size() > 1;
   put(out, "  SMs %d, QPs %d%s\n", e.sms, e.qps,
       e.qps != 0 ? "" : noScaleup ? " (no RDMA)" : " (no RDMA: NVLink-only EP)");

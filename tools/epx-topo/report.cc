@@ -7,18 +7,14 @@
 namespace epx::topo::cli {
 
 Report buildReport(Topology topo, const SlPolicy& sl, const EstimateInputs& in) {
-  Report r;
-  r.topo = std::move(topo);
+  Report r(std::move(topo));
   r.rails = assignRails(r.topo);
   r.sl = sl;
   const Topology& t = r.topo;
   int domain = 1;
   for (size_t g = 0; g < t.gpus.size(); ++g) {
     r.nvlinkLinks = std::max(r.nvlinkLinks, t.nvlinkCount(static_cast<int>(g)));
-    int peers = 1;
-    for (size_t o = 0; o < t.gpus.size(); ++o)
-      if (o != g && t.nvlinkBetween(static_cast<int>(g), static_cast<int>(o)) > 0) ++peers;
-    domain = std::max(domain, peers);
+    domain = std::max(domain, 1 + r.nvlinks.peers(static_cast<int>(g)));
   }
   // A GPU's RDMA bandwidth: its rails' port rates, divided among the GPUs sharing each rail.
   double minShare = -1;
@@ -37,15 +33,16 @@ Report buildReport(Topology topo, const SlPolicy& sl, const EstimateInputs& in) 
   r.shape.numExperts = in.experts;
   r.shape.numTopk = in.topk;
   r.shape.numScaleoutRanks = in.nodes > 0 ? in.nodes : (r.nicGbpsPerGpu > 0 ? 2 : 1);
+  r.estimated = !t.gpus.empty();
   r.estimate = epxEstimateEpResources(epxNvlinkGBps(r.nvlinkLinks), epxNicGBps(r.nicGbpsPerGpu), in.numSMs, r.shape);
   return r;
 }
 
-std::string gpuGpuCell(const Topology& t, int a, int b) {
+std::string gpuGpuCell(const Report& r, int a, int b) {
   if (a == b) return "X";
-  int nv = t.nvlinkBetween(a, b);
+  int nv = r.nvlinks.between(a, b);
   if (nv > 0) return "NV" + std::to_string(nv);
-  return toString(gpuGpuPath(t, a, b));
+  return toString(gpuGpuPath(r.topo, a, b));
 }
 
 }  // namespace epx::topo::cli

@@ -1,5 +1,7 @@
 #include "builder.h"
 
+#include "epx/topology/load.h"
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -60,6 +62,24 @@ double ncclPciGBps(const std::string& speed, int width) {
   return width * perLane / 80.0;
 }
 
+std::string deviceLimitError(const Topology& t, const std::string& name) {
+  const size_t devices = t.gpus.size() + t.nics.size();
+  if (devices <= kMaxTopologyDevices) return "";
+  return name + ": " + std::to_string(t.gpus.size()) + " GPUs and " + std::to_string(t.nics.size()) +
+         " RDMA NIC ports, more than epx's limit of " + std::to_string(kMaxTopologyDevices) +
+         " devices per topology (NCCL itself reads at most 256 XML nodes per file)";
+}
+
+std::vector<PciAddress> duplicateBusIds(const Topology& t) {
+  std::vector<PciAddress> all, dups;
+  for (const Node& n : t.nodes)
+    if (n.hasAddress) all.push_back(n.address);
+  std::sort(all.begin(), all.end());
+  for (size_t i = 1; i < all.size(); ++i)
+    if (all[i] == all[i - 1] && (dups.empty() || dups.back() != all[i])) dups.push_back(all[i]);
+  return dups;
+}
+
 void finish(Topology& t) {
   std::sort(t.numa.begin(), t.numa.end(), [](auto& a, auto& b) { return a.osIndex < b.osIndex; });
   std::sort(t.gpus.begin(), t.gpus.end(), [](auto& a, auto& b) { return a.address < b.address; });
@@ -67,19 +87,22 @@ void finish(Topology& t) {
   std::sort(t.nics.begin(), t.nics.end(), [](auto& a, auto& b) {
     return std::tie(a.hasAddress, a.address, a.port, a.name) < std::tie(b.hasAddress, b.address, b.port, b.name);
   });
-  // Cards: ports of one PCI device (all functions) or with one non-zero GUID are one card.
+  // Cards: ports of one PCI device (all functions) or with one non-zero GUID are one card. A port
+  // joins the card of the first earlier port it shares either with; maps keep this linear.
+  std::map<std::tuple<uint32_t, uint8_t, uint8_t>, int> firstOnDevice;  // domain, bus, device → port
+  std::map<uint64_t, int> firstWithGuid;
   std::vector<int> card(t.nics.size(), -1);
   int cards = 0;
   for (size_t i = 0; i < t.nics.size(); ++i) {
-    t.nics[i].index = static_cast<int>(i);
-    for (size_t j = 0; j < i && card[i] < 0; ++j) {
-      const Nic &a = t.nics[i], &b = t.nics[j];
-      bool samePci = a.hasAddress && b.hasAddress && a.address.sameDevice(b.address);
-      bool sameGuid = a.guid != 0 && a.guid == b.guid;
-      if (samePci || sameGuid) card[i] = card[j];
-    }
-    if (card[i] < 0) card[i] = cards++;
-    t.nics[i].card = card[i];
+    Nic& n = t.nics[i];
+    n.index = static_cast<int>(i);
+    int first = static_cast<int>(i);
+    if (n.hasAddress)
+      first = std::min(first, firstOnDevice.emplace(std::make_tuple(n.address.domain, n.address.bus, n.address.device),
+                                                    n.index).first->second);
+    if (n.guid != 0) first = std::min(first, firstWithGuid.emplace(n.guid, n.index).first->second);
+    card[i] = first < n.index ? card[first] : cards++;
+    n.card = card[i];
   }
   t.numCards = cards;
 }

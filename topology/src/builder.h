@@ -1,6 +1,7 @@
 // Internal: helpers the loaders share to grow and finish a Topology.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "epx/topology/model.h"
 
@@ -17,6 +18,13 @@ bool isNvidiaGpu(uint16_t vendor, uint32_t classCode16);
 
 /// Infers transport and link layer from what is known (sysfs link layer, PCI class, vendor).
 void inferTransport(Nic& nic);
+
+/// "" when `t` is within kMaxTopologyDevices, else the message a loader fails with (overLimit).
+std::string deviceLimitError(const Topology& t, const std::string& name);
+
+/// Bus ids held by more than one PCI node (each once, ascending). One bus id is one PCI function, so
+/// a file listing it twice is corrupt or hand-edited: GPUs and NVLink targets are told apart by it.
+std::vector<PciAddress> duplicateBusIds(const Topology& t);
 
 /// Sorts GPUs/NICs/NUMA, assigns indices and cards, and checks tree invariants.
 void finish(Topology& t);

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <dirent.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <memory>
@@ -235,7 +236,6 @@ struct Converter {
       std::free(list);
     }
     walk(hwloc_get_root_obj(h), 0);
-    detail::finish(t);
   }
 };
 
@@ -247,6 +247,12 @@ Result<Topology> loadWith(TopoPtr& h, SourceKind kind, const std::string& name, 
   t.sourceName = name;
   Converter c{h.get(), t, sysRoot};
   c.run();
+  if (std::string tooMany = detail::deviceLimitError(t, name); !tooMany.empty())
+    return Result<Topology>::failOverLimit(tooMany);
+  // A warning, not an error: live discovery must not fail over what hwloc reports.
+  for (const PciAddress& a : detail::duplicateBusIds(t))
+    t.warnings.push_back("two PCI devices with bus id " + formatBusId(a) + ": paths and rails may be wrong");
+  detail::finish(t);
   return Result<Topology>::of(std::move(t));
 }
 
@@ -332,6 +338,15 @@ Result<Topology> loadLive() {
   const char* fsroot = std::getenv("HWLOC_FSROOT");
   std::string root = fsroot && *fsroot ? fsroot : "";
   std::string name = root.empty() ? "live" : "live (HWLOC_FSROOT=" + root + ")";
+  // hwloc falls back to an empty machine when the root is unusable; say so instead.
+  if (!root.empty()) {
+    struct stat st;
+    if (::stat(root.c_str(), &st) != 0)
+      return Result<Topology>::fail("HWLOC_FSROOT=" + root + ": " + std::strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return Result<Topology>::fail("HWLOC_FSROOT=" + root + ": not a directory");
+    if (::stat((root + "/sys").c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      return Result<Topology>::fail("HWLOC_FSROOT=" + root + ": no sys/ directory (not a captured sysfs tree)");
+  }
   auto r = loadWith(h, SourceKind::Live, name, root + "/sys");
   if (r.ok() && root.empty()) {
     for (std::string& note : detail::addNvmlLinks(r.value)) r.value.warnings.push_back(std::move(note));

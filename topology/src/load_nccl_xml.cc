@@ -21,6 +21,7 @@ struct Reader {
   Topology& t;
   std::string name;
   std::string error;
+  bool overLimit = false;  // error is kMaxElements
   int elements = 0;
 
   bool fail(const std::string& msg) {
@@ -60,7 +61,10 @@ struct Reader {
   }
 
   bool count() {
-    if (++elements > kMaxElements) return fail("too many XML elements");
+    if (++elements > kMaxElements) {
+      overLimit = error.empty();
+      return fail("more than " + std::to_string(kMaxElements) + " XML elements (epx's limit; NCCL reads at most 256)");
+    }
     return true;
   }
 
@@ -82,7 +86,11 @@ struct Reader {
       }
       if (n.name.empty()) n.name = pci ? "pci:" + formatBusId(pci->address) : "net" + std::to_string(t.nics.size());
       long long v;
-      if (integer(net.attribute("speed").as_string(), &v) && v > 0) n.speedGbps = v / 1000.0;
+      if (pugi::xml_attribute speed = net.attribute("speed")) {  // Mb/s; 0 = unknown
+        if (integer(speed.as_string(), &v) && v >= 0) n.speedGbps = v / 1000.0;
+        else t.warnings.push_back("NIC " + n.name + ": ignored speed \"" + speed.as_string() +
+                                  "\" (not a non-negative number of Mb/s); rate unknown");
+      }
       if (integer(net.attribute("port").as_string(), &v)) n.port = static_cast<int>(v);
       unsigned long long g;
       if (hex(net.attribute("guid").as_string(), &g)) n.guid = g;
@@ -243,8 +251,12 @@ Result<Topology> loadNcclXmlBuffer(const std::string& xml, const std::string& na
   Reader r{t, name, "", 0};
   int ordinal = 0;
   for (pugi::xml_node cpu : root.children("cpu"))
-    if (!r.readCpu(cpu, ordinal++)) return R::fail(r.error);
+    if (!r.readCpu(cpu, ordinal++)) return r.overLimit ? R::failOverLimit(r.error) : R::fail(r.error);
   if (ordinal == 0) return R::fail(name + ": no <cpu> element");
+  if (std::string tooMany = detail::deviceLimitError(t, name); !tooMany.empty()) return R::failOverLimit(tooMany);
+  if (auto dups = detail::duplicateBusIds(t); !dups.empty())
+    return R::fail(name + ": two <pci> elements with bus id " + formatBusId(dups.front()) +
+                   (dups.size() > 1 ? " (and " + std::to_string(dups.size() - 1) + " more bus ids)" : ""));
   detail::finish(t);
   return R::of(std::move(t));
 }

@@ -46,12 +46,22 @@ const char* toString(Transport t) {
   return "?";
 }
 
+namespace {
+
+/// True when a direct (non-switch) NVLink edge ends at `addr`. Compares parsed addresses: no
+/// formatting per call (epx-topo asks for every GPU pair).
+bool endsAt(const NvLinkEdge& e, const PciAddress& addr) {
+  const std::optional<PciAddress> target = parseBusId(e.target);
+  return target && *target == addr;
+}
+
+}  // namespace
+
 int Topology::nvlinkCount(int gpu) const {
   const Gpu& g = gpus.at(gpu);
-  std::string self = formatBusId(g.address);
   int n = 0;
   for (const auto& e : g.nvlinks)
-    if (e.target != self) n += e.count;
+    if (!endsAt(e, g.address)) n += e.count;
   return n;
 }
 
@@ -59,17 +69,16 @@ int Topology::nvlinkBetween(int a, int b) const {
   if (a == b) return 0;
   const Gpu& ga = gpus.at(a);
   const Gpu& gb = gpus.at(b);
-  const std::string busA = formatBusId(ga.address), busB = formatBusId(gb.address);
-  auto countTo = [](const Gpu& g, const std::string& target, int* toSwitch) {
+  auto countTo = [](const Gpu& g, const PciAddress& target, int* toSwitch) {
     int direct = 0;
     for (const auto& e : g.nvlinks) {
       if (e.toSwitch) *toSwitch += e.count;
-      else if (e.target == target) direct += e.count;
+      else if (endsAt(e, target)) direct += e.count;
     }
     return direct;
   };
   int swA = 0, swB = 0;
-  int ab = countTo(ga, busB, &swA), ba = countTo(gb, busA, &swB);
+  int ab = countTo(ga, gb.address, &swA), ba = countTo(gb, ga.address, &swB);
   // Direct links are listed from both ends in NVML and NCCL dumps; take either side once.
   return std::max(ab, ba) + std::min(swA, swB);
 }

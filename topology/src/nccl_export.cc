@@ -32,15 +32,26 @@ struct Writer {
   const Topology& t;
   std::vector<int> netDev;       // NIC index → NCCL dev number (rail order first)
   std::vector<char> useful;      // node holds a GPU or NIC below it
+  std::vector<int> gpuAt;        // node → the GPU on it, -1 if none
+  std::vector<std::vector<int>> nicsAt;  // node → NIC ports attached to it
   std::ostringstream out;
 
-  void markUseful() {
+  /// Indexes the nodes once, so that writing stays linear in the topology's size.
+  void indexNodes() {
     useful.assign(t.nodes.size(), 0);
+    gpuAt.assign(t.nodes.size(), -1);
+    nicsAt.assign(t.nodes.size(), {});
     auto mark = [&](int n) {
       for (size_t steps = 0; n >= 0 && steps <= t.nodes.size(); ++steps) { useful[n] = 1; n = t.nodes[n].parent; }
     };
-    for (const Gpu& g : t.gpus) mark(g.node);
-    for (const Nic& n : t.nics) mark(n.node);
+    for (const Gpu& g : t.gpus) {
+      mark(g.node);
+      if (g.node >= 0) gpuAt[g.node] = g.index;  // the last, as a scan of all GPUs finds it
+    }
+    for (const Nic& n : t.nics) {
+      mark(n.node);
+      if (n.node >= 0) nicsAt[n.node].push_back(n.index);
+    }
   }
 
   void pciAttrs(const Node& n, const char* defaultClass) {
@@ -54,8 +65,8 @@ struct Writer {
 
   void nets(int node, const std::string& indent) {
     bool any = false;
-    for (const Nic& n : t.nics) {
-      if (n.node != node) continue;
+    for (int ni : nicsAt[node]) {
+      const Nic& n = t.nics[ni];
       if (!any) out << indent << "<nic>\n";
       any = true;
       out << indent << "  <net name=\"" << esc(n.name) << "\" dev=\"" << netDev[n.index] << "\"";
@@ -84,9 +95,7 @@ struct Writer {
       return;
     }
     if (n.kind != NodeKind::Device) return;
-    const Gpu* gpu = nullptr;
-    for (const Gpu& g : t.gpus)
-      if (g.node == idx) gpu = &g;
+    const Gpu* gpu = gpuAt[idx] >= 0 ? &t.gpus[gpuAt[idx]] : nullptr;
     out << indent << "<pci";
     pciAttrs(n, gpu ? "0x030200" : "0x020000");
     out << ">\n";
@@ -105,7 +114,7 @@ struct Writer {
 }  // namespace
 
 std::string renderNcclTopo(const Topology& t, const RailPlan& rails) {
-  Writer w{t, {}, {}, {}};
+  Writer w{t, {}, {}, {}, {}, {}};
   w.netDev.assign(t.nics.size(), -1);
   int dev = 0;
   for (const Rail& r : rails.rails)
@@ -113,7 +122,7 @@ std::string renderNcclTopo(const Topology& t, const RailPlan& rails) {
       if (w.netDev[n] < 0) w.netDev[n] = dev++;
   for (const Nic& n : t.nics)
     if (w.netDev[n.index] < 0) w.netDev[n.index] = dev++;
-  w.markUseful();
+  w.indexNodes();
   w.out << "<!-- Written by epx-topo from " << esc(t.sourceName) << ". NIC dev numbers follow epx rails:";
   for (const Rail& r : rails.rails) {
     w.out << " rail " << r.index << " = GPU";

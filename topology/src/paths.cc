@@ -1,41 +1,51 @@
 #include "epx/topology/paths.h"
 
 #include <cstring>
-#include <vector>
 
 namespace epx::topo {
 
 namespace {
-std::vector<int> chainToRoot(const Topology& t, int n) {
-  std::vector<int> chain;
-  // Bounded by the node count, so a corrupt parent loop cannot hang.
-  for (size_t steps = 0; n >= 0 && steps <= t.nodes.size(); ++steps) {
-    chain.push_back(n);
-    n = t.nodes[n].parent;
+
+/// Steps from `n` up to the root, or -1 when the parent chain leaves the node table or loops
+/// (a corrupt model must not hang). No allocation: the matrix printers call this per cell.
+int depthOf(const Topology& t, int n) {
+  int depth = 0;
+  for (size_t steps = 0; steps <= t.nodes.size(); ++steps) {
+    const int p = t.nodes[n].parent;
+    if (p < 0) return depth;
+    if (p >= static_cast<int>(t.nodes.size())) return -1;
+    n = p;
+    ++depth;
   }
-  return chain;
+  return -1;
 }
+
 }  // namespace
 
 PathType pathBetweenNodes(const Topology& t, int a, int b) {
   if (a < 0 || b < 0 || a >= (int)t.nodes.size() || b >= (int)t.nodes.size()) return PathType::UNKNOWN;
-  std::vector<int> ca = chainToRoot(t, a), cb = chainToRoot(t, b);
-  // Lowest common ancestor: first node of a's chain that is also in b's chain.
-  int lca = -1;
-  size_t ia = 0, ib = 0;
-  for (ia = 0; ia < ca.size() && lca < 0; ++ia)
-    for (ib = 0; ib < cb.size(); ++ib)
-      if (ca[ia] == cb[ib]) { lca = ca[ia]; break; }
-  if (lca < 0) return PathType::UNKNOWN;
-  switch (t.nodes[lca].kind) {
+  int da = depthOf(t, a), db = depthOf(t, b);
+  if (da < 0 || db < 0) return PathType::UNKNOWN;
+  // Climb to the lowest common ancestor, counting the switches strictly between the ends and it.
+  int switches = 0;
+  auto climb = [&](int& n, int end) {
+    if (n != end && t.nodes[n].kind == NodeKind::Switch) ++switches;
+    n = t.nodes[n].parent;
+  };
+  int x = a, y = b;
+  for (; da > db; --da) climb(x, a);
+  for (; db > da; --db) climb(y, b);
+  while (x != y) {
+    climb(x, a);
+    climb(y, b);
+  }
+  if (x < 0) return PathType::UNKNOWN;  // two roots: no common ancestor
+  switch (t.nodes[x].kind) {
     case NodeKind::Switch:
-    case NodeKind::Device: {
-      // Count switches strictly below the LCA on both sides, plus the LCA itself.
-      int switches = t.nodes[lca].kind == NodeKind::Switch ? 1 : 0;
-      for (int n : ca) { if (n == lca) break; if (n != a && t.nodes[n].kind == NodeKind::Switch) ++switches; }
-      for (int n : cb) { if (n == lca) break; if (n != b && t.nodes[n].kind == NodeKind::Switch) ++switches; }
+    case NodeKind::Device:
+      // The switches below the LCA on both sides, plus the LCA itself.
+      if (t.nodes[x].kind == NodeKind::Switch) ++switches;
       return switches <= 1 ? PathType::PIX : PathType::PXB;
-    }
     case NodeKind::HostBridge: return PathType::PHB;
     case NodeKind::Numa: return PathType::NODE;
     case NodeKind::Machine: return PathType::SYS;

@@ -22,6 +22,13 @@ inline constexpr int kMinSms = 4;
 inline constexpr int kMaxDirectQps = 9;             ///< 8 data + 1 notify (direct mode)
 inline constexpr int kMaxHybridQps = 129;           ///< largest allocation DeepEP V2 makes
 
+// Group shapes libepx accepts (host/include/epx/ep.h; the values are kMaxTopk, kMaxExperts and
+// kMaxRanks of device/include/epx/device/ep_args.h, which this CUDA-free library cannot include;
+// tests/core/test_sm_agreement.cc checks that they agree). epx-topo estimates only such shapes.
+inline constexpr int kEpMaxTopk = 32;      ///< ncclEpConfig_t::topk: 1 .. 32
+inline constexpr int kEpMaxExperts = 1024; ///< ncclEpConfig_t::numExperts: at most 1024
+inline constexpr int kEpMaxRanks = 1024;   ///< EP size (NVLink ranks × nodes): at most 1024
+
 struct EpxResourceEstimate {
   int sms = 0;            ///< SMs for one EP kernel (dispatch or combine)
   int qps = 0;            ///< RDMA QPs per peer connection; 0 without RDMA

@@ -25,4 +25,10 @@ Result<Topology> loadNcclXmlBuffer(const std::string& xml, const std::string& na
 /// Largest file either XML loader accepts (bytes); larger inputs are rejected, not truncated.
 inline constexpr size_t kMaxTopologyFileBytes = 64u << 20;
 
+/// Most GPUs plus RDMA NIC ports a loaded topology may have; larger ones fail with `overLimit` set.
+/// Real machines are far below it: NCCL reads at most 256 XML nodes per topology file
+/// (NCCL_TOPO_XML_MAX_NODES). At this size epx-topo prints everything, --json included, in under
+/// 2 s (docs/topology.md, "Limits"; tests/topology/test_scale.cc); its output grows with GPUs × devices.
+inline constexpr size_t kMaxTopologyDevices = 1024;
+
 }  // namespace epx::topo

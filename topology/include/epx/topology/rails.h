@@ -40,6 +40,8 @@ struct RailPlan {
   std::vector<std::string> excluded;  ///< NICs left out and why ("mlx5_8: slower than …")
 };
 
+/// At most kMaxTopologyDevices GPUs + NIC ports (load.h), as the loaders guarantee; a larger
+/// hand-built topology gets policy "none" and an `excluded` line saying why.
 RailPlan assignRails(const Topology& t);
 
 }  // namespace epx::topo

@@ -10,9 +10,12 @@ template <class T>
 struct Result {
   T value{};
   std::string error;
+  /// The input is well-formed but beyond a documented size limit (e.g. kMaxTopologyDevices).
+  bool overLimit = false;
 
   bool ok() const { return error.empty(); }
   static Result fail(std::string msg) { Result r; r.error = std::move(msg); return r; }
+  static Result failOverLimit(std::string msg) { Result r = fail(std::move(msg)); r.overLimit = true; return r; }
   static Result of(T v) { Result r; r.value = std::move(v); return r; }
 };
 
