@@ -56,7 +56,7 @@ __device__ __forceinline__ size_t wireRowBytes(const CombineArgs& a) { return si
 enum class SendRows { kGin, kLsa };
 
 // Send phase over this CTA's rows [share.begin, share.end) of `which`. WireRow: what travels.
-template <class WireRow>
+template <class WireRow, bool kExpanded>
 __device__ void sendBack(const CombineArgs& a, const Transport& tr, SendRows which, Share share, int lane,
                          const int4* (&srcs)[kWarps][kMaxTopk]) {
   const Common& c = a.c;
@@ -73,6 +73,7 @@ __device__ void sendBack(const CombineArgs& a, const Transport& tr, SendRows whi
     const bool lsa = tr.lsa(rr.src);
     if (lsa != (which == SendRows::kLsa)) continue;
     if (lsa && a.pull) continue;  // the source reads this row in place
+    if (kExpanded && rr.src == c.rank) continue;  // folded into this rank's reduction (reduceRange)
     char* dst;
     float* dstW;
     if (lsa) {
@@ -83,7 +84,7 @@ __device__ void sendBack(const CombineArgs& a, const Transport& tr, SendRows whi
       dst = xInWindow ? nullptr : local + c.wl.combineX + size_t(i) * wire;
       dstW = wInWindow ? nullptr : reinterpret_cast<float*>(local + c.wl.combineStageW) + size_t(i) * K;
     }
-    if (!r.expanded) {
+    if constexpr (!kExpanded) {
       if (dst) warpCopy16<false>(dst, reinterpret_cast<const char*>(a.x + size_t(i) * H), H * 2, lane);
       if (a.topkWeights && dstW && lane < K) dstW[lane] = a.topkWeights[size_t(i) * K + lane];
       continue;
@@ -92,9 +93,9 @@ __device__ void sendBack(const CombineArgs& a, const Transport& tr, SendRows whi
     const uint32_t valid = __ballot_sync(0xffffffffu, row >= 0);
     if (a.topkWeights && dstW && lane < K) dstW[lane] = row >= 0 ? a.topkWeights[row] : 0.f;
     if (row >= 0) srcs[warp][__popc(valid & lanesBelow)] = reinterpret_cast<const int4*>(a.x + size_t(row) * H);
+    padRowList(srcs[warp], __popc(valid), lane);
     __syncwarp();
-    warpSumRows<Bf16Row, WireRow, false>(reinterpret_cast<int4*>(dst), srcs[warp], __popc(valid), nullptr, nullptr,
-                                         H / 8, lane);
+    warpSumBf16Rows<WireRow>(reinterpret_cast<int4*>(dst), srcs[warp], __popc(valid), H / 8, lane);
     __syncwarp();
   }
 }
@@ -140,18 +141,29 @@ struct ReturnedBefore {
   }
 };
 
+// Groups per lane and row of the reduction's tiles: pull reads one row per destination rank from
+// NVLink peers (deep per row); the expanded layout's own partial sum loads 8 rows per batch
+// (kRowBatch), so its tiles are narrower (FP32 wire rows take twice the registers).
+template <bool kPull, class WireRow, bool kExpanded>
+constexpr int kReduceUnroll = kPull ? 8 : !kExpanded ? 4 : WireRow::kVecsPer8 == 1 ? 2 : 1;
+
 // Reduce per source token. Lane k whose slot is the first with its destination rank d holds the
 // row d returned: in d's combineX (pull from an NVLink peer) or in this rank's combineRecv[d].
-template <bool kPull, class WireRow>
+//
+// Expanded layout: this rank's own share of a token (its local experts' rows) is not staged by
+// sendBack; the warp sums those expert rows itself (a PartialSum, rounded as the wire would) at
+// this rank's place in the destination order.
+template <bool kPull, class WireRow, bool kExpanded>
 __device__ void reduceRange(const CombineArgs& a, const Transport& tr, Share tokens, int globalWarp, int numWarps,
-                            int lane, const int4* (&srcRows)[kWarps][kMaxTopk]) {
+                            int lane, const int4* (&srcRows)[kWarps][kMaxTopk], const int4* (&ownRows)[kWarps][kMaxTopk]) {
   const Common& c = a.c;
   const Route& r = a.r;
   const int R = c.nRanks, K = c.topk, H = c.hidden, Le = c.localExperts, warp = threadIdx.x >> 5;
   const size_t wire = wireRowBytes(a);
+  const uint32_t lanesBelow = (1u << lane) - 1u;
   char* local = tr.localBase();
   for (int t = tokens.begin + globalWarp; t < tokens.end; t += numWarps) {
-    int e = -1, dest = -1;
+    int e = -1, dest = -1, ownRecvRow = -1;
     const int4* row = nullptr;
     const float* w = nullptr;
     if (lane < K) {
@@ -160,7 +172,9 @@ __device__ void reduceRange(const CombineArgs& a, const Transport& tr, Share tok
       if (slot >= 0) {
         dest = destOf(e, Le);
         const int gslot = r.chunkRankBase[chunkOf(t) * R + dest] + slot;
-        if (kPull && tr.lsa(dest)) {
+        if (kExpanded && dest == c.rank) {
+          ownRecvRow = r.recvBase[c.rank] + gslot;  // this rank's received row of token t
+        } else if (kPull && tr.lsa(dest)) {
           char* peer = tr.lsaBase(dest);
           const size_t at = size_t(r.sendBase[dest]) + gslot;
           row = reinterpret_cast<const int4*>(peer + c.wl.combineX + at * H * 2);
@@ -173,8 +187,9 @@ __device__ void reduceRange(const CombineArgs& a, const Transport& tr, Share tok
       }
     }
     const uint32_t dests = __ballot_sync(0xffffffffu, dest >= 0);
+    const uint32_t ownLane = __ballot_sync(0xffffffffu, ownRecvRow >= 0);
     // Rank of this destination among the token's destinations, so the sum runs in rank order.
-    int order = 0;
+    int order = 0, ownAt = 0;
     const float* myW = nullptr;
     const int myDest = destOf(e, Le);
     for (uint32_t m = dests; m; m &= m - 1) {
@@ -182,25 +197,43 @@ __device__ void reduceRange(const CombineArgs& a, const Transport& tr, Share tok
       const int dj = __shfl_sync(0xffffffffu, dest, j);
       const float* wj = reinterpret_cast<const float*>(__shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(w), j));
       if (dj < dest) ++order;
+      if (dj < c.rank) ++ownAt;
       if (dj == myDest) myW = wj;
     }
-    if (dest >= 0) srcRows[warp][order] = row;
+    // This rank's own expert rows of the token (lane k: slot k's expanded row, in slot order).
+    PartialSum own;
+    int ownRow = -1;
+    if (kExpanded && ownLane) {
+      const int i = __shfl_sync(0xffffffffu, ownRecvRow, __ffs(ownLane) - 1);
+      ownRow = lane < K ? r.recvExpRows[size_t(i) * K + lane] : -1;
+      const uint32_t valid = __ballot_sync(0xffffffffu, ownRow >= 0);
+      if (ownRow >= 0) ownRows[warp][__popc(valid & lanesBelow)] = reinterpret_cast<const int4*>(a.x + size_t(ownRow) * H);
+      padRowList(ownRows[warp], __popc(valid), lane);
+      own = PartialSum{ownRows[warp], __popc(valid), ownAt};
+    }
+    if (dest >= 0 && ownRecvRow < 0) srcRows[warp][order - (ownLane && dest > c.rank ? 1 : 0)] = row;
     __syncwarp();
-    warpSumRows<WireRow, Bf16Row, true, kPull ? 8 : 4>(
-        reinterpret_cast<int4*>(a.out + size_t(t) * H), srcRows[warp], __popc(dests),
+    warpSumRows<WireRow, Bf16Row, true, kReduceUnroll<kPull, WireRow, kExpanded>>(
+        reinterpret_cast<int4*>(a.out + size_t(t) * H), srcRows[warp], __popc(dests) - (ownLane ? 1 : 0),
         a.bias0 ? reinterpret_cast<const int4*>(a.bias0 + size_t(t) * H) : nullptr,
-        a.bias1 ? reinterpret_cast<const int4*>(a.bias1 + size_t(t) * H) : nullptr, H / 8, lane);
-    if (a.combinedTopkWeights && lane < K)
-      a.combinedTopkWeights[size_t(t) * K + lane] = e >= 0 ? ((const volatile float*)myW)[lane] : 0.f;
+        a.bias1 ? reinterpret_cast<const int4*>(a.bias1 + size_t(t) * H) : nullptr, H / 8, lane, own);
+    if (a.combinedTopkWeights && lane < K) {
+      float cw = 0.f;
+      if (kExpanded && e >= 0 && myDest == c.rank)
+        cw = ownRow >= 0 && a.topkWeights ? a.topkWeights[ownRow] : 0.f;
+      else if (e >= 0)
+        cw = ((const volatile float*)myW)[lane];
+      a.combinedTopkWeights[size_t(t) * K + lane] = cw;
+    }
     __syncwarp();
   }
 }
 
 // With network peers the tokens go in layout chunks, each after its rows from every network
 // destination arrived (the rest is still on the wire).
-template <bool kPull, class WireRow>
+template <bool kPull, class WireRow, bool kExpanded>
 __device__ void reduceTokens(const CombineArgs& a, const Transport& tr, OpSession& ses, int globalWarp, int numWarps,
-                             int lane, const int4* (&srcRows)[kWarps][kMaxTopk]) {
+                             int lane, const int4* (&srcRows)[kWarps][kMaxTopk], const int4* (&ownRows)[kWarps][kMaxTopk]) {
   const Common& c = a.c;
   const Route& r = a.r;
   const int T = r.totals->numTokens;
@@ -209,15 +242,18 @@ __device__ void reduceTokens(const CombineArgs& a, const Transport& tr, OpSessio
     const int t1 = t0 + step < T ? t0 + step : T;
     if (tr.hasGin()) ses.waitGinPrefix(tr, kOpCombine, kPhaseCombineData, ReturnedBefore{r, c.nRanks, t1});
     if (ses.abort) return;
-    reduceRange<kPull, WireRow>(a, tr, Share{t0, t1}, globalWarp, numWarps, lane, srcRows);
+    reduceRange<kPull, WireRow, kExpanded>(a, tr, Share{t0, t1}, globalWarp, numWarps, lane, srcRows, ownRows);
   }
 }
 
-// WireRow: BF16 (pull or push), or FP32 partial sums (push, exact combine).
-template <class WireRow>
+// WireRow: BF16 (pull or push), or FP32 partial sums (push, exact combine, expanded layout only).
+// kExpanded: the expanded layout (push only) or the deduplicated one (pull or push): separate
+// kernels, so neither carries the other's registers.
+template <class WireRow, bool kExpanded>
 __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_constant__ CombineArgs a) {
   __shared__ OpSession ses;
   __shared__ const int4* rows[kWarps][kMaxTopk];
+  __shared__ const int4* ownRows[kWarps][kMaxTopk];
   const Common& c = a.c;
   const Route& r = a.r;
   Transport tr(c);
@@ -238,19 +274,23 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_consta
       const Share round = shareOf(ginRows, rounds, j);
       const Share mine = shareOf(round.end - round.begin, gridDim.x, blockIdx.x);
       if (!ses.abort)
-        sendBack<WireRow>(a, tr, SendRows::kGin, Share{round.begin + mine.begin, round.begin + mine.end}, lane, rows);
+        sendBack<WireRow, kExpanded>(a, tr, SendRows::kGin, Share{round.begin + mine.begin, round.begin + mine.end}, lane, rows);
       if (ses.lastToStage(tr, kOpCombine, j) && !ses.abort) putRound(a, tr, ses, round);
     }
   }
-  if (!a.pull && !ses.abort) sendBack<WireRow>(a, tr, SendRows::kLsa, shareOf(r.totals->recvRows, gridDim.x, blockIdx.x), lane, rows);
-  if (a.pull) {
-    if (!ses.abort) reduceTokens<true, Bf16Row>(a, tr, ses, globalWarp, numWarps, lane, rows);
+  const bool pull = !kExpanded && a.pull;
+  if (!pull && !ses.abort)
+    sendBack<WireRow, kExpanded>(a, tr, SendRows::kLsa, shareOf(r.totals->recvRows, gridDim.x, blockIdx.x), lane, rows);
+  if (pull) {
+    if constexpr (!kExpanded) {
+      if (!ses.abort) reduceTokens<true, Bf16Row, false>(a, tr, ses, globalWarp, numWarps, lane, rows, ownRows);
+    }
     ses.arriveLsa(tr, kOpCombine);  // "done reading your combineX"
     ses.waitArrivals(tr, kOpCombine, kPhaseCombineData, true, false, ginRows);
   } else {
     ses.arriveLsa(tr, kOpCombine);
     ses.waitArrivals(tr, kOpCombine, kPhaseCombineData, true, false, ginRows);
-    if (!ses.abort) reduceTokens<false, WireRow>(a, tr, ses, globalWarp, numWarps, lane, rows);
+    if (!ses.abort) reduceTokens<false, WireRow, kExpanded>(a, tr, ses, globalWarp, numWarps, lane, rows, ownRows);
   }
   if (gin) tr.completeGin();  // combineX / weights are the caller's again
   ses.end(tr, kOpCombine, ginRows);
@@ -260,17 +300,20 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_consta
 
 cudaError_t launchCombine(const CombineArgs& args, int nCtas, cudaStream_t stream) {
   if (args.fp32)
-    combineKernel<Fp32Row><<<nCtas, kThreads, 0, stream>>>(args);
+    combineKernel<Fp32Row, true><<<nCtas, kThreads, 0, stream>>>(args);
+  else if (args.r.expanded)
+    combineKernel<Bf16Row, true><<<nCtas, kThreads, 0, stream>>>(args);
   else
-    combineKernel<Bf16Row><<<nCtas, kThreads, 0, stream>>>(args);
+    combineKernel<Bf16Row, false><<<nCtas, kThreads, 0, stream>>>(args);
   return cudaGetLastError();
 }
 
 cudaError_t combineMaxCtasPerSm(int* ctas) {
-  int a = 0, b = 0;
-  cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&a, combineKernel<Bf16Row>, kThreads, 0);
-  if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, combineKernel<Fp32Row>, kThreads, 0);
-  *ctas = a < b ? a : b;
+  int a = 0, b = 0, d = 0;
+  cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&a, combineKernel<Bf16Row, true>, kThreads, 0);
+  if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, combineKernel<Fp32Row, true>, kThreads, 0);
+  if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&d, combineKernel<Bf16Row, false>, kThreads, 0);
+  *ctas = a < b ? (a < d ? a : d) : (b < d ? b : d);
   return e;
 }
 

@@ -11,6 +11,7 @@
 // staged (stageBase) and where received rows land.
 #include <nccl_device.h>
 
+#include "epx/device/copy.cuh"
 #include "epx/device/ep_args.h"
 #include "epx/device/launch.h"
 #include "epx/device/transport.cuh"
@@ -32,6 +33,47 @@ __device__ __forceinline__ int earlierWarps(const uint32_t* mask, int stride, in
   return n;
 }
 
+// Column `col` of a [rows, stride] array of per-chunk counts becomes its exclusive prefix over the
+// rows (the chunk bases); returns the column's total. Loads go out a batch at a time, not one
+// round trip per chunk.
+__device__ __forceinline__ int exclusiveScanColumn(int32_t* a, int stride, int col, int rows) {
+  constexpr int kBatch = 8;
+  int run = 0;
+  for (int r0 = 0; r0 < rows; r0 += kBatch) {
+    int v[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) v[b] = r0 + b < rows ? a[size_t(r0 + b) * stride + col] : 0;
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b)
+      if (r0 + b < rows) {
+        a[size_t(r0 + b) * stride + col] = run;
+        run += v[b];
+      }
+  }
+  return run;
+}
+
+// One warp: x[0..n) (shared memory) becomes the exclusive prefix of size(x[i]); returns the total
+// (every lane). Lane l scans a contiguous slice, then the slices' sums are scanned across lanes.
+template <class Size>
+__device__ __forceinline__ int warpExclusiveScan(int* x, int n, int lane, Size size) {
+  const int per = (n + kWarp - 1) / kWarp, lo = lane * per, hi = lo + per < n ? lo + per : n;
+  int sum = 0;
+  for (int i = lo; i < hi; ++i) sum += size(x[i]);
+  int incl = sum;
+  for (int o = 1; o < kWarp; o <<= 1) {
+    const int y = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += y;
+  }
+  int run = incl - sum;
+  for (int i = lo; i < hi; ++i) {
+    const int n1 = size(x[i]);
+    x[i] = run;
+    run += n1;
+  }
+  return __shfl_sync(0xffffffffu, incl, kWarp - 1);
+}
+
 // Chunk pass: validation, chunk-local positions and slots, chunk totals (inputs of chunk bases).
 __device__ void chunkPass(const LayoutArgs& a, uint32_t* expertMask, uint32_t* expertBase, uint32_t* rankMask,
                           int* badKey) {
@@ -45,9 +87,19 @@ __device__ void chunkPass(const LayoutArgs& a, uint32_t* expertMask, uint32_t* e
   __syncthreads();
   const int t = blockIdx.x * kLayoutChunk + tid;
   const bool valid = t < a.numTokens;
+  // The token's validated ids stay in registers (every index below is a compile-time one): the
+  // slot pass reads them K + K(K-1)/2 times.
+  int ids[kMaxTopk];
+#pragma unroll
+  for (int k = 0; k < kMaxTopk; ++k) ids[k] = -1;
   if (valid) {
-    for (int k = 0; k < K; ++k) {
-      long long e = loadId(a, t * K + k);
+    long long raw[kMaxTopk];
+#pragma unroll
+    for (int k = 0; k < kMaxTopk; ++k) raw[k] = k < K ? loadId(a, t * K + k) : -1;  // all loads in flight
+#pragma unroll
+    for (int k = 0; k < kMaxTopk; ++k) {
+      if (k >= K) break;
+      long long e = raw[k];
       bool bad = e < -1 || e >= E;
       // A repeated id finds its own lane bit already set by the earlier slot.
       if (!bad && e >= 0) bad = (atomicOr(&expertMask[warp * E + e], 1u << lane) >> lane) & 1u;
@@ -55,16 +107,20 @@ __device__ void chunkPass(const LayoutArgs& a, uint32_t* expertMask, uint32_t* e
         atomicMin(badKey, t * kMaxTopk + k);
         e = -1;
       }
+      ids[k] = int(e);
       r.tokExpert[t * K + k] = int(e);
     }
   }
+  for (int i = tid; i < kWarps * R; i += kLayoutChunk) rankMask[i] = 0;
   __syncthreads();
-  // Destination masks: a token goes to rank d when any of d's experts has its lane bit.
-  for (int i = tid; i < kWarps * R; i += kLayoutChunk) {
-    const int w = i / R, d = i % R;
+  // Destination masks: a token goes to rank d when any of d's experts has its lane bit. Every
+  // thread ORs a slice of one (warp, rank) pair's experts.
+  const int slices = R * kWarps >= kLayoutChunk ? 1 : kLayoutChunk / (R * kWarps);
+  for (int i = tid; i < kWarps * R * slices; i += kLayoutChunk) {
+    const int pair = i / slices, slice = i % slices, w = pair / R, d = pair % R;
     uint32_t m = 0;
-    for (int le = 0; le < Le; ++le) m |= expertMask[w * E + d * Le + le];
-    rankMask[w * R + d] = m;
+    for (int le = slice; le < Le; le += slices) m |= expertMask[w * E + d * Le + le];
+    if (m) atomicOr(&rankMask[w * R + d], m);
   }
   int* chunkExpert = r.chunkExpertBase + blockIdx.x * E;  // chunk totals for now
   for (int e = tid; e < E; e += kLayoutChunk) {
@@ -78,11 +134,15 @@ __device__ void chunkPass(const LayoutArgs& a, uint32_t* expertMask, uint32_t* e
   __syncthreads();
   for (int d = tid; d < R; d += kLayoutChunk) r.chunkRankBase[blockIdx.x * R + d] = earlierWarps(rankMask, R, kWarps, d);
   if (!valid) return;
-  for (int k = 0; k < K; ++k) {
-    const int e = r.tokExpert[t * K + k];
+#pragma unroll
+  for (int k = 0; k < kMaxTopk; ++k) {
+    if (k >= K) break;
+    const int e = ids[k];
     const int d = destOf(e, Le);
     bool first = e >= 0;
-    for (int j = 0; j < k && first; ++j) first = destOf(r.tokExpert[t * K + j], Le) != d;
+#pragma unroll
+    for (int j = 0; j < kMaxTopk; ++j)
+      if (j < k) first = first && destOf(ids[j], Le) != d;
     r.tokSlot[t * K + k] = first ? __popc(rankMask[warp * R + d] & lanesBelow) + earlierWarps(rankMask, R, warp, d) : -1;
     r.tokExpertPos[t * K + k] =
         e >= 0 ? int(expertBase[warp * E + e] + __popc(expertMask[warp * E + e] & lanesBelow)) : -1;
@@ -106,24 +166,10 @@ __device__ void finalize(const LayoutArgs& a, int* smem, int badKeyValue) {
     seqS = *reinterpret_cast<volatile uint32_t*>(&c.state->layoutSeq) + 1;
     abortS = 0;
   }
-  for (int e = tid; e < E; e += kLayoutChunk) {
-    int run = 0;
-    for (int ch = 0; ch < chunks; ++ch) {
-      const int n = r.chunkExpertBase[ch * E + e];
-      r.chunkExpertBase[ch * E + e] = run;
-      run += n;
-    }
-    expertTotal[e] = run;
-  }
+  for (int e = tid; e < E; e += kLayoutChunk) expertTotal[e] = exclusiveScanColumn(r.chunkExpertBase, E, e, chunks);
   for (int d = tid; d < R; d += kLayoutChunk) {
-    int run = 0;
-    for (int ch = 0; ch < chunks; ++ch) {
-      const int n = r.chunkRankBase[ch * R + d];
-      r.chunkRankBase[ch * R + d] = run;
-      run += n;
-    }
-    rankTotal[d] = run;
-    r.sendCount[d] = run;
+    rankTotal[d] = exclusiveScanColumn(r.chunkRankBase, R, d, chunks);
+    r.sendCount[d] = rankTotal[d];
   }
   __syncthreads();
   const uint32_t seq = seqS;
@@ -183,16 +229,17 @@ __device__ void finalize(const LayoutArgs& a, int* smem, int badKeyValue) {
     }
     r.recvBase[R] = base;
     r.recvGinBase[R] = ginBase;
-    int start = 0;
-    for (int le = 0; le < Le; ++le) {  // shared-memory prefix: a few cycles per expert
-      const int n = count[le];
-      count[le] = start;
-      start += r.expanded ? (n + r.alignment - 1) / r.alignment * r.alignment : n;
-    }
-    count[Le] = start;
     r.totals->recvRows = base;
-    r.totals->outRows = r.expanded ? start : base;
     r.totals->numTokens = a.numTokens;
+  }
+  // Segment starts of the local experts (expanded: aligned sizes): one warp scans count[].
+  if (tid < kWarp) {
+    const int A = r.expanded ? r.alignment : 1;
+    const int start = warpExclusiveScan(count, Le, tid, [A](int n) { return (n + A - 1) / A * A; });
+    if (tid == 0) {
+      count[Le] = start;
+      r.totals->outRows = r.expanded ? start : r.totals->recvRows;
+    }
   }
   __syncthreads();
   for (int le = tid; le <= Le; le += kLayoutChunk) r.expertStart[le] = count[le];

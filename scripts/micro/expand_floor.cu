@@ -160,7 +160,7 @@ __device__ __forceinline__ int4 ldNcNv(const int4* p) {
 }
 // Runtime row count n (= K here, passed at run time), rows from shared memory, load flavour L.
 template <int U, int L>
-__global__ void sumRt(const char* __restrict__ ex, char* out, const int* __restrict__ rows, int n) {
+__global__ void __launch_bounds__(512) sumRt(const char* __restrict__ ex, char* out, const int* __restrict__ rows, int n) {
   __shared__ const int4* srcs[16][K];
   const int lane = threadIdx.x & 31, warps = blockDim.x / 32, warp = threadIdx.x / 32;
   for (int t = blockIdx.x * warps + warp; t < T; t += gridDim.x * warps) {
@@ -184,6 +184,39 @@ __global__ void sumRt(const char* __restrict__ ex, char* out, const int* __restr
           for (int u = 0; u < U; ++u)
             if (j0 + j < n && i + u * 32 < kVecs) addBf16x8(acc[u], v[j][u]);
       }
+#pragma unroll
+      for (int u = 0; u < U; ++u) if (i + u * 32 < kVecs) stNa(reinterpret_cast<int4*>(out + size_t(t) * kRowBytes) + i + u * 32, pack(acc[u]));
+    }
+    __syncwarp();
+  }
+}
+
+// (a) runtime n, pointers in registers; (b) M compile-time rows, pointers from shared memory.
+template <int U, int M, bool kShared>
+__global__ void __launch_bounds__(512) sumV(const char* __restrict__ ex, char* out, const int* __restrict__ rows, int n) {
+  __shared__ const int4* srcs[16][K];
+  const int lane = threadIdx.x & 31, warps = blockDim.x / 32, warp = threadIdx.x / 32;
+  for (int t = blockIdx.x * warps + warp; t < T; t += gridDim.x * warps) {
+    const int myRow = lane < n ? rows[t * K + lane] : 0;
+    if (lane < n) srcs[warp][lane] = reinterpret_cast<const int4*>(ex + size_t(myRow) * kRowBytes);
+    __syncwarp();
+    const int4* reg[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) reg[j] = reinterpret_cast<const int4*>(ex + size_t(__shfl_sync(0xffffffffu, myRow, j)) * kRowBytes);
+    const int nn = M > 0 ? M : n;
+    for (int i = lane; i < kVecs; i += U * 32) {
+      float acc[U][8] = {};
+      int4 v[8][U];
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          if (j < nn && i + u * 32 < kVecs) v[j][u] = ldNc((kShared ? srcs[warp][j] : reg[j]) + i + u * 32);
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          if (j < nn && i + u * 32 < kVecs) addBf16x8(acc[u], v[j][u]);
 #pragma unroll
       for (int u = 0; u < U; ++u) if (i + u * 32 < kVecs) stNa(reinterpret_cast<int4*>(out + size_t(t) * kRowBytes) + i + u * 32, pack(acc[u]));
     }
@@ -236,6 +269,9 @@ int main() {
                 timeIt([&] { sumRt<2, 2><<<C, 512>>>(out, x, dDst, K); }), timeIt([&] { sumRt<4, 1><<<C, 512>>>(out, x, dDst, K); }),
                 timeIt([&] { sumRt<1, 1><<<C, 512>>>(out, x, dDst, K); }));
   }
+  std::printf("C= 24 variants: rtN-reg %.1f  ct8-shared %.1f  ct8-reg %.1f  rtN-shared %.1f\n",
+              timeIt([&] { sumV<2, 0, false><<<24, 512>>>(out, x, dDst, K); }), timeIt([&] { sumV<2, 8, true><<<24, 512>>>(out, x, dDst, K); }),
+              timeIt([&] { sumV<2, 8, false><<<24, 512>>>(out, x, dDst, K); }), timeIt([&] { sumV<2, 0, true><<<24, 512>>>(out, x, dDst, K); }));
   return 0;
   for (int C : {24, 16, 44, 132}) {
     std::printf("C=%3d expand: warpU4x512 %.1f  warpU8x512 %.1f  warpU4x1024 %.1f  warpU2x1024 %.1f  cta512 %.1f  cta1024 %.1f",

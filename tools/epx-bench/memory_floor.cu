@@ -49,69 +49,84 @@ __device__ __forceinline__ void addBf16x8(float* acc, const int4& v) {
   }
 }
 
-// One tile of a row sum: kUnroll vectors of up to kRows rows are loaded before they are added;
-// kRows * kUnroll = kSumRows * kSumUnroll vectors per lane in flight whatever the fan-out.
-template <int kUnroll, int kRows>
-__device__ __forceinline__ void sumTile(const int4* const* rows, int n, int4* dst, int i, int vecs) {
-  float acc[kUnroll][8] = {};
-  for (int o0 = 0; o0 < n; o0 += kRows) {
-    int4 v[kRows][kUnroll];
-#pragma unroll
-    for (int r = 0; r < kRows; ++r)
+// Zeros that pad a row list to a whole batch (adding +0 to an FP32 sum that started at +0 changes
+// nothing), so the batch's loads need no per-row predicate (measured: about 10 % faster).
+constexpr int kMaxRowVecs = 65536 * 2 / 16;
+__device__ int4 gZeros[kMaxRowVecs];
+
+// Deduplicated layout (one row per received row): the sum is the row itself (BF16 -> FP32 ->
+// BF16 is exact): a copy, as many vectors per lane in flight as a batch of a sum.
+__global__ void __launch_bounds__(kThreads) copyRows(const int4* __restrict__ ex, int4* dst,
+                                                     const int* __restrict__ first,
+                                                     const int* __restrict__ outRows, int rows, int vecs) {
+  constexpr int kUnroll = kSumRows * kSumUnroll;
+  const int lane = threadIdx.x % kWarp, warps = blockDim.x / kWarp;
+  for (int j = blockIdx.x * warps + threadIdx.x / kWarp; j < rows; j += gridDim.x * warps) {
+    const int4* src = ex + size_t(outRows[first[j]]) * vecs;
+    int4* d = dst + size_t(j) * vecs;
+    for (int i = lane; i < vecs; i += kUnroll * kWarp) {
+      int4 v[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
-        if (o0 + r < n && i + u * kWarp < vecs) v[r][u] = rows[o0 + r][i + u * kWarp];
-#pragma unroll
-    for (int r = 0; r < kRows; ++r)
+        if (i + u * kWarp < vecs) v[u] = src[i + u * kWarp];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
-        if (o0 + r < n && i + u * kWarp < vecs) addBf16x8(acc[u], v[r][u]);
-  }
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    if (i + u * kWarp >= vecs) continue;
-    int4 out;
-    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&out);
-#pragma unroll
-    for (int q = 0; q < 4; ++q) h[q] = __floats2bfloat162_rn(acc[u][2 * q], acc[u][2 * q + 1]);
-    dst[i + u * kWarp] = out;
+        if (i + u * kWarp < vecs) d[i + u * kWarp] = v[u];
+    }
   }
 }
 
-template <int kRows, int kUnroll>
-__device__ __forceinline__ void sumRow(const int4* const* rows, int n, int4* dst, int lane, int vecs) {
-  for (int i = lane; i < vecs; i += kUnroll * kWarp) sumTile<kUnroll, kRows>(rows, n, dst, i, vecs);
-}
-
-// One row: the sum is the row itself (BF16 -> FP32 -> BF16 is exact): a copy, vectors in flight
-// as for a sum of kSumRows rows.
-__device__ __forceinline__ void copyRow(const int4* src, int4* dst, int lane, int vecs) {
-  constexpr int kUnroll = kSumRows * kSumUnroll / 2;
-  for (int i = lane; i < vecs; i += kUnroll * kWarp) {
-    int4 v[kUnroll];
+// acc += one batch of kSumRows rows at tile i, every load issued before the first add.
+__device__ __forceinline__ void addBatch(float (&acc)[kSumUnroll][8], const int4* const (&src)[kSumRows], int i, int vecs) {
+  int4 v[kSumRows][kSumUnroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      if (i + u * kWarp < vecs) v[u] = src[i + u * kWarp];
+  for (int r = 0; r < kSumRows; ++r)
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      if (i + u * kWarp < vecs) dst[i + u * kWarp] = v[u];
-  }
+    for (int u = 0; u < kSumUnroll; ++u)
+      if (i + u * kWarp < vecs) v[r][u] = src[r][i + u * kWarp];
+#pragma unroll
+  for (int r = 0; r < kSumRows; ++r)
+#pragma unroll
+    for (int u = 0; u < kSumUnroll; ++u)
+      if (i + u * kWarp < vecs) addBf16x8(acc[u], v[r][u]);
 }
 
 __global__ void __launch_bounds__(kThreads) sumRows(const int4* __restrict__ ex, int4* dst,
                                                     const int* __restrict__ first,
                                                     const int* __restrict__ outRows, int rows, int vecs) {
-  __shared__ const int4* rowPtr[kThreads / kWarp][kMaxFanout];
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
-  for (int j = blockIdx.x * warps + warp; j < rows; j += gridDim.x * warps) {
+  const int lane = threadIdx.x % kWarp, warps = blockDim.x / kWarp;
+  for (int j = blockIdx.x * warps + threadIdx.x / kWarp; j < rows; j += gridDim.x * warps) {
     const int b = first[j], n = min(first[j + 1] - b, kMaxFanout);
-    if (lane < n) rowPtr[warp][lane] = ex + size_t(outRows[b + lane]) * vecs;
-    __syncwarp();
+    const int myRow = lane < n ? outRows[b + lane] : 0;
     int4* d = dst + size_t(j) * vecs;
-    // One row (the deduplicated layout): a copy, 8 vectors per lane in flight.
-    if (n == 1) copyRow(rowPtr[warp][0], d, lane, vecs);
-    else sumRow<kSumRows, kSumUnroll>(rowPtr[warp], n, d, lane, vecs);
-    __syncwarp();
+    // Row pointers of a batch, the first one computed once per received row (in registers).
+    auto batch = [&](int o0, const int4* (&src)[kSumRows]) {
+#pragma unroll
+      for (int r = 0; r < kSumRows; ++r) {
+        const int row = __shfl_sync(0xffffffffu, myRow, (o0 + r) % kWarp);
+        src[r] = o0 + r < n ? ex + size_t(row) * vecs : gZeros;
+      }
+    };
+    const int4* head[kSumRows];
+    batch(0, head);
+    for (int i = lane; i < vecs; i += kSumUnroll * kWarp) {
+      float acc[kSumUnroll][8] = {};
+      addBatch(acc, head, i, vecs);
+      for (int o0 = kSumRows; o0 < n; o0 += kSumRows) {
+        const int4* src[kSumRows];
+        batch(o0, src);
+        addBatch(acc, src, i, vecs);
+      }
+#pragma unroll
+      for (int u = 0; u < kSumUnroll; ++u) {
+        if (i + u * kWarp >= vecs) continue;
+        int4 out;
+        __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&out);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) h[q] = __floats2bfloat162_rn(acc[u][2 * q], acc[u][2 * q + 1]);
+        d[i + u * kWarp] = out;
+      }
+    }
   }
 }
 
@@ -156,7 +171,10 @@ MemFloorTimes runMemFloor(const epx::testing::RankContext& ctx, const MemFloorWo
     expandRows<<<ctas, kThreads, 0, st>>>(src.as<int4>(), ex.as<int4>(), first.as<int>(), outRows.as<int>(), int(rows), vecs);
   });
   ft.combineSmUs = medianUs(st, iters, [&] {
-    sumRows<<<ctas, kThreads, 0, st>>>(ex.as<int4>(), src.as<int4>(), first.as<int>(), outRows.as<int>(), int(rows), vecs);
+    if (w.expanded)
+      sumRows<<<ctas, kThreads, 0, st>>>(ex.as<int4>(), src.as<int4>(), first.as<int>(), outRows.as<int>(), int(rows), vecs);
+    else
+      copyRows<<<ctas, kThreads, 0, st>>>(ex.as<int4>(), src.as<int4>(), first.as<int>(), outRows.as<int>(), int(rows), vecs);
   });
   return ft;
 }

@@ -21,6 +21,7 @@ namespace epxbench {
 // output rows outRows[first[j] .. first[j + 1]).
 struct MemFloorWork {
   int rowBytes = 0;                 // BF16 row
+  bool expanded = false;            // else one output row per received row
   std::vector<int32_t> first;       // [received rows + 1]
   std::vector<int32_t> outRows;     // [output rows] (expanded: positions grouped by local expert)
   int64_t receivedRows() const { return first.empty() ? 0 : int64_t(first.size()) - 1; }

@@ -8,6 +8,7 @@ MemFloorWork memFloorWork(const BenchShape& s, const std::vector<epx::ref::RankR
   const int Le = s.expertsPerRank(), K = s.topk, lo = rank * Le;
   MemFloorWork w;
   w.rowBytes = s.hidden * 2;
+  w.expanded = expanded;
   // Local experts of each received row, in the order rows arrive (source rank, then token).
   std::vector<std::vector<int>> rowExperts;
   std::vector<int64_t> perExpert(size_t(Le), 0);

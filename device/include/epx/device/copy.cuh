@@ -105,14 +105,14 @@ struct Fp32Row {
 };
 
 template <class Row, bool kVolatile>
-__device__ __forceinline__ void load8(const int4* row, int g, int4 (&v)[2]) {
+__device__ __forceinline__ void load8(const int4* row, int g, int4 (&v)[Row::kVecsPer8]) {
 #pragma unroll
   for (int q = 0; q < Row::kVecsPer8; ++q)
     v[q] = kVolatile ? ldVolatile(row + g * Row::kVecsPer8 + q) : ldNc(row + g * Row::kVecsPer8 + q);
 }
 
 template <class Row>
-__device__ __forceinline__ void add8(float (&acc)[8], const int4 (&v)[2]) {
+__device__ __forceinline__ void add8(float (&acc)[8], const int4 (&v)[Row::kVecsPer8]) {
   if constexpr (Row::kVecsPer8 == 1) {
     addBf16x8(acc, v[0]);
   } else {
@@ -132,32 +132,119 @@ __device__ __forceinline__ void store8(int4* row, int g, const float (&acc)[8]) 
   }
 }
 
-// Sums rows srcs[0..n) of SrcRow type, then optional BF16 rows extra0/extra1, into dst (DstRow:
-// BF16 rounds once at the end, FP32 keeps the exact FP32 sum), with FP32 accumulation in that
-// order. `groups` = hidden / 8. kUnroll groups per lane and source are in flight, so NVLink/HBM
-// latency overlaps.
-template <class SrcRow, class DstRow, bool kVolatileSrc, int kUnroll = 4>
-__device__ __forceinline__ void warpSumRows(int4* dst, const int4* const* srcs, int n, const int4* extra0,
-                                            const int4* extra1, int groups, int lane) {
-  for (int i = lane; i < groups; i += kUnroll * kWarp) {
-    float acc[kUnroll][8];
+// acc[u] += rows[begin..end) at tile i (groups i + u * 32) in row order, one row at a time with
+// its kUnroll groups in flight (rows from peers: volatile loads).
+template <class Row, bool kVolatile, int kUnroll>
+__device__ __forceinline__ void addRowsInOrder(float (&acc)[kUnroll][8], const int4* const* rows, int begin, int end,
+                                               int i, int groups) {
+  for (int j = begin; j < end; ++j) {
+    int4 v[kUnroll][Row::kVecsPer8];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
+      if (i + u * kWarp < groups) load8<Row, kVolatile>(rows[j], i + u * kWarp, v[u]);
 #pragma unroll
-      for (int q = 0; q < 8; ++q) acc[u][q] = 0.f;
-    auto addRow = [&](const int4* row, auto rowType, auto vol) {
-      using Row = decltype(rowType);
-      int4 v[kUnroll][2];
+    for (int u = 0; u < kUnroll; ++u)
+      if (i + u * kWarp < groups) add8<Row>(acc[u], v[u]);
+  }
+}
+
+// A row of zeros (BF16 rows of the largest hidden, ep.h) that pads a row list to whole batches:
+// adding +0 to an FP32 sum that started at +0 leaves it unchanged bit for bit (such a sum is never
+// -0), so a batch's loads need no per-row predicate.
+constexpr int kMaxBf16RowBytes = 65536 * 2;
+static __device__ int4 gZeroRow[kMaxBf16RowBytes / 16];
+
+// A warp summing a token's expert rows is bound by the loads in flight: on one H200, 8 rows x 2
+// groups in flight read-and-sum 470 MB with 24 CTAs in 243-249 us (row pointers in registers or
+// shared memory), 274 us with a per-row predicate, 288 us one row at a time (docs/performance.md,
+// "Expanded layout"). So row lists are padded to whole batches of kRowBatch with gZeroRow and a
+// batch's loads are issued without predicates.
+constexpr int kRowBatch = 8;
+__device__ __forceinline__ int paddedRows(int n) { return n <= kRowBatch ? kRowBatch : (n + kRowBatch - 1) / kRowBatch * kRowBatch; }
+
+// Lane l of the warp fills rows[l] for n <= l < paddedRows(n) (rows holds at least paddedRows(n)).
+__device__ __forceinline__ void padRowList(const int4** rows, int n, int lane) {
+  for (int l = lane; l < paddedRows(n); l += kWarp)
+    if (l >= n) rows[l] = gZeroRow;
+}
+
+// acc[u] += rows[0..kRowBatch) at tile i (groups i + u * 32), in row order, every load issued first.
+template <int kUnroll>
+__device__ __forceinline__ void addBatch(float (&acc)[kUnroll][8], const int4* const* rows, int i, int groups) {
+  int4 v[kRowBatch][kUnroll];
+#pragma unroll
+  for (int b = 0; b < kRowBatch; ++b)
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (i + u * kWarp < groups) v[b][u] = ldNc(rows[b] + i + u * kWarp);
+#pragma unroll
+  for (int b = 0; b < kRowBatch; ++b)
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (i + u * kWarp < groups) addBf16x8(acc[u], v[b][u]);
+}
+
+// acc[u] += BF16 rows[0..n) at tile i in row order (the list padded by padRowList): one batch, then
+// any further ones (more than kRowBatch rows: top-k above 8).
+template <int kUnroll>
+__device__ __forceinline__ void addBf16RowsBatched(float (&acc)[kUnroll][8], const int4* const* rows, int n, int i,
+                                                   int groups) {
+  addBatch<kUnroll>(acc, rows, i, groups);
+  for (int j0 = kRowBatch; j0 < n; j0 += kRowBatch) addBatch<kUnroll>(acc, rows + j0, i, groups);
+}
+
+// f as a wire row carries it: BF16-rounded, or exact FP32.
+template <class WireRow>
+__device__ __forceinline__ float asWire(float f) {
+  if constexpr (WireRow::kVecsPer8 == 1) return __bfloat162float(__float2bfloat16_rn(f));
+  return f;
+}
+
+// One source of a warp sum that is itself a sum: BF16 rows[0..n) (padded by padRowList) summed in FP32 in that order,
+// then rounded as a wire row (the value a peer would have returned for them), at position `at` of
+// the sources. Lets a rank fold its own expert rows into its reduction instead of staging their
+// partial sum (combine, expanded layout).
+struct PartialSum {
+  const int4* const* rows = nullptr;
+  int n = 0;
+  int at = 0;
+};
+
+// Sums BF16 rows[0..n) (padded by padRowList) in FP32 in row order into dst (DstRow: BF16
+// rounds once, FP32 keeps the sum). `groups` = hidden / 8.
+template <class DstRow, int kUnroll = 2>
+__device__ __forceinline__ void warpSumBf16Rows(int4* dst, const int4* const* rows, int n, int groups, int lane) {
+  for (int i = lane; i < groups; i += kUnroll * kWarp) {
+    float acc[kUnroll][8] = {};
+    addBf16RowsBatched<kUnroll>(acc, rows, n, i, groups);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (i + u * kWarp < groups) store8<DstRow>(dst, i + u * kWarp, acc[u]);
+  }
+}
+
+// Sums rows srcs[0..n) of SrcRow type (and a PartialSum, if any, at its position), then optional
+// BF16 rows extra0/extra1, into dst (DstRow: BF16 rounds once at the end, FP32 keeps the exact FP32
+// sum), with FP32 accumulation in that order. `groups` = hidden / 8. kUnroll groups per lane and
+// source are in flight, so NVLink/HBM latency overlaps; the partial sum's rows are batched.
+template <class SrcRow, class DstRow, bool kVolatileSrc, int kUnroll = 4>
+__device__ __forceinline__ void warpSumRows(int4* dst, const int4* const* srcs, int n, const int4* extra0,
+                                            const int4* extra1, int groups, int lane, PartialSum part = {}) {
+  const int split = part.n > 0 ? part.at : n;
+  for (int i = lane; i < groups; i += kUnroll * kWarp) {
+    // The partial sum first (its batch's registers are free again before acc is live).
+    float p[kUnroll][8] = {};
+    if (part.n > 0) addBf16RowsBatched<kUnroll>(p, part.rows, part.n, i, groups);
+    float acc[kUnroll][8] = {};
+    addRowsInOrder<SrcRow, kVolatileSrc, kUnroll>(acc, srcs, 0, split, i, groups);
+    if (part.n > 0)
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
-        if (i + u * kWarp < groups) load8<Row, decltype(vol)::value>(row, i + u * kWarp, v[u]);
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        if (i + u * kWarp < groups) add8<Row>(acc[u], v[u]);
-    };
-    for (int j = 0; j < n; ++j) addRow(srcs[j], SrcRow{}, std::integral_constant<bool, kVolatileSrc>{});
-    if (extra0) addRow(extra0, Bf16Row{}, std::false_type{});
-    if (extra1) addRow(extra1, Bf16Row{}, std::false_type{});
+        for (int q = 0; q < 8; ++q) acc[u][q] = __fadd_rn(acc[u][q], asWire<SrcRow>(p[u][q]));
+    addRowsInOrder<SrcRow, kVolatileSrc, kUnroll>(acc, srcs, split, n, i, groups);
+    if (extra0) addRowsInOrder<Bf16Row, false, kUnroll>(acc, &extra0, 0, 1, i, groups);
+    if (extra1) addRowsInOrder<Bf16Row, false, kUnroll>(acc, &extra1, 0, 1, i, groups);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
       if (i + u * kWarp < groups) store8<DstRow>(dst, i + u * kWarp, acc[u]);
