@@ -52,8 +52,24 @@ __device__ __forceinline__ bool inWindow(const CombineArgs& a, const Transport& 
 __device__ __forceinline__ size_t wireRowBytes(const CombineArgs& a) { return size_t(a.c.hidden) * (a.fp32 ? 4 : 2); }
 
 // Which received rows a send pass covers: rows from network sources, numbered in source order
-// (a put round, protocol.h), or rows from NVLink sources (numbered as received; others skipped).
+// (a put round, protocol.h), or rows from NVLink sources (LsaRows).
 enum class SendRows { kGin, kLsa };
+
+// Received rows from NVLink sources, numbered 0..count(): contiguous in receive order (the LSA team
+// is a contiguous rank range), less this rank's own rows in the expanded layout (folded into its
+// reduction).
+struct LsaRows {
+  int begin, end, skipBegin, skipCount;
+  __device__ LsaRows(const Common& c, const Route& r, bool skipOwn) {
+    const int first = c.rank - c.lsaRank;
+    begin = r.recvBase[first];
+    end = r.recvBase[first + c.lsaSize];
+    skipBegin = r.recvBase[c.rank];
+    skipCount = skipOwn ? r.recvBase[c.rank + 1] - skipBegin : 0;
+  }
+  __device__ int count() const { return end - begin - skipCount; }
+  __device__ int rowOf(int v) const { return begin + v + (begin + v >= skipBegin ? skipCount : 0); }
+};
 
 // Send phase over this CTA's rows [share.begin, share.end) of `which`. WireRow: what travels.
 template <class WireRow, bool kExpanded>
@@ -67,8 +83,9 @@ __device__ void sendBack(const CombineArgs& a, const Transport& tr, SendRows whi
   char* local = tr.localBase();
   const bool xInWindow = inWindow(a, tr, a.x, c.wl.combineX);
   const bool wInWindow = inWindow(a, tr, a.topkWeights, c.wl.recvWeights);
+  const LsaRows lsaRows(c, r, kExpanded);
   for (int v = share.begin + warp; v < share.end; v += kWarps) {
-    const int i = which == SendRows::kGin ? ginRowOf(r.recvBase, r.recvGinBase, c.nRanks, v) : v;
+    const int i = which == SendRows::kGin ? ginRowOf(r.recvBase, r.recvGinBase, c.nRanks, v) : lsaRows.rowOf(v);
     const ReturnRow rr = returnRowOf(c, r, i);
     const bool lsa = tr.lsa(rr.src);
     if (lsa != (which == SendRows::kLsa)) continue;
@@ -162,13 +179,24 @@ __device__ void reduceRange(const CombineArgs& a, const Transport& tr, Share tok
   const size_t wire = wireRowBytes(a);
   const uint32_t lanesBelow = (1u << lane) - 1u;
   char* local = tr.localBase();
+  // The next token's expert and slot are loaded while this token's rows are summed.
+  auto slotOf = [&](int t, int& e, int& slot) {
+    e = -1;
+    slot = -1;
+    if (lane < K && t < tokens.end) {
+      e = r.tokExpert[t * K + lane];
+      slot = r.tokSlot[t * K + lane];
+    }
+  };
+  int nextE, nextSlot;
+  slotOf(tokens.begin + globalWarp, nextE, nextSlot);
   for (int t = tokens.begin + globalWarp; t < tokens.end; t += numWarps) {
-    int e = -1, dest = -1, ownRecvRow = -1;
+    int e = nextE, dest = -1, ownRecvRow = -1;
+    const int slot = nextSlot;
+    slotOf(t + numWarps, nextE, nextSlot);
     const int4* row = nullptr;
     const float* w = nullptr;
     if (lane < K) {
-      e = r.tokExpert[t * K + lane];
-      const int slot = r.tokSlot[t * K + lane];
       if (slot >= 0) {
         dest = destOf(e, Le);
         const int gslot = r.chunkRankBase[chunkOf(t) * R + dest] + slot;
@@ -280,7 +308,8 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_consta
   }
   const bool pull = !kExpanded && a.pull;
   if (!pull && !ses.abort)
-    sendBack<WireRow, kExpanded>(a, tr, SendRows::kLsa, shareOf(r.totals->recvRows, gridDim.x, blockIdx.x), lane, rows);
+    sendBack<WireRow, kExpanded>(a, tr, SendRows::kLsa, shareOf(LsaRows(c, r, kExpanded).count(), gridDim.x, blockIdx.x),
+                                 lane, rows);
   if (pull) {
     if constexpr (!kExpanded) {
       if (!ses.abort) reduceTokens<true, Bf16Row, false>(a, tr, ses, globalWarp, numWarps, lane, rows, ownRows);

@@ -272,7 +272,6 @@ int main() {
   std::printf("C= 24 variants: rtN-reg %.1f  ct8-shared %.1f  ct8-reg %.1f  rtN-shared %.1f\n",
               timeIt([&] { sumV<2, 0, false><<<24, 512>>>(out, x, dDst, K); }), timeIt([&] { sumV<2, 8, true><<<24, 512>>>(out, x, dDst, K); }),
               timeIt([&] { sumV<2, 8, false><<<24, 512>>>(out, x, dDst, K); }), timeIt([&] { sumV<2, 0, true><<<24, 512>>>(out, x, dDst, K); }));
-  return 0;
   for (int C : {24, 16, 44, 132}) {
     std::printf("C=%3d expand: warpU4x512 %.1f  warpU8x512 %.1f  warpU4x1024 %.1f  warpU2x1024 %.1f  cta512 %.1f  cta1024 %.1f",
                 C, timeIt([&] { expandWarp<4><<<C, 512>>>(x, out, dDst); }), timeIt([&] { expandWarp<8><<<C, 512>>>(x, out, dDst); }),
