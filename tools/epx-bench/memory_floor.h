@@ -11,26 +11,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "epx/ref/ep_ref.h"
 #include "epx/testing/multigpu.h"
-#include "routing.h"
+#include "memory_floor_work.h"
 
 namespace epxbench {
-
-// Rows of one rank's local work: received row j (source rank order, then token order) has the
-// output rows outRows[first[j] .. first[j + 1]).
-struct MemFloorWork {
-  int rowBytes = 0;                 // BF16 row
-  bool expanded = false;            // else one output row per received row
-  std::vector<int32_t> first;       // [received rows + 1]
-  std::vector<int32_t> outRows;     // [output rows] (expanded: positions grouped by local expert)
-  int64_t receivedRows() const { return first.empty() ? 0 : int64_t(first.size()) - 1; }
-  int64_t outputRows() const { return int64_t(outRows.size()); }
-};
-
-// Work of rank `rank` for the layout (expanded or deduplicated) under `routing` (every rank's).
-MemFloorWork memFloorWork(const BenchShape& s, const std::vector<epx::ref::RankRouting>& routing, int rank,
-                          bool expanded);
 
 struct MemFloorTimes {
   double dispatchBytes = 0, combineBytes = 0;  // bytes written by dispatch / read by combine

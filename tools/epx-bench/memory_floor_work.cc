@@ -1,5 +1,5 @@
 // Host side of the memory floor (memory_floor.h): which output rows each received row has.
-#include "memory_floor.h"
+#include "memory_floor_work.h"
 
 namespace epxbench {
 
