@@ -197,7 +197,7 @@ Options parseArgs(int argc, char** argv) {
     } else if (!std::strcmp(a, "--csv")) {
       o.csv = val();
     } else if (!std::strcmp(a, "--net-gbps")) {
-      o.netGBps = toDouble(a, val(), 1e-6, 1e6);
+      o.netGBps = toDouble(a, val(), kNicMinGBps, kNicMaxGBps);  // the plugin's NIC range, as EPX_GIN_EMU_GBPS
     } else if (!std::strcmp(a, "--net-latency-us")) {
       o.netLatencyUs = toDouble(a, val(), 0, 1e7);
     } else if (!std::strcmp(a, "--algo")) {

@@ -268,7 +268,8 @@ void Report::printEpx(const EpxRow& row, const RoutingInfo& r, const BaselineSum
 void Report::printMemFloor(const EpxRow& row, const MemFloorSummary& f) {
   if (!printer_ || !f.measured) return;
   auto x = [](double us, double floorUs) { return us > 0 && floorUs > 0 ? us / floorUs : 0.0; };
-  std::printf("#   memory floor, this rank's local rows (%d CTAs; time(us) and epx / floor):\n", f.ctas);
+  std::printf("#   memory floor, each rank's local rows (%d CTAs; MB: mean over ranks, time(us): slowest rank; epx / floor):\n",
+              f.ctas);
   std::printf("#     dispatch writes %8.1f MB: copy engine %8.1f us (%5.2f x), SM copy       %8.1f us (%5.2f x)\n",
               f.dispatchBytes / 1e6, f.dispatchCeUs, x(row.bf16Us, f.dispatchCeUs), f.dispatchSmUs,
               x(row.bf16Us, f.dispatchSmUs));
