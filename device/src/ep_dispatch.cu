@@ -21,6 +21,9 @@ namespace {
 
 constexpr int kWarps = 16;
 constexpr int kThreads = kWarps * 32;
+// Source groups of the receive step (contiguous rank ranges, shareOf): the copy-out of one group
+// overlaps the arrival of the next; few enough that the waits stay cheap at 1024 ranks.
+constexpr int kArrivalGroups = 8;
 
 // Offsets of the six row arrays of one side (the receive arrays, or the GIN staging arrays).
 struct RowOffsets {
@@ -202,7 +205,7 @@ __device__ void putRound(const DispatchArgs& a, const Transport& tr, OpSession& 
 }
 
 // Deduplicated layout into caller buffers: row i of the window arrays -> row i of the outputs.
-__device__ void copyDedup(const DispatchArgs& a, const RowArrays& in, int total, int globalWarp, int numWarps,
+__device__ void copyDedup(const DispatchArgs& a, const RowArrays& in, Share recvRows, int globalWarp, int numWarps,
                           int lane) {
   const int K = a.c.topk, scaleWords = a.scaleRowBytes / 4;
   const bool copyX = !a.zeroCopy;
@@ -212,7 +215,7 @@ __device__ void copyDedup(const DispatchArgs& a, const RowArrays& in, int total,
   const bool copyIdx = a.recvTopkIdx && a.recvTopkIdx != win.idx;
   const bool copyW = a.recvTopkWeights && a.recvTopkWeights != win.weights;
   const bool copyInfo = a.recvSrcInfo && a.recvSrcInfo != win.info;
-  for (int i = globalWarp; i < total; i += numWarps) {
+  for (int i = recvRows.begin + globalWarp; i < recvRows.end; i += numWarps) {
     const size_t row = size_t(i);
     if (copyX) warpCopy16<true>(a.recvX + row * a.xRowBytes, in.x + row * a.xRowBytes, a.xRowBytes, lane);
     if (copyScales)
@@ -227,15 +230,16 @@ __device__ void copyDedup(const DispatchArgs& a, const RowArrays& in, int total,
 
 // Expanded layout: received row i goes to one output row per local expert of its token. This
 // rank's own rows were written by its send phase (sendTokens) and are skipped.
-__device__ void copyExpanded(const DispatchArgs& a, const RowArrays& in, int total, int globalWarp, int numWarps,
+__device__ void copyExpanded(const DispatchArgs& a, const RowArrays& in, Share recvRows, int globalWarp, int numWarps,
                              int lane, char* (&dsts)[kWarps][kMaxTopk], int (&rows)[kWarps][kMaxTopk]) {
   const Common& c = a.c;
   const Route& r = a.r;
   const int K = c.topk, Le = c.localExperts, warp = threadIdx.x >> 5, scaleWords = a.scaleRowBytes / 4;
   const uint32_t lanesBelow = (1u << lane) - 1u;
-  const int ownBegin = r.recvBase[c.rank], ownRows = r.recvBase[c.rank + 1] - ownBegin;
-  for (int v = globalWarp; v < total - ownRows; v += numWarps) {
-    const int i = v < ownBegin ? v : v + ownRows;
+  const Share own = intersect(Share{r.recvBase[c.rank], r.recvBase[c.rank + 1]}, recvRows);
+  const int n = recvRows.end - recvRows.begin - (own.end - own.begin);
+  for (int v = globalWarp; v < n; v += numWarps) {
+    const int i = recvRows.begin + v + (recvRows.begin + v >= own.begin ? own.end - own.begin : 0);
     const int s = sourceOfRow(r.recvBase, c.nRanks, i);
     const size_t row = size_t(i);
     int outRow = -1;
@@ -319,16 +323,26 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const __grid_const
     if (gin && ses.lastToStage(tr, kOpDispatch, j) && !ses.abort) putRound(a, tr, ses, tok, j == rounds - 1);
   }
   ses.arriveLsa(tr, kOpDispatch);
-  ses.waitArrivals(tr, kOpDispatch, kPhaseDispatchData, true, true, ginRows);
+  // Receive in groups of sources, starting with the group after this rank's own: each group's rows
+  // are copied out as soon as it arrived, while later groups may still be on the way.
+  const RowArrays in(tr.localBase(), RowOffsets::recv(c.wl));
+  const int groups = c.nRanks < kArrivalGroups ? c.nRanks : kArrivalGroups;
+  int ownGroup = 0;
+  while (shareOf(c.nRanks, groups, ownGroup).end <= c.rank) ++ownGroup;
+  for (int k = 1; k <= groups && !ses.abort; ++k) {
+    const int g = (ownGroup + k) % groups;
+    const Share src = shareOf(c.nRanks, groups, g);
+    ses.waitSourceRange(tr, kOpDispatch, kPhaseDispatchData, src.begin, src.end, ginRows);
+    if (ses.abort) break;
+    const Share recvRows{r.recvBase[src.begin], r.recvBase[src.end]};
+    if (r.expanded)
+      copyExpanded(a, in, recvRows, globalWarp, numWarps, lane, dsts, rows);
+    else
+      copyDedup(a, in, recvRows, globalWarp, numWarps, lane);
+  }
+  tr.mark(kStepArrived);
   if (!ses.abort) {
-    const RowArrays in(tr.localBase(), RowOffsets::recv(c.wl));
-    const int total = r.totals->recvRows;
-    if (r.expanded) {
-      copyExpanded(a, in, total, globalWarp, numWarps, lane, dsts, rows);
-      fillGaps(a, globalWarp, numWarps, lane);
-    } else {
-      copyDedup(a, in, total, globalWarp, numWarps, lane);
-    }
+    if (r.expanded) fillGaps(a, globalWarp, numWarps, lane);
     if (blockIdx.x == 0) {
       for (int le = threadIdx.x; le <= c.localExperts; le += kThreads) {
         if (a.expertCounts && le < c.localExperts) a.expertCounts[le] = r.expertCount[le];

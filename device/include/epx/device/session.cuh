@@ -6,7 +6,8 @@
 //                  puts, after readyAllGin(): staging overlaps that round trip);
 //   arriveLsa()    after this CTA's stores into NVLink peers' windows: +1 on each such peer's
 //                  arrival word (GIN arrivals travel with the data puts, see protocol.h);
-//   waitArrivals() until every source's data (or "done reading") arrived: NVLink sources when all
+//   waitArrivals() until every source's data (or "done reading") arrived (waitSourceRange: a range
+//                  of sources, so the receiver can start on early ones): NVLink sources when all
 //                  their CTAs added (seq * nCtas), network sources when the rows they put (signal
 //                  summed over contexts) reach the running total kept in Common::arrived;
 //   end()          the last CTA advances the running totals and publishes the sequence number.
@@ -112,14 +113,21 @@ struct OpSession {
     waitSources(t, kind, phase, false, true, rows);
   }
 
+  // Until the data of sources [first, last) arrived (all of them: waitArrivals). Every thread.
+  template <class Rows>
+  __device__ void waitSourceRange(const Transport& t, int kind, int phase, int first, int last, const Rows& rows) {
+    waitSources(t, kind, phase, true, true, rows, first, last);
+  }
+
   template <class Rows>
   __device__ void waitSources(const Transport& t, int kind, int phase, bool lsaSources, bool ginSources,
-                              const Rows& rows) {
+                              const Rows& rows, int first = 0, int last = -1) {
     const Common& c = t.c;
     const int arriveKind = kind == kOpDispatch ? kFlagArriveDispatch : kFlagArriveCombine;
+    if (last < 0) last = c.nRanks;
     bool ok = true;
     if (!abort) {
-      for (int p = threadIdx.x; p < c.nRanks && ok; p += blockDim.x) {
+      for (int p = first + threadIdx.x; p < last && ok; p += blockDim.x) {
         if (t.lsa(p)) {
           if (lsaSources) ok = t.wait(arriveKind, p, seq * uint32_t(c.nCtas), phase);
         } else if (ginSources) {
