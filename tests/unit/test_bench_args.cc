@@ -106,6 +106,18 @@ BOOST_AUTO_TEST_CASE(an_error_is_one_line_not_the_usage) {
              "epx-bench: --topk 16 must not exceed --experts 8 (see epx-bench --help)\n");
 }
 
+BOOST_AUTO_TEST_CASE(lists_refuse_empty_items) {
+  for (const char* v : {"24,", ",24", "24,,0", ","}) {
+    const Outcome o = parse({"--sms", v});
+    BOOST_TEST_CONTEXT(v) {
+      BOOST_TEST(o.status == 2);
+      BOOST_TEST(has(o, "has an empty item"), o.output);
+    }
+  }
+  BOOST_TEST(parse({"--sms", "24,0,16"}).status == 0);
+  BOOST_TEST(parse({"--ll-tokens", "1,"}).status == 2);
+}
+
 BOOST_AUTO_TEST_CASE(gpus_above_eight_in_one_process) {
   const Outcome o = parse({"--gpus", "9"});
   BOOST_TEST(o.status == 2);

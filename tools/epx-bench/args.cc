@@ -89,10 +89,17 @@ double toDouble(const char* opt, const char* v, double lo, double hi) {
 
 std::vector<int> toIntList(const char* opt, const char* v, long lo, long hi) {
   std::vector<int> out;
-  std::string s(v), item;
-  std::stringstream ss(s);
-  while (std::getline(ss, item, ',')) out.push_back(int(toInt(opt, item.c_str(), lo, hi)));
-  if (out.empty()) bad(std::string(opt) + ": empty list");
+  const std::string s(v);
+  if (s.empty()) bad(std::string(opt) + ": empty list");
+  size_t at = 0;
+  for (;;) {  // every item, the empty ones too ("24," and ",24" name an empty item)
+    const size_t comma = s.find(',', at);
+    const std::string item = s.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    if (item.empty()) bad(std::string(opt) + ": '" + s + "' has an empty item");
+    out.push_back(int(toInt(opt, item.c_str(), lo, hi)));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
   return out;
 }
 
