@@ -5,9 +5,11 @@
 // sent in a few put rounds of whole layout chunks (protocol.h), each cut into contiguous CTA
 // shares: the last CTA to finish staging a round moves each destination's rows of that round with
 // one GIN put, so the wire overlaps the staging of the next round; the last round also moves the
-// per-row arrays and carries the arrival signal (rows put). Receive: after every source arrived,
-// copy the rows into the caller's layout (deduplicated copy, or expanded by local expert) —
-// skipped entirely when the caller's outputs are the window arrays.
+// per-row arrays and carries the arrival signal (rows put). With the expanded layout the rank's own
+// tokens go straight from the send phase into their expert rows. Receive: in groups of sources
+// (kArrivalGroups), each group's rows copied into the caller's layout (deduplicated copy, or
+// expanded by local expert) as soon as that group arrived — skipped entirely when the caller's
+// outputs are the window arrays.
 #include <nccl_device.h>
 
 #include "epx/device/copy.cuh"
