@@ -15,6 +15,8 @@
 //        straight from those peers' windows; a closing arrival ("done reading") keeps combineX
 //        stable until every reader is done. Network peers' rows are still put (GIN has no remote
 //        reads here).
+// Expanded layout: a rank's own tokens are not sent back to itself; its reduction sums their local
+// expert rows directly, rounded as the wire would round them (the same values in the same order).
 // Combined top-k weights come from the rank that owns each slot's expert.
 #include <nccl_device.h>
 
