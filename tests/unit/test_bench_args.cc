@@ -118,6 +118,17 @@ BOOST_AUTO_TEST_CASE(lists_refuse_empty_items) {
   BOOST_TEST(parse({"--ll-tokens", "1,"}).status == 2);
 }
 
+BOOST_AUTO_TEST_CASE(options_of_the_other_algorithm_are_refused) {
+  const Outcome ll = parse({"--algo", "low-latency", "--layout", "expanded"});
+  BOOST_TEST(ll.status == 2);
+  BOOST_TEST(has(ll, "--layout has no effect with --algo low-latency"), ll.output);
+  BOOST_TEST(parse({"--no-floor", "--algo", "low-latency"}).status == 2);  // order does not matter
+  const Outcome ht = parse({"--ll-tokens", "1,2"});
+  BOOST_TEST(ht.status == 2);
+  BOOST_TEST(has(ht, "--ll-tokens applies to --algo low-latency only"), ht.output);
+  BOOST_TEST(parse({"--algo", "low-latency", "--ll-tokens", "1,32", "--sms", "8", "--no-check"}).status == 0);
+}
+
 BOOST_AUTO_TEST_CASE(gpus_above_eight_in_one_process) {
   const Outcome o = parse({"--gpus", "9"});
   BOOST_TEST(o.status == 2);

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -136,10 +137,17 @@ const char* routingName(RoutingKind k) { return k == RoutingKind::Uniform ? "uni
 const char* layoutName(int layout) { return layout == 0 ? "expanded" : "dedup"; }
 const char* modeName(int mode) { return mode == 0 ? "exact" : "capacity"; }
 
+// Options of one algorithm's benchmark only: given with the other, they would be ignored.
+constexpr const char* kHighThroughputOnly[] = {"--tokens", "--routing", "--layout",      "--mode",     "--buffers", "--align",
+                                               "--idx32",  "--no-baseline", "--no-ceiling", "--no-floor", "--csv"};
+constexpr const char* kLowLatencyOnly[] = {"--ll-tokens"};
+
 Options parseArgs(int argc, char** argv) {
   Options o;
+  std::vector<std::string> given;  // option names, in order
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
+    given.push_back(a);
     auto val = [&]() -> const char* {
       if (i + 1 >= argc) bad(std::string(a) + " needs a value");
       return argv[++i];
@@ -238,6 +246,11 @@ Options parseArgs(int argc, char** argv) {
     const char* e = std::getenv("EPX_GIN_EMU_LATENCY_US");
     o.netLatencyUs = o.netGBps > 0 && e && *e ? toDouble("EPX_GIN_EMU_LATENCY_US", e, 0, 1e6) : 0.0;
   }
+  auto wasGiven = [&](const char* name) { return std::find(given.begin(), given.end(), name) != given.end(); };
+  for (const char* name : kHighThroughputOnly)
+    if (o.lowLatency && wasGiven(name)) bad(std::string(name) + " has no effect with --algo low-latency");
+  for (const char* name : kLowLatencyOnly)
+    if (!o.lowLatency && wasGiven(name)) bad(std::string(name) + " applies to --algo low-latency only");
   if (o.topk > o.experts)
     bad("--topk " + std::to_string(o.topk) + " must not exceed --experts " + std::to_string(o.experts));
   if (o.hidden % 8) bad("--hidden " + std::to_string(o.hidden) + " must be a multiple of 8");
