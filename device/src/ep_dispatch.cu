@@ -238,9 +238,10 @@ __device__ void copyExpanded(const DispatchArgs& a, const RowArrays& in, Share r
   const Route& r = a.r;
   const int K = c.topk, Le = c.localExperts, warp = threadIdx.x >> 5, scaleWords = a.scaleRowBytes / 4;
   const uint32_t lanesBelow = (1u << lane) - 1u;
-  const RowsExcept others{recvRows, intersect(Share{r.recvBase[c.rank], r.recvBase[c.rank + 1]}, recvRows)};
-  for (int v = globalWarp; v < others.count(); v += numWarps) {
-    const int i = others.rowOf(v);
+  const Share own = intersect(Share{r.recvBase[c.rank], r.recvBase[c.rank + 1]}, recvRows);
+  const int n = recvRows.end - recvRows.begin - (own.end - own.begin);
+  for (int v = globalWarp; v < n; v += numWarps) {
+    const int i = recvRows.begin + v + (recvRows.begin + v >= own.begin ? own.end - own.begin : 0);
     const int s = sourceOfRow(r.recvBase, c.nRanks, i);
     const size_t row = size_t(i);
     int outRow = -1;
@@ -328,7 +329,8 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const __grid_const
   // are copied out as soon as it arrived, while later groups may still be on the way.
   const RowArrays in(tr.localBase(), RowOffsets::recv(c.wl));
   const int groups = c.nRanks < kArrivalGroups ? c.nRanks : kArrivalGroups;
-  const int ownGroup = sourceGroupOf(c.rank, c.nRanks, groups);
+  int ownGroup = 0;
+  while (shareOf(c.nRanks, groups, ownGroup).end <= c.rank) ++ownGroup;
   for (int k = 1; k <= groups && !ses.abort; ++k) {
     const int g = (ownGroup + k) % groups;
     const Share src = shareOf(c.nRanks, groups, g);

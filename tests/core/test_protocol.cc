@@ -247,55 +247,6 @@ BOOST_AUTO_TEST_CASE(source_of_a_received_row) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(rows_except_a_sub_range_enumerate_the_rest_in_order) {
-  std::mt19937 rng(11);
-  for (int trial = 0; trial < 500; ++trial) {
-    const int b = int(rng() % 50), n = int(rng() % 40);
-    const int sb = b + (n ? int(rng() % (n + 1)) : 0);
-    const int se = sb + int(rng() % (b + n - sb + 1));
-    const dev::RowsExcept r{dev::Share{b, b + n}, dev::Share{sb, se}};
-    std::vector<int> want;
-    for (int i = b; i < b + n; ++i)
-      if (i < sb || i >= se) want.push_back(i);
-    BOOST_TEST(r.count() == int(want.size()));
-    for (int v = 0; v < r.count(); ++v) BOOST_TEST(r.rowOf(v) == want[size_t(v)]);
-  }
-  // An empty skip anywhere at or before the rows changes nothing.
-  const dev::RowsExcept none{dev::Share{10, 20}, dev::Share{5, 5}};
-  BOOST_TEST(none.count() == 10);
-  for (int v = 0; v < 10; ++v) BOOST_TEST(none.rowOf(v) == 10 + v);
-}
-
-BOOST_AUTO_TEST_CASE(lsa_received_rows_less_the_own_ones) {
-  // 8 ranks, NVLink domains of 4; rank 5 (LSA rank 1 of {4..7}); rows per source 3,0,2,5,1,4,0,2.
-  const int base[] = {0, 3, 3, 5, 10, 11, 15, 15, 17};
-  const dev::RowsExcept all = dev::lsaRecvRows(base, 5, 1, 4, false);
-  BOOST_TEST(all.count() == 17 - 10);  // sources 4..7
-  for (int v = 0; v < all.count(); ++v) BOOST_TEST(all.rowOf(v) == 10 + v);
-  const dev::RowsExcept others = dev::lsaRecvRows(base, 5, 1, 4, true);
-  BOOST_TEST(others.count() == 7 - 4);  // rank 5's own 4 rows [11, 15) left out
-  const int want[] = {10, 15, 16};
-  for (int v = 0; v < others.count(); ++v) BOOST_TEST(others.rowOf(v) == want[v]);
-  // One rank: everything is its own.
-  const int one[] = {0, 9};
-  BOOST_TEST(dev::lsaRecvRows(one, 0, 0, 1, true).count() == 0);
-  BOOST_TEST(dev::lsaRecvRows(one, 0, 0, 1, false).count() == 9);
-}
-
-BOOST_AUTO_TEST_CASE(dispatch_source_groups_hold_each_rank_once) {
-  for (int n : {1, 2, 3, 7, 8, 9, 64, 1000, 1024}) {
-    const int groups = n < 8 ? n : 8;
-    int covered = 0;
-    for (int g = 0; g < groups; ++g) {
-      const dev::Share s = dev::shareOf(n, groups, g);
-      BOOST_TEST(s.end > s.begin);  // no empty group
-      covered += s.end - s.begin;
-      for (int rank = s.begin; rank < s.end; ++rank) BOOST_TEST(dev::sourceGroupOf(rank, n, groups) == g);
-    }
-    BOOST_TEST(covered == n);
-  }
-}
-
 BOOST_AUTO_TEST_CASE(lsa_peers_and_contexts) {
   // 16 ranks, NVLink domains of 4: rank 6 is LSA rank 2 of {4..7}.
   for (int p = 0; p < 16; ++p) BOOST_TEST(dev::isLsaPeer(6, 2, 4, p) == (p >= 4 && p < 8));

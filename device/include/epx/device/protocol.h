@@ -127,29 +127,6 @@ EPX_HD Share intersect(Share x, Share y) {
   const int b = x.begin > y.begin ? x.begin : y.begin, e = x.end < y.end ? x.end : y.end;
   return Share{b, e > b ? e : b};
 }
-// Rows `rows` less a sub-range `skip` (empty, or inside `rows`), numbered 0..count() in order: a
-// rank's received rows without its own (which its send phase or its reduction handles itself).
-struct RowsExcept {
-  Share rows, skip;
-  EPX_HD int count() const { return (rows.end - rows.begin) - (skip.end - skip.begin); }
-  EPX_HD int rowOf(int v) const {
-    const int i = rows.begin + v;
-    return i >= skip.begin ? i + (skip.end - skip.begin) : i;
-  }
-};
-// Rows received from NVLink sources (the LSA team, ranks [rank - lsaRank, rank - lsaRank + lsaSize):
-// contiguous in receive order), less the rank's own when skipOwn.
-EPX_HD RowsExcept lsaRecvRows(const int* recvBase, int rank, int lsaRank, int lsaSize, bool skipOwn) {
-  const int first = rank - lsaRank;
-  const Share own{recvBase[rank], skipOwn ? recvBase[rank + 1] : recvBase[rank]};
-  return RowsExcept{Share{recvBase[first], recvBase[first + lsaSize]}, own};
-}
-// Dispatch receives in `groups` groups of sources (shareOf over the ranks); the group holding rank.
-EPX_HD int sourceGroupOf(int rank, int nRanks, int groups) {
-  int g = 0;
-  while (shareOf(nRanks, groups, g).end <= rank) ++g;
-  return g;
-}
 // Source rank of received row i, given the exclusive prefix recvBase[0..nRanks] (binary search:
 // the last s with recvBase[s] <= i, skipping sources that sent nothing).
 EPX_HD int sourceOfRow(const int* recvBase, int nRanks, int i) {
