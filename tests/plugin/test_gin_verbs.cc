@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "fake_devices.h"
 #include "fake_verbs.h"
 #include "gin/backend.h"
 #include "gin/backend_choice.h"
@@ -40,42 +41,18 @@ constexpr int kRoceDev = 1;
 constexpr int kNoAtomicsDev = 2;
 constexpr int kSpinLimit = 100000;  // test() calls before a test gives up (never a hang)
 
-std::vector<uint8_t> gid(std::initializer_list<uint8_t> head, std::initializer_list<uint8_t> tail) {
-  std::vector<uint8_t> g(16, 0);
-  int i = 0;
-  for (uint8_t b : head) g[i++] = b;
-  i = 16 - static_cast<int>(tail.size());
-  for (uint8_t b : tail) g[i++] = b;
-  return g;
-}
-
 struct Setup {
   Setup() {
     auto& f = fakeFabric();
-    epx::test::FakeDeviceSpec ib{"fakeib0", 0x1111, {}};
-    epx::test::FakePortSpec ibPort;
-    ibPort.lid = 5;
-    ibPort.gids = {gid({0xfe, 0x80}, {0x11, 0x11})};
-    ib.ports = {ibPort};
-    epx::test::FakeDeviceSpec roce{"fakeroce0", 0x2222, {}};
-    epx::test::FakePortSpec rp;
-    rp.ethernet = true;
-    rp.activeMtu = IBV_MTU_1024;
-    rp.gids = {gid({0xfe, 0x80}, {1}), gid({0xfe, 0x80}, {1}), gid({}, {0xff, 0xff, 10, 0, 0, 5}),
-               gid({}, {0xff, 0xff, 10, 0, 0, 5})};
-    roce.ports = {rp};
+    const epx::test::FakeDeviceSpec ib = epx::test::fakeIbDevice();
     epx::test::FakeDeviceSpec plain{"fakeplain0", 0x3333, {}};  // InfiniBand without atomics
-    epx::test::FakePortSpec plainPort = ibPort;
+    epx::test::FakePortSpec plainPort = ib.ports[0];
     plainPort.lid = 6;
     plain.ports = {plainPort};
     plain.atomics = false;
-    f.devices = {ib, roce, plain};
+    f.devices = {ib, epx::test::fakeRoceDevice(), plain};
     root = std::filesystem::temp_directory_path() / ("epx-fake-gin-" + std::to_string(getpid()));
-    const auto types = root / "fakeroce0" / "ports" / "1" / "gid_attrs" / "types";
-    std::filesystem::create_directories(types);
-    const char* t[] = {"IB/RoCE v1", "RoCE v2", "IB/RoCE v1", "RoCE v2"};
-    for (int i = 0; i < 4; ++i) std::ofstream(types / std::to_string(i)) << t[i] << "\n";
-    setenv("EPX_IB_SYSFS_ROOT", root.c_str(), 1);
+    epx::test::writeFakeSysfs(root);
     setenv("NCCL_SOCKET_IFNAME", "lo", 1);
     setenv("EPX_OVERRIDE_SL", "4", 1);
     setenv("EPX_DEFAULT_TC", "40", 1);

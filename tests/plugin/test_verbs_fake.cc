@@ -16,6 +16,7 @@
 #include <numeric>
 #include <vector>
 
+#include "fake_devices.h"
 #include "fake_verbs.h"
 #include "net/select.h"
 #include "net/verbs_api.h"
@@ -27,41 +28,17 @@ using epx::test::FakeQp;
 
 namespace {
 
-std::vector<uint8_t> gid(std::initializer_list<uint8_t> head, std::initializer_list<uint8_t> tail) {
-  std::vector<uint8_t> g(16, 0);
-  int i = 0;
-  for (uint8_t b : head) g[i++] = b;
-  i = 16 - static_cast<int>(tail.size());
-  for (uint8_t b : tail) g[i++] = b;
-  return g;
-}
-
 struct Setup {
   Setup() {
     auto& f = fakeFabric();
-    epx::test::FakeDeviceSpec ib{"fakeib0", 0x1111, {}};
-    epx::test::FakePortSpec ibPort;
-    ibPort.lid = 5;
-    ibPort.gids = {gid({0xfe, 0x80}, {0x11, 0x11})};
-    ib.ports = {ibPort};
-    epx::test::FakeDeviceSpec roce{"fakeroce0", 0x2222, {}};
-    epx::test::FakePortSpec rp;
-    rp.ethernet = true;
-    rp.activeMtu = IBV_MTU_1024;
-    rp.activeSpeed = 64;  // HDR-class lane rate, 4x
-    rp.gids = {gid({0xfe, 0x80}, {1}), gid({0xfe, 0x80}, {1}), gid({}, {0xff, 0xff, 10, 0, 0, 5}),
-               gid({}, {0xff, 0xff, 10, 0, 0, 5})};
-    epx::test::FakePortSpec down = rp;
+    epx::test::FakeDeviceSpec roce = epx::test::fakeRoceDevice();
+    roce.ports[0].activeSpeed = 64;  // HDR-class lane rate, 4x
+    epx::test::FakePortSpec down = roce.ports[0];
     down.active = false;
-    roce.ports = {rp, down};
-    f.devices = {ib, roce};
-    // GID types as the kernel shows them in sysfs.
+    roce.ports.push_back(down);
+    f.devices = {epx::test::fakeIbDevice(), roce};
     root = std::filesystem::temp_directory_path() / ("epx-fake-ib-" + std::to_string(getpid()));
-    const auto types = root / "fakeroce0" / "ports" / "1" / "gid_attrs" / "types";
-    std::filesystem::create_directories(types);
-    const char* t[] = {"IB/RoCE v1", "RoCE v2", "IB/RoCE v1", "RoCE v2"};
-    for (int i = 0; i < 4; ++i) std::ofstream(types / std::to_string(i)) << t[i] << "\n";
-    setenv("EPX_IB_SYSFS_ROOT", root.c_str(), 1);
+    epx::test::writeFakeSysfs(root);
     setenv("NCCL_SOCKET_IFNAME", "lo", 1);
     setenv("EPX_IB_QPS_PER_CONNECTION", "3", 1);
     setenv("EPX_IB_MIN_CHUNK", "4096", 1);
