@@ -350,20 +350,16 @@ int run(const Options& opt) {
           });
           MemFloorSummary& f = floors[i];
           f.measured = true;
-          f.ctas = int(used[0]);
-          const auto db = gather([&](int r) { return ft[r].dispatchBytes; });
-          const auto cb = gather([&](int r) { return ft[r].combineBytes; });
-          const auto dce = gather([&](int r) { return ft[r].dispatchCeUs; });
-          const auto dsm = gather([&](int r) { return ft[r].dispatchSmUs; });
-          const auto cce = gather([&](int r) { return ft[r].combineCeUs; });
-          const auto csm = gather([&](int r) { return ft[r].combineSmUs; });
+          f.t.ctas = int(used[0]);
+          const auto bytes = gather([&](int r) { return ft[r].bytes; });
+          const auto ce = gather([&](int r) { return ft[r].ceUs; });
+          const auto copy = gather([&](int r) { return ft[r].copySmUs; });
+          const auto sum = gather([&](int r) { return ft[r].sumSmUs; });
           for (int r = 0; r < n; ++r) {
-            f.dispatchBytes += db[r] / n;
-            f.combineBytes += cb[r] / n;
-            f.dispatchCeUs = std::max(f.dispatchCeUs, dce[r]);
-            f.dispatchSmUs = std::max(f.dispatchSmUs, dsm[r]);
-            f.combineCeUs = std::max(f.combineCeUs, cce[r]);
-            f.combineSmUs = std::max(f.combineSmUs, csm[r]);
+            f.t.bytes += bytes[r] / n;
+            f.t.ceUs = std::max(f.t.ceUs, ce[r]);
+            f.t.copySmUs = std::max(f.t.copySmUs, copy[r]);
+            f.t.sumSmUs = std::max(f.t.sumSmUs, sum[r]);
           }
         }
       // Window (zero-copy) buffers exist for the deduplicated layout only.

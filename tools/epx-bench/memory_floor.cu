@@ -160,17 +160,15 @@ MemFloorTimes runMemFloor(const epx::testing::RankContext& ctx, const MemFloorWo
   BENCH_CUDA(cudaMemsetAsync(ex.get(), 0x3c, ex.bytes(), st));
   BENCH_CUDA(cudaMemcpyAsync(first.get(), w.first.data(), first.bytes(), cudaMemcpyHostToDevice, st));
   BENCH_CUDA(cudaMemcpyAsync(outRows.get(), w.outRows.data(), outRows.bytes(), cudaMemcpyHostToDevice, st));
-  ft.dispatchBytes = double(outs) * double(rb);
-  ft.combineBytes = ft.dispatchBytes;
+  ft.bytes = double(outs) * double(rb);
   DevBuf copyDst(ex.bytes());
-  ft.dispatchCeUs = medianUs(st, iters, [&] {
+  ft.ceUs = medianUs(st, iters, [&] {
     BENCH_CUDA(cudaMemcpyAsync(copyDst.get(), ex.get(), ex.bytes(), cudaMemcpyDeviceToDevice, st));
   });
-  ft.combineCeUs = ft.dispatchCeUs;  // the same bytes, read once
-  ft.dispatchSmUs = medianUs(st, iters, [&] {
+  ft.copySmUs = medianUs(st, iters, [&] {
     expandRows<<<ctas, kThreads, 0, st>>>(src.as<int4>(), ex.as<int4>(), first.as<int>(), outRows.as<int>(), int(rows), vecs);
   });
-  ft.combineSmUs = medianUs(st, iters, [&] {
+  ft.sumSmUs = medianUs(st, iters, [&] {
     if (w.expanded)
       sumRows<<<ctas, kThreads, 0, st>>>(ex.as<int4>(), src.as<int4>(), first.as<int>(), outRows.as<int>(), int(rows), vecs);
     else

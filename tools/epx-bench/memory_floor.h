@@ -16,13 +16,6 @@
 
 namespace epxbench {
 
-struct MemFloorTimes {
-  double dispatchBytes = 0, combineBytes = 0;  // bytes written by dispatch / read by combine
-  double dispatchCeUs = 0, dispatchSmUs = 0;   // medians
-  double combineCeUs = 0, combineSmUs = 0;
-  int ctas = 0;
-};
-
 // Times the floor on this rank's device (ctx.stream) with `ctas` CTAs, median of `iters` after a
 // warm-up. Not collective.
 MemFloorTimes runMemFloor(const epx::testing::RankContext& ctx, const MemFloorWork& work, int ctas, int iters);

@@ -20,6 +20,15 @@ struct MemFloorWork {
   int64_t outputRows() const { return int64_t(outRows.size()); }
 };
 
+// The floor's times on one rank (runMemFloor), or over the ranks (max of the times, mean of the bytes).
+struct MemFloorTimes {
+  double bytes = 0;     // written by the dispatch into its outputs, and read back by the combine
+  double ceUs = 0;      // one copy-engine copy of `bytes` (median)
+  double copySmUs = 0;  // the plain SM expansion / copy (median)
+  double sumSmUs = 0;   // the plain SM read-and-sum (median)
+  int ctas = 0;
+};
+
 // Work of rank `rank` for the layout (expanded or deduplicated) under `routing` (every rank's).
 MemFloorWork memFloorWork(const BenchShape& s, const std::vector<epx::ref::RankRouting>& routing, int rank,
                           bool expanded);

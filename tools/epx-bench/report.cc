@@ -268,19 +268,19 @@ void Report::printEpx(const EpxRow& row, const RoutingInfo& r, const BaselineSum
 void Report::printMemFloor(const EpxRow& row, const MemFloorSummary& f) {
   if (!printer_ || !f.measured) return;
   auto x = [](double us, double floorUs) { return us > 0 && floorUs > 0 ? us / floorUs : 0.0; };
+  const MemFloorTimes& t = f.t;
   std::printf("#   memory floor, each rank's local rows (%d CTAs; MB: mean over ranks, time(us): slowest rank; epx / floor):\n",
-              f.ctas);
+              t.ctas);
   std::printf("#     dispatch writes %8.1f MB: copy engine %8.1f us (%5.2f x), SM copy       %8.1f us (%5.2f x)\n",
-              f.dispatchBytes / 1e6, f.dispatchCeUs, x(row.bf16Us, f.dispatchCeUs), f.dispatchSmUs,
-              x(row.bf16Us, f.dispatchSmUs));
+              t.bytes / 1e6, t.ceUs, x(row.bf16Us, t.ceUs), t.copySmUs, x(row.bf16Us, t.copySmUs));
   std::printf("#     combine reads   %8.1f MB: copy engine %8.1f us (%5.2f x), SM read-and-sum %8.1f us (%5.2f x)\n",
-              f.combineBytes / 1e6, f.combineCeUs, x(row.combUs, f.combineCeUs), f.combineSmUs,
-              x(row.combUs, f.combineSmUs));
+              t.bytes / 1e6, t.ceUs, x(row.combUs, t.ceUs), t.sumSmUs, x(row.combUs, t.sumSmUs));
   const char* rn = routingName(row.kind);
-  csvRow("floor", rn, &row, "dispatch_bf16_ce", f.dispatchCeUs, OpBytes{f.dispatchBytes, 0}, 0, "-");
-  csvRow("floor", rn, &row, "dispatch_bf16_sm", f.dispatchSmUs, OpBytes{f.dispatchBytes, 0}, 0, "-");
-  csvRow("floor", rn, &row, "combine_bf16_ce", f.combineCeUs, OpBytes{f.combineBytes, 0}, 0, "-");
-  csvRow("floor", rn, &row, "combine_bf16_sm", f.combineSmUs, OpBytes{f.combineBytes, 0}, 0, "-");
+  const OpBytes bytes{t.bytes, 0};
+  csvRow("floor", rn, &row, "dispatch_bf16_ce", t.ceUs, bytes, 0, "-");
+  csvRow("floor", rn, &row, "dispatch_bf16_sm", t.copySmUs, bytes, 0, "-");
+  csvRow("floor", rn, &row, "combine_bf16_ce", t.ceUs, bytes, 0, "-");
+  csvRow("floor", rn, &row, "combine_bf16_sm", t.sumSmUs, bytes, 0, "-");
   std::fflush(stdout);
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "args.h"
+#include "memory_floor_work.h"
 #include "routing.h"
 
 namespace epxbench {
@@ -71,12 +72,10 @@ struct EpxRow {
   std::string msg;
 };
 
-// Memory floor of one configuration (memory_floor.h), max over ranks.
+// Memory floor of one configuration (memory_floor.h) over the ranks.
 struct MemFloorSummary {
   bool measured = false;
-  int ctas = 0;
-  double dispatchBytes = 0, combineBytes = 0;  // mean over ranks
-  double dispatchCeUs = 0, dispatchSmUs = 0, combineCeUs = 0, combineSmUs = 0;
+  MemFloorTimes t;
 };
 
 // GIN traffic of one operation's call, over the ranks (epx_runner.h EpxGinCalls).

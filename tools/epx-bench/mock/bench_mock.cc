@@ -75,7 +75,7 @@ int runLowLatency(const Options&, epx::testing::MultiGpu&, int, int, bool) {
 MemFloorTimes runMemFloor(const epx::testing::RankContext&, const MemFloorWork& w, int ctas, int) {
   MemFloorTimes t;
   t.ctas = ctas;
-  t.dispatchBytes = t.combineBytes = double(w.outputRows()) * w.rowBytes;
+  t.bytes = double(w.outputRows()) * w.rowBytes;
   return t;
 }
 
