@@ -17,7 +17,7 @@
 # own transports), EPX_SOCKET_IFNAME=lo and EPX_NET_TRANSPORT=socket (unless set: on a host with
 # RDMA ports the plugin would otherwise pick its never-run verbs transport), NCCL_NVLS_ENABLE=0 NCCL_MNNVL_ENABLE=0,
 # CUDA_MODULE_LOADING=EAGER (a lazily loaded kernel launched while a GIN kernel spins stalls:
-# docs/plugins.md), EPX_MP_PROCS_PER_GPU (the test harness caps SM budgets at min(24, (SMs-4) / that), so that the
+# docs/plugins.md), EPX_MP_PROCS_PER_GPU (the test harness caps SM budgets at min(24, (SMs-16) / that), so that the
 # spinning CTAs of all processes fit on the GPU at once), EPX_GIN_STREAMS=process with more than 2
 # processes per GPU (unless set), and one EPX_TEST_SEED for all (the caller's, else random). Everything else in the
 # environment passes through (EPX_GIN_EMU_GBPS, EPX_GIN_EMU_LATENCY_US, NCCL_DEBUG,
@@ -138,7 +138,7 @@ fi
 # on a side stream — stalled in GIN completion; with EPX_GIN_STREAMS=process it passed.)
 if [ "$per_gpu" -gt 2 ] && [ -z "${EPX_GIN_STREAMS:-}" ]; then export EPX_GIN_STREAMS=process; fi
 # SMs: epx's dispatch/combine CTAs spin on peers, so the CTAs of ALL processes on a GPU must be
-# resident at once. The test harness caps each group's SM budget at min(24, (SMs - 4) / processes
+# resident at once. The test harness caps each group's SM budget at min(24, (SMs - 16) / processes
 # per GPU) (EPX_MP_PROCS_PER_GPU; EPX_TEST_MAX_SMS overrides); epx-bench takes --sms.
 export EPX_MP_PROCS_PER_GPU=$per_gpu
 say "$n rank(s) on $nodes fake node(s) ($g per node), $ngpu GPU(s), limit ${limit} s, seed $seed"

@@ -31,6 +31,8 @@ namespace {
 
 constexpr int kWarps = 16;
 constexpr int kThreads = kWarps * 32;
+// A warp's row list: up to top-k sources and two bias rows.
+constexpr int kMaxRowList = kMaxTopk + 2;
 
 // Where received row i goes back to (its source's combineRecv slot) and where it is staged.
 struct ReturnRow {
@@ -76,7 +78,7 @@ struct LsaRows {
 // Send phase over this CTA's rows [share.begin, share.end) of `which`. WireRow: what travels.
 template <class WireRow, bool kExpanded>
 __device__ void sendBack(const CombineArgs& a, const Transport& tr, SendRows which, Share share, int lane,
-                         const int4* (&srcs)[kWarps][kMaxTopk]) {
+                         const int4* (&srcs)[kWarps][kMaxRowList]) {
   const Common& c = a.c;
   const Route& r = a.r;
   const int K = c.topk, H = c.hidden, warp = threadIdx.x >> 5;
@@ -114,7 +116,9 @@ __device__ void sendBack(const CombineArgs& a, const Transport& tr, SendRows whi
     if (row >= 0) srcs[warp][__popc(valid & lanesBelow)] = reinterpret_cast<const int4*>(a.x + size_t(row) * H);
     padRowList(srcs[warp], __popc(valid), lane);
     __syncwarp();
-    warpSumBf16Rows<WireRow>(reinterpret_cast<int4*>(dst), srcs[warp], __popc(valid), H / 8, lane);
+    // One vector per lane and row (8 rows in flight): the kernel's register budget (512 threads,
+    // 128 each) goes to the reduction's 8 x 2 batches; two here made the kernel spill.
+    warpSumBf16Rows<WireRow, 1>(reinterpret_cast<int4*>(dst), srcs[warp], __popc(valid), H / 8, lane);
     __syncwarp();
   }
 }
@@ -174,7 +178,7 @@ constexpr int kReduceUnroll = kPull ? 8 : !kExpanded ? 4 : WireRow::kVecsPer8 ==
 // this rank's place in the destination order.
 template <bool kPull, class WireRow, bool kExpanded>
 __device__ void reduceRange(const CombineArgs& a, const Transport& tr, Share tokens, int globalWarp, int numWarps,
-                            int lane, const int4* (&srcRows)[kWarps][kMaxTopk], const int4* (&ownRows)[kWarps][kMaxTopk]) {
+                            int lane, const int4* (&srcRows)[kWarps][kMaxRowList], const int4* (&ownRows)[kWarps][kMaxTopk]) {
   const Common& c = a.c;
   const Route& r = a.r;
   const int R = c.nRanks, K = c.topk, H = c.hidden, Le = c.localExperts, warp = threadIdx.x >> 5;
@@ -241,12 +245,6 @@ __device__ void reduceRange(const CombineArgs& a, const Transport& tr, Share tok
       padRowList(ownRows[warp], __popc(valid), lane);
       own = PartialSum{ownRows[warp], __popc(valid), ownAt};
     }
-    if (dest >= 0 && ownRecvRow < 0) srcRows[warp][order - (ownLane && dest > c.rank ? 1 : 0)] = row;
-    __syncwarp();
-    warpSumRows<WireRow, Bf16Row, true, kReduceUnroll<kPull, WireRow, kExpanded>>(
-        reinterpret_cast<int4*>(a.out + size_t(t) * H), srcRows[warp], __popc(dests) - (ownLane ? 1 : 0),
-        a.bias0 ? reinterpret_cast<const int4*>(a.bias0 + size_t(t) * H) : nullptr,
-        a.bias1 ? reinterpret_cast<const int4*>(a.bias1 + size_t(t) * H) : nullptr, H / 8, lane, own);
     if (a.combinedTopkWeights && lane < K) {
       float cw = 0.f;
       if (kExpanded && e >= 0 && myDest == c.rank)
@@ -255,6 +253,20 @@ __device__ void reduceRange(const CombineArgs& a, const Transport& tr, Share tok
         cw = ((const volatile float*)myW)[lane];
       a.combinedTopkWeights[size_t(t) * K + lane] = cw;
     }
+    if (dest >= 0 && ownRecvRow < 0) srcRows[warp][order - (ownLane && dest > c.rank ? 1 : 0)] = row;
+    // Biases are added after every source: BF16 wire rows take them as two more sources (no
+    // registers held for them through the sum); FP32 wire rows add them as BF16 rows at the end.
+    int nSrc = __popc(dests) - (ownLane ? 1 : 0);
+    const int4* bias0 = a.bias0 ? reinterpret_cast<const int4*>(a.bias0 + size_t(t) * H) : nullptr;
+    const int4* bias1 = a.bias1 ? reinterpret_cast<const int4*>(a.bias1 + size_t(t) * H) : nullptr;
+    if constexpr (WireRow::kVecsPer8 == 1) {
+      if (bias0) srcRows[warp][nSrc++] = bias0;
+      if (bias1) srcRows[warp][nSrc++] = bias1;
+      bias0 = bias1 = nullptr;
+    }
+    __syncwarp();
+    warpSumRows<WireRow, Bf16Row, true, kReduceUnroll<kPull, WireRow, kExpanded>>(
+        reinterpret_cast<int4*>(a.out + size_t(t) * H), srcRows[warp], nSrc, bias0, bias1, H / 8, lane, own);
     __syncwarp();
   }
 }
@@ -263,7 +275,7 @@ __device__ void reduceRange(const CombineArgs& a, const Transport& tr, Share tok
 // destination arrived (the rest is still on the wire).
 template <bool kPull, class WireRow, bool kExpanded>
 __device__ void reduceTokens(const CombineArgs& a, const Transport& tr, OpSession& ses, int globalWarp, int numWarps,
-                             int lane, const int4* (&srcRows)[kWarps][kMaxTopk], const int4* (&ownRows)[kWarps][kMaxTopk]) {
+                             int lane, const int4* (&srcRows)[kWarps][kMaxRowList], const int4* (&ownRows)[kWarps][kMaxTopk]) {
   const Common& c = a.c;
   const Route& r = a.r;
   const int T = r.totals->numTokens;
@@ -282,7 +294,7 @@ __device__ void reduceTokens(const CombineArgs& a, const Transport& tr, OpSessio
 template <class WireRow, bool kExpanded>
 __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_constant__ CombineArgs a) {
   __shared__ OpSession ses;
-  __shared__ const int4* rows[kWarps][kMaxTopk];
+  __shared__ const int4* rows[kWarps][kMaxRowList];
   __shared__ const int4* ownRows[kWarps][kMaxTopk];
   const Common& c = a.c;
   const Route& r = a.r;

@@ -91,8 +91,9 @@ BOOST_AUTO_TEST_CASE(put_rounds_from_the_environment) {
   BOOST_TEST(epx::dev::defaultPutRounds(0) == 1);
   BOOST_TEST(epx::dev::defaultPutRounds(1) == 8);   // 2 nodes: 12 ops
   BOOST_TEST(epx::dev::defaultPutRounds(3) == 8);   // 4 nodes: 36 ops
-  BOOST_TEST(epx::dev::defaultPutRounds(4) == 6);   // 40 ops
-  BOOST_TEST(epx::dev::defaultPutRounds(7) == 1);   // 8 nodes: 35 ops
+  BOOST_TEST(epx::dev::defaultPutRounds(4) == 8);   // 48 ops
+  BOOST_TEST(epx::dev::defaultPutRounds(7) == 4);   // 8 nodes: 56 ops
+  BOOST_TEST(epx::dev::defaultPutRounds(13) == 1);  // 14 nodes: 4 rounds would be 104 ops
   BOOST_TEST(epx::dev::defaultPutRounds(1023) == 1);
   for (int peers = 1; peers < 64; ++peers) {
     const int r = epx::dev::defaultPutRounds(peers);
@@ -102,7 +103,7 @@ BOOST_AUTO_TEST_CASE(put_rounds_from_the_environment) {
   BOOST_TEST(epx::parsePutRounds(nullptr, 3, &r).empty());
   BOOST_TEST(r == 8);
   BOOST_TEST(epx::parsePutRounds("", 7, &r).empty());
-  BOOST_TEST(r == 1);
+  BOOST_TEST(r == 4);
   BOOST_TEST(epx::parsePutRounds("2", 7, &r).empty());
   BOOST_TEST(r == 2);
   BOOST_TEST(epx::parsePutRounds("8", 0, &r).empty());

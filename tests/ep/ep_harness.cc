@@ -125,7 +125,9 @@ int smCap() {
   // each group gets at most its share of the SMs left after a reserve, and at most a typical
   // budget: 2 processes x 66 CTAs (all 132 SMs) stalled in combine. It replaces the analytic
   // default too (which knows nothing of the other processes). EPX_TEST_MAX_SMS overrides; 0 = none.
-  static constexpr int kReservedSms = 4, kMaxSharedBudget = 24;
+  // The reserve: 8 processes x 16 CTAs (4 SMs left on an H200) ran 2x slower than x 14 in every
+  // build measured (docs/performance.md, "8 fake nodes at 16 SMs"); 16 SMs left keeps 8 processes at 14.
+  static constexpr int kReservedSms = 16, kMaxSharedBudget = 24;
   static const int cap = [] {
     if (const char* v = std::getenv("EPX_TEST_MAX_SMS"); v && *v) return std::max(0, std::atoi(v));
     const char* p = std::getenv("EPX_MP_PROCS_PER_GPU");

@@ -232,16 +232,25 @@ __device__ __forceinline__ void warpSumRows(int4* dst, const int4* const* srcs, 
                                             const int4* extra1, int groups, int lane, PartialSum part = {}) {
   const int split = part.n > 0 ? part.at : n;
   for (int i = lane; i < groups; i += kUnroll * kWarp) {
-    // The partial sum first (its batch's registers are free again before acc is live).
-    float p[kUnroll][8] = {};
-    if (part.n > 0) addBf16RowsBatched<kUnroll>(p, part.rows, part.n, i, groups);
+    // The partial sum first (its batch's registers are free again before acc is live). When it
+    // comes first in the order it is the sum so far: +0 + w == w (a sum from +0 is never -0).
     float acc[kUnroll][8] = {};
-    addRowsInOrder<SrcRow, kVolatileSrc, kUnroll>(acc, srcs, 0, split, i, groups);
-    if (part.n > 0)
+    if (part.n > 0 && split == 0) {
+      addBf16RowsBatched<kUnroll>(acc, part.rows, part.n, i, groups);
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
-        for (int q = 0; q < 8; ++q) acc[u][q] = __fadd_rn(acc[u][q], asWire<SrcRow>(p[u][q]));
+        for (int q = 0; q < 8; ++q) acc[u][q] = asWire<SrcRow>(acc[u][q]);
+    } else {
+      float p[kUnroll][8] = {};
+      if (part.n > 0) addBf16RowsBatched<kUnroll>(p, part.rows, part.n, i, groups);
+      addRowsInOrder<SrcRow, kVolatileSrc, kUnroll>(acc, srcs, 0, split, i, groups);
+      if (part.n > 0)
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+          for (int q = 0; q < 8; ++q) acc[u][q] = __fadd_rn(acc[u][q], asWire<SrcRow>(p[u][q]));
+    }
     addRowsInOrder<SrcRow, kVolatileSrc, kUnroll>(acc, srcs, split, n, i, groups);
     if (extra0) addRowsInOrder<Bf16Row, false, kUnroll>(acc, &extra0, 0, 1, i, groups);
     if (extra1) addRowsInOrder<Bf16Row, false, kUnroll>(acc, &extra1, 0, 1, i, groups);

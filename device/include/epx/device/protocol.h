@@ -94,9 +94,11 @@ constexpr int kMaxPutRounds = 8;
 // Default rounds: as many as keep a dispatch's GIN operations per call within kPutOpsBudget (each
 // network peer gets one x put per round plus kMetaPutsPerPeer puts of the per-row arrays). The
 // budget comes from measurements on fake nodes with the emulated NIC (docs/performance.md, "Put
-// rounds"): 8 rounds were best at 1 and 3 network peers (12 and 36 ops), while at 7 peers every
-// extra round cost time (the per-op cost of the proxy path dominates there).
-constexpr int kPutOpsBudget = 40;
+// rounds"): 8 rounds were best at 1 and 3 network peers (12 and 36 ops); at 7 peers 4 rounds (56
+// ops) ran 1.18 x / 1.21 x the floor at 8 / 14 SMs against 1.25 x / 1.23 x with one round, and 8
+// rounds gained nothing more (an earlier measurement that favoured one round ran at 16 SMs, where
+// 8 processes' CTAs do not all fit on one GPU: "8 fake nodes at 16 SMs" there).
+constexpr int kPutOpsBudget = 56;
 constexpr int kMetaPutsPerPeer = 4;
 EPX_HD int defaultPutRounds(int networkPeers) {
   if (networkPeers < 1) return 1;
