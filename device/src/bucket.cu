@@ -3,15 +3,19 @@
 // and synchronized by the protocol session (session.cuh, op slot kBucketSessionKind):
 //   begin         this rank may receive the op (ready to every peer); wait until every peer may
 //                 receive it (NVLink peers: the session; network peers: every CTA too);
-//   network       the CTAs post their GIN chunks (thread 0, after readyGin of the peer): all-gather
-//                 puts this rank's shard from its tensor, reduce-scatter puts its contribution to
-//                 the peer's shard from its tensor (or, BF16 wire, converted into the stage first),
-//                 each chunk adding 1 to the peer's arrival signal;
+//   network       GIN chunks, each adding 1 to the peer's arrival signal: all-gather puts this
+//                 rank's shard from its tensor, chunks spread over the CTAs; reduce-scatter puts its
+//                 contribution to the peer's shard from its tensor (or, BF16 wire, from the stage
+//                 once every CTA converted its share), every chunk to one peer posted by one thread
+//                 in order, so the peer's arrival count says which chunks are in;
 //   NVLink        every CTA stores its share of each transfer into the NVLink peers' windows
 //                 (BF16 wire: converted on the way), then arrives at each of them;
-//   arrivals      until every source's data arrived (bounded);
+//   arrivals      until every source's data arrived (bounded); reduce-scatter waits for network
+//                 sources chunk by chunk instead, inside the reduction;
 //   reduce        reduce-scatter: this rank's shard = the sum of every rank's contribution in rank
-//                 order 0..nRanks-1, FP32 accumulation, then times the scale; written in place.
+//                 order 0..nRanks-1, FP32 accumulation, then times the scale; written in place,
+//                 one put chunk at a time as soon as that chunk arrived from every network source
+//                 (the sum overlaps the rest of the transfer).
 // No multicast; all-reduce is a reduce-scatter followed by an all-gather (host/src/bucket.cc).
 #include "epx/device/bulk_copy.cuh"
 #include "epx/device/chunking.h"
@@ -49,10 +53,13 @@ __device__ void ctaToBf16(uint16_t* dst, const float* src, uint64_t b, uint64_t 
   for (uint64_t i = b + threadIdx.x; i < e; i += blockDim.x) dst[i] = toBf16Bits(src[i]);
 }
 
-// GIN: this CTA's chunks of every (tensor, network peer) transfer; chunk item i goes to CTA i % nCtas.
-__device__ void postGin(const BucketArgs& a, const Transport& tr, OpSession& ses) {
+// Where a reduce-scatter's stage holds this rank's BF16 contribution to dst's shard of tensor t.
+__device__ uint64_t stageOf(const BucketTensorLayout& t, int dst) { return t.stage + uint64_t(dst) * t.shard * 2; }
+
+// GIN, all-gather: this CTA's chunks of every (tensor, network peer) transfer; chunk item i goes
+// to CTA i % nCtas.
+__device__ void postGinSpread(const BucketArgs& a, const Transport& tr, OpSession& ses) {
   const Common& c = tr.c;
-  char* local = tr.localBase();
   uint64_t item = 0;
   for (int ti = 0; ti < a.numTensors; ++ti) {
     const BucketTensorLayout& t = a.t[ti];
@@ -64,18 +71,50 @@ __device__ void postGin(const BucketArgs& a, const Transport& tr, OpSession& ses
       for (uint64_t ch = 0; ch < chunks; ++ch, ++item) {
         if (int(item % uint64_t(gridDim.x)) != int(blockIdx.x)) continue;
         const ByteRange r = chunkRange(bytes, kGinChunkBytes, ch);
-        uint64_t src = transferSrc(a, t, c.rank, d) + r.begin;
-        if (converts(a, t)) {  // BF16 wire: stage [dst][shard] BF16, put from there
-          const uint64_t stageAt = t.stage + uint64_t(d) * t.shard * 2;
-          ctaToBf16(reinterpret_cast<uint16_t*>(local + stageAt),
-                    reinterpret_cast<const float*>(local + transferSrc(a, t, c.rank, d)), r.begin / 2, r.end / 2);
-          __syncthreads();
-          src = stageAt + r.begin;
-        }
         if (threadIdx.x == 0 && !ses.abort && ses.readyGin(tr, kBucketSessionKind, d, kPhaseBucketReady))
-          tr.putSignal(d, transferDst(a, t, c.rank) + r.begin, src, r.size(), kFlagArriveDispatch, 1u,
-                       dataContextOf(d, c.ginContexts));
-        __syncthreads();  // the stage chunk may be overwritten by this CTA's next chunk only after the put
+          tr.putSignal(d, transferDst(a, t, c.rank) + r.begin, transferSrc(a, t, c.rank, d) + r.begin, r.size(),
+                       kFlagArriveDispatch, 1u, dataContextOf(d, c.ginContexts));
+      }
+    }
+  }
+}
+
+// GIN, reduce-scatter: every chunk to network peer d is posted by one thread, in (tensor, chunk)
+// order on one context, so d's arrival count from this rank is a prefix of the chunks
+// (bucketChunkTarget) and d reduces each chunk as soon as it arrived from every source. FP32 wire:
+// the chunks leave from the tensor, network peer k's from CTA k % nCtas. BF16 wire: every CTA first
+// converts its share of each (tensor, peer) contribution into the stage; the last CTA to finish
+// posts every peer's chunks (one thread per peer).
+__device__ void postGinOrdered(const BucketArgs& a, const Transport& tr, OpSession& ses) {
+  const Common& c = tr.c;
+  char* local = tr.localBase();
+  bool staged = false;
+  for (int ti = 0; ti < a.numTensors; ++ti) {
+    const BucketTensorLayout& t = a.t[ti];
+    if (!converts(a, t)) continue;
+    staged = true;
+    const ByteRange e = itemShare(t.shard, gridDim.x, blockIdx.x);
+    for (int d = 0; d < c.nRanks; ++d)
+      if (!tr.lsa(d))
+        ctaToBf16(reinterpret_cast<uint16_t*>(local + stageOf(t, d)),
+                  reinterpret_cast<const float*>(local + transferSrc(a, t, c.rank, d)), e.begin, e.end);
+  }
+  if (staged && !ses.lastToStage(tr, kBucketSessionKind, 0)) return;
+  for (int k = 1, peer = 0; k < c.nRanks; ++k) {
+    const int d = (c.rank + k) % c.nRanks;
+    if (tr.lsa(d)) continue;
+    const bool mine = staged ? peer % int(blockDim.x) == int(threadIdx.x)
+                             : peer % int(gridDim.x) == int(blockIdx.x) && threadIdx.x == 0;
+    ++peer;
+    if (!mine || ses.abort || !ses.readyGin(tr, kBucketSessionKind, d, kPhaseBucketReady)) continue;
+    const int ctx = dataContextOf(d, c.ginContexts);
+    for (int ti = 0; ti < a.numTensors; ++ti) {
+      const BucketTensorLayout& t = a.t[ti];
+      const uint64_t bytes = bucketTransferBytes(t, a.op, a.bf16Wire);
+      const uint64_t src = converts(a, t) ? stageOf(t, d) : transferSrc(a, t, c.rank, d);
+      for (uint64_t ch = 0; ch < chunksOf(bytes, kGinChunkBytes); ++ch) {
+        const ByteRange r = chunkRange(bytes, kGinChunkBytes, ch);
+        tr.putSignal(d, transferDst(a, t, c.rank) + r.begin, src + r.begin, r.size(), kFlagArriveDispatch, 1u, ctx);
       }
     }
   }
@@ -131,68 +170,107 @@ __device__ __forceinline__ void store4(char* row, uint64_t j, bool bf16, const f
   }
 }
 
-// Reduce-scatter: this CTA's share of this rank's shard of every tensor, summed over sources in rank
-// order (this rank's own contribution read from its tensor, through the wire's rounding): four
-// elements per thread when every row is 16-byte aligned (shard a multiple of 8 elements), else one.
-// The same additions in the same order either way.
-__device__ void reduceShard(const BucketArgs& a, const Transport& tr) {
+// Vectors of four elements each thread of the reduction loads per source before adding them (loads
+// in flight: the sum is bound by memory latency otherwise).
+constexpr int kReduceVecs = 4;
+constexpr uint64_t kVecElems = 4, kVecShardMultiple = 8;
+
+// One source's value of element(s) at j of a reduce-scatter: this rank's own contribution from its
+// tensor, through the wire's rounding, or source s's from the scratch area.
+struct ReduceSources {
+  const char* own;
+  const char* scratch;
+  uint64_t shard, wireBytes;
+  bool tensorBf16, wireBf16, roundOwn;
+  int me;
+  __device__ void loadVec(int s, uint64_t j, float (&v)[4]) const {
+    if (s == me) {
+      load4(own, j, tensorBf16, v);
+      if (roundOwn)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) v[k] = roundBf16(v[k]);
+    } else {
+      load4(scratch + uint64_t(s) * shard * wireBytes, j, wireBf16, v);
+    }
+  }
+  __device__ float loadOne(int s, uint64_t j) const {
+    if (s == me) {
+      const float v = tensorBf16 ? ldBf16Volatile(reinterpret_cast<const uint16_t*>(own) + j)
+                                 : ldF32Volatile(reinterpret_cast<const float*>(own) + j);
+      return roundOwn ? roundBf16(v) : v;
+    }
+    const char* row = scratch + uint64_t(s) * shard * wireBytes;
+    return wireBf16 ? ldBf16Volatile(reinterpret_cast<const uint16_t*>(row) + j)
+                    : ldF32Volatile(reinterpret_cast<const float*>(row) + j);
+  }
+};
+
+// Reduce-scatter of this rank's shard elements [el.begin, el.end) of tensor t, this CTA's share:
+// the sum of every rank's contribution in rank order, FP32 accumulation, times the scale, written
+// in place. Four elements per thread and kReduceVecs of them in flight when every row is 16-byte
+// aligned (shard a multiple of 8 elements), else one; the same additions in the same order.
+__device__ void reduceElems(const BucketArgs& a, const Transport& tr, const BucketTensorLayout& t, ByteRange el) {
   const Common& c = tr.c;
   char* local = tr.localBase();
-  for (int ti = 0; ti < a.numTensors; ++ti) {
-    const BucketTensorLayout& t = a.t[ti];
-    const bool tensorBf16 = t.elem == kElemBf16;
-    const bool wireBf16 = tensorBf16 || a.bf16Wire;
-    const uint64_t wireBytes = wireBf16 ? 2 : 4;
-    char* own = local + t.offset + uint64_t(c.rank) * shardBytes(t);
-    const char* scratch = local + t.scratch;
-    constexpr uint64_t kVecElems = 4, kVecShardMultiple = 8;
-    if (t.shard % kVecShardMultiple == 0) {
-      const ByteRange g = itemShare(t.shard / kVecElems, gridDim.x, blockIdx.x);
-      for (uint64_t q = g.begin + threadIdx.x; q < g.end; q += blockDim.x) {
-        const uint64_t j = q * kVecElems;
-        float acc[4] = {0.f, 0.f, 0.f, 0.f};
-        for (int s = 0; s < c.nRanks; ++s) {
-          float v[4];
-          if (s == c.rank) {
-            load4(own, j, tensorBf16, v);
-            if (a.bf16Wire)
+  const bool tensorBf16 = t.elem == kElemBf16;
+  const bool wireBf16 = tensorBf16 || a.bf16Wire;
+  char* own = local + t.offset + uint64_t(c.rank) * shardBytes(t);
+  const ReduceSources src{own, local + t.scratch, t.shard, uint64_t(wireBf16 ? 2 : 4), tensorBf16, wireBf16,
+                          a.bf16Wire != 0, c.rank};
+  if (t.shard % kVecShardMultiple == 0) {
+    const ByteRange g = itemShare((el.end - el.begin) / kVecElems, gridDim.x, blockIdx.x);
+    const uint64_t first = el.begin / kVecElems + g.begin, end = el.begin / kVecElems + g.end;
+    for (uint64_t q0 = first + threadIdx.x; q0 < end; q0 += uint64_t(blockDim.x) * kReduceVecs) {
+      float acc[kReduceVecs][4] = {};
+      for (int s = 0; s < c.nRanks; ++s) {
+        float v[kReduceVecs][4];
 #pragma unroll
-              for (int k = 0; k < 4; ++k) v[k] = roundBf16(v[k]);
-          } else {
-            load4(scratch + uint64_t(s) * t.shard * wireBytes, j, wireBf16, v);
-          }
+        for (int u = 0; u < kReduceVecs; ++u)
+          if (q0 + u * blockDim.x < end) src.loadVec(s, (q0 + u * blockDim.x) * kVecElems, v[u]);
 #pragma unroll
-          for (int k = 0; k < 4; ++k) acc[k] = __fadd_rn(acc[k], v[k]);
-        }
+        for (int u = 0; u < kReduceVecs; ++u)
+#pragma unroll
+          for (int k = 0; k < 4; ++k) acc[u][k] = __fadd_rn(acc[u][k], v[u][k]);
+      }
+#pragma unroll
+      for (int u = 0; u < kReduceVecs; ++u) {
+        if (q0 + u * blockDim.x >= end) continue;
         if (a.hasScale)
 #pragma unroll
-          for (int k = 0; k < 4; ++k) acc[k] = __fmul_rn(acc[k], a.scale);
-        store4(own, j, tensorBf16, acc);
+          for (int k = 0; k < 4; ++k) acc[u][k] = __fmul_rn(acc[u][k], a.scale);
+        store4(own, (q0 + u * blockDim.x) * kVecElems, tensorBf16, acc[u]);
       }
-      continue;
     }
-    const ByteRange e = itemShare(t.shard, gridDim.x, blockIdx.x);
-    for (uint64_t j = e.begin + threadIdx.x; j < e.end; j += blockDim.x) {
-      float acc = 0.f;
-      for (int s = 0; s < c.nRanks; ++s) {
-        float v;
-        if (s == c.rank) {
-          v = tensorBf16 ? ldBf16Volatile(reinterpret_cast<const uint16_t*>(own) + j)
-                         : ldF32Volatile(reinterpret_cast<const float*>(own) + j);
-          if (a.bf16Wire) v = roundBf16(v);
-        } else {
-          const char* row = scratch + uint64_t(s) * t.shard * wireBytes;
-          v = wireBf16 ? ldBf16Volatile(reinterpret_cast<const uint16_t*>(row) + j)
-                       : ldF32Volatile(reinterpret_cast<const float*>(row) + j);
-        }
-        acc = __fadd_rn(acc, v);
+    return;
+  }
+  const ByteRange e = itemShare(el.end - el.begin, gridDim.x, blockIdx.x);
+  for (uint64_t j = el.begin + e.begin + threadIdx.x; j < el.begin + e.end; j += blockDim.x) {
+    float acc = 0.f;
+    for (int s = 0; s < c.nRanks; ++s) acc = __fadd_rn(acc, src.loadOne(s, j));
+    if (a.hasScale) acc = __fmul_rn(acc, a.scale);
+    if (tensorBf16)
+      reinterpret_cast<uint16_t*>(own)[j] = toBf16Bits(acc);
+    else
+      reinterpret_cast<float*>(own)[j] = acc;
+  }
+}
+
+// Reduce-scatter: every tensor's shard, one put chunk's elements at a time; with network sources,
+// each chunk as soon as it arrived from all of them (their chunks arrive in order: postGinOrdered).
+__device__ void reduceShard(const BucketArgs& a, const Transport& tr, OpSession& ses) {
+  uint32_t before = 0;  // put chunks of the earlier tensors
+  for (int ti = 0; ti < a.numTensors; ++ti) {
+    const BucketTensorLayout& t = a.t[ti];
+    const uint64_t bytes = bucketTransferBytes(t, a.op, a.bf16Wire);
+    const uint64_t chunks = chunksOf(bytes, kGinChunkBytes);
+    for (uint64_t ch = 0; ch < chunks; ++ch) {
+      if (tr.hasGin()) {
+        ses.waitGinPrefix(tr, kBucketSessionKind, kPhaseBucketData, SameRows{bucketChunkTarget(before, ch)});
+        if (ses.abort) return;
       }
-      if (a.hasScale) acc = __fmul_rn(acc, a.scale);
-      if (tensorBf16)
-        reinterpret_cast<uint16_t*>(own)[j] = toBf16Bits(acc);
-      else
-        reinterpret_cast<float*>(own)[j] = acc;
+      reduceElems(a, tr, t, bucketChunkElems(bytes, bytes / t.shard, ch));
     }
+    before += uint32_t(chunks);
   }
 }
 
@@ -209,12 +287,18 @@ __global__ void __launch_bounds__(kCollThreads, 1) bucketKernel(const __grid_con
       if (!tr.lsa(p)) ses.readyGin(tr, kBucketSessionKind, p, kPhaseBucketReady);
     __syncthreads();
   }
-  if (gin && !ses.abort) postGin(a, tr, ses);
+  if (gin && !ses.abort) {
+    if (a.op == kBucketReduceScatter)
+      postGinOrdered(a, tr, ses);
+    else
+      postGinSpread(a, tr, ses);
+  }
   if (!ses.abort) storeLsa(a, tr);
   ses.arriveLsa(tr, kBucketSessionKind);
   const SameRows rows{bucketGinPutsPerPeer(a.t, a.numTensors, a.op, a.bf16Wire != 0)};
-  ses.waitArrivals(tr, kBucketSessionKind, kPhaseBucketData, true, gin, rows);
-  if (a.op == kBucketReduceScatter && !ses.abort) reduceShard(a, tr);
+  const bool reduce = a.op == kBucketReduceScatter;
+  ses.waitArrivals(tr, kBucketSessionKind, kPhaseBucketData, true, gin && !reduce, rows);
+  if (reduce && !ses.abort) reduceShard(a, tr, ses);
   if (gin) tr.completeGin();  // the tensors and the stage are the caller's / the next op's again
   ses.end(tr, kBucketSessionKind, rows);
 }

@@ -100,6 +100,32 @@ BOOST_AUTO_TEST_CASE(transfers_and_gin_puts) {
              uint32_t(dev::chunksOf(shardBytes / 2, dev::kGinChunkBytes)) + 1u);
 }
 
+// Reduce-scatter over GIN reduces chunk by chunk: the chunks' element ranges tile the shard in order
+// (every element once, whatever the shard, wire width or tail), and the arrival target of each chunk
+// counts the earlier tensors' chunks and this one's predecessors.
+BOOST_AUTO_TEST_CASE(reduce_chunks_tile_the_shard) {
+  const uint64_t C = dev::kGinChunkBytes;
+  for (const uint64_t wire : {uint64_t(2), uint64_t(4)})
+    for (const uint64_t shard : {uint64_t(0), uint64_t(1), uint64_t(8), C / wire - 8, C / wire, C / wire + 8,
+                                 5 * C / wire + 4, uint64_t(64) << 20 >> 2}) {
+      const uint64_t bytes = shard * wire;
+      const uint64_t chunks = dev::chunksOf(bytes, C);
+      uint64_t next = 0;
+      for (uint64_t ch = 0; ch < chunks; ++ch) {
+        const dev::ByteRange e = dev::bucketChunkElems(bytes, wire, ch);
+        BOOST_TEST(e.begin == next);
+        BOOST_TEST(e.end > e.begin);
+        BOOST_TEST((e.end - e.begin) * wire == dev::chunkRange(bytes, C, ch).size());
+        if (shard % 8 == 0) BOOST_TEST(e.begin % 4 == 0u);  // whole 4-element vectors (reduceElems)
+        next = e.end;
+      }
+      BOOST_TEST(next == shard, "wire " << wire << " shard " << shard);
+    }
+  BOOST_TEST(dev::bucketChunkTarget(0, 0) == 1u);
+  BOOST_TEST(dev::bucketChunkTarget(4, 0) == 5u);
+  BOOST_TEST(dev::bucketChunkTarget(4, 2) == 7u);
+}
+
 BOOST_AUTO_TEST_CASE(call_checks) {
   const std::vector<ncclEpBucketTensor_t> plan = {{64, ncclFloat32}, {64, ncclBfloat16}, {64, ncclInt32}};
   alignas(16) static char t0[256], t1[128], t2[256], ext[512];

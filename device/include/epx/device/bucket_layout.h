@@ -103,6 +103,17 @@ EPX_HD uint32_t bucketGinPutsPerPeer(const BucketTensorLayout* t, int n, int op,
   return uint32_t(puts);
 }
 
+// Reduce-scatter over GIN reduces one put chunk at a time as it arrives: each source posts its
+// chunks to a destination in (tensor, chunk) order on one context, so the destination's arrival
+// count from that source has reached bucketChunkTarget(before, ch) once chunk ch of a tensor is in
+// (`before`: the chunks of the op's earlier tensors; the op's base count not included).
+EPX_HD uint32_t bucketChunkTarget(uint32_t before, uint64_t ch) { return before + uint32_t(ch) + 1u; }
+// The shard elements that put chunk ch of a `bytes` transfer carries (wireBytes per element).
+EPX_HD ByteRange bucketChunkElems(uint64_t bytes, uint64_t wireBytes, uint64_t ch) {
+  const ByteRange r = chunkRange(bytes, kGinChunkBytes, ch);
+  return ByteRange{r.begin / wireBytes, r.end / wireBytes};
+}
+
 // The bucket's window runs one kind of op through the protocol session: its slot 0 (readiness
 // and arrival words kFlagReadyDispatch / kFlagArriveDispatch of the bucket's own window).
 constexpr int kBucketSessionKind = kOpDispatch;
