@@ -48,9 +48,39 @@ __device__ bool converts(const BucketArgs& a, const BucketTensorLayout& t) {
   return a.op == kBucketReduceScatter && a.bf16Wire && t.elem == kElemF32;
 }
 
-// Elements [b, e) of FP32 src as BF16 into dst (CTA-wide).
+// Vectors of four elements each thread loads before using them (loads in flight: conversions and
+// sums are bound by memory latency otherwise). Rows are 16-byte aligned (FP32) when the shard is a
+// multiple of 8 elements.
+constexpr int kReduceVecs = 4;
+constexpr uint64_t kVecElems = 4, kVecShardMultiple = 8;
+
+// CTA p's elements of n: whole 4-element vectors when n is a multiple of kVecShardMultiple.
+__device__ ByteRange elemShare(uint64_t n, int parts, int p) {
+  if (n % kVecShardMultiple != 0) return itemShare(n, parts, p);
+  const ByteRange v = itemShare(n / kVecElems, parts, p);
+  return ByteRange{v.begin * kVecElems, v.end * kVecElems};
+}
+
+// Elements [b, e) of FP32 src as BF16 into dst (CTA-wide): four per thread, kReduceVecs in flight,
+// when b and e are multiples of 4 (16-byte source / 8-byte destination vectors); else one by one.
 __device__ void ctaToBf16(uint16_t* dst, const float* src, uint64_t b, uint64_t e) {
-  for (uint64_t i = b + threadIdx.x; i < e; i += blockDim.x) dst[i] = toBf16Bits(src[i]);
+  if (b % kVecElems != 0 || e % kVecElems != 0) {
+    for (uint64_t i = b + threadIdx.x; i < e; i += blockDim.x) dst[i] = toBf16Bits(src[i]);
+    return;
+  }
+  const uint64_t end = e / kVecElems;
+  for (uint64_t q0 = b / kVecElems + threadIdx.x; q0 < end; q0 += uint64_t(blockDim.x) * kReduceVecs) {
+    float4 v[kReduceVecs];
+#pragma unroll
+    for (int u = 0; u < kReduceVecs; ++u)
+      if (q0 + u * blockDim.x < end) v[u] = reinterpret_cast<const float4*>(src)[q0 + u * blockDim.x];
+#pragma unroll
+    for (int u = 0; u < kReduceVecs; ++u)
+      if (q0 + u * blockDim.x < end)
+        reinterpret_cast<uint2*>(dst)[q0 + u * blockDim.x] =
+            make_uint2(uint32_t(toBf16Bits(v[u].x)) | (uint32_t(toBf16Bits(v[u].y)) << 16),
+                       uint32_t(toBf16Bits(v[u].z)) | (uint32_t(toBf16Bits(v[u].w)) << 16));
+  }
 }
 
 // Where a reduce-scatter's stage holds this rank's BF16 contribution to dst's shard of tensor t.
@@ -93,7 +123,7 @@ __device__ void postGinOrdered(const BucketArgs& a, const Transport& tr, OpSessi
     const BucketTensorLayout& t = a.t[ti];
     if (!converts(a, t)) continue;
     staged = true;
-    const ByteRange e = itemShare(t.shard, gridDim.x, blockIdx.x);
+    const ByteRange e = elemShare(t.shard, gridDim.x, blockIdx.x);
     for (int d = 0; d < c.nRanks; ++d)
       if (!tr.lsa(d))
         ctaToBf16(reinterpret_cast<uint16_t*>(local + stageOf(t, d)),
@@ -132,7 +162,7 @@ __device__ void storeLsa(const BucketArgs& a, const Transport& tr) {
       char* dst = tr.lsaBase(d) + transferDst(a, t, c.rank);
       const char* src = local + transferSrc(a, t, c.rank, d);
       if (converts(a, t)) {
-        const ByteRange e = itemShare(t.shard, gridDim.x, blockIdx.x);
+        const ByteRange e = elemShare(t.shard, gridDim.x, blockIdx.x);
         ctaToBf16(reinterpret_cast<uint16_t*>(dst), reinterpret_cast<const float*>(src), e.begin, e.end);
       } else {
         const ByteRange r = vecShare(bytes, gridDim.x, blockIdx.x);
@@ -170,10 +200,6 @@ __device__ __forceinline__ void store4(char* row, uint64_t j, bool bf16, const f
   }
 }
 
-// Vectors of four elements each thread of the reduction loads per source before adding them (loads
-// in flight: the sum is bound by memory latency otherwise).
-constexpr int kReduceVecs = 4;
-constexpr uint64_t kVecElems = 4, kVecShardMultiple = 8;
 
 // One source's value of element(s) at j of a reduce-scatter: this rank's own contribution from its
 // tensor, through the wire's rounding, or source s's from the scratch area.

@@ -4,13 +4,17 @@
 //         (at most `slots` messages in flight per pair); NVLink peer: the CTAs store the header and
 //         their share of the message into the peer's slot and the last CTA publishes the message
 //         count; network peer: the CTAs stage the message in this rank's window in up to 4 rounds
-//         (ppPutRounds) and the last CTA of each round puts it, so the wire carries one round
-//         while the next is staged; the last round's put adds 1 to the peer's data signal (it
-//         covers the earlier rounds' puts on the same context); the kernel ends once its puts are
-//         complete locally.
-//   recv  thread 0 of every CTA waits (bounded) for the message; a message larger than the receive
-//         buffer is dropped and reported (async error, nothing written); the CTAs copy their share
-//         out, and the last CTA frees the slot (count to the sender).
+//         (ppPutRounds) and the last CTA of each round puts it with +1 on the peer's data signal,
+//         so the wire carries one round while the next is staged. The kernel ends once its puts
+//         are posted (the message is in the stage: the caller's buffer is free), so a receive
+//         queued behind it on the same stream starts while the rounds are on the wire; the next
+//         send first waits until every earlier put left the stage (ppFlushKernel does the same
+//         before the channel is destroyed).
+//   recv  thread 0 of every CTA waits (bounded) for the message (network peer: for its first put
+//         round, which carries the header); a message larger than the receive buffer is dropped
+//         and reported (async error, nothing written); the CTAs copy their share out — from a
+//         network peer round by round, each as soon as it arrived, while later rounds are on the
+//         wire — and the last CTA frees the slot (count to the sender).
 // Message counts are cumulative per ordered pair and live in device memory (PpState), so sends and
 // receives capture into CUDA graphs and replay without the host.
 #include "epx/device/bulk_copy.cuh"
@@ -69,8 +73,10 @@ __global__ void __launch_bounds__(kCollThreads, 1) ppSendKernel(const __grid_con
     }
     return;
   }
-  // Network: stage and put round by round (the last CTA of each round posts it); the last round's
-  // put carries the data signal.
+  // Network: the stage is free once every earlier put of this channel (any CTA's) left it; then
+  // stage and put round by round (the last CTA of each round posts it, +1 on the data signal).
+  if (!t.completeGinCounters(0, c.ginCounters) && threadIdx.x == 0) ok = 0;
+  __syncthreads();
   const uint64_t stageOff = ppStageOffset(a.pl, peer);
   char* stage = t.localBase() + stageOff;
   const int rounds = ppPutRounds(a.bytes);
@@ -87,49 +93,63 @@ __global__ void __launch_bounds__(kCollThreads, 1) ppSendKernel(const __grid_con
     }
     if (lastCtaOf(&a.st.sendStaged[peer * kPpMaxPutRounds + j]) && threadIdx.x == 0 && ok) {
       const uint64_t from = j == 0 ? 0 : kPpHeaderBytes + rr.begin, to = kPpHeaderBytes + rr.end;
-      const int ctx = dataContextOf(peer, c.ginContexts);
-      if (j == rounds - 1) {
-        t.putSignal(peer, slotOff + from, stageOff + from, to - from, kPpFlagData, 1u, ctx);
-        a.st.sendSeq[peer] = seq;
-      } else {
-        t.put(peer, slotOff + from, stageOff + from, to - from, ctx);
-      }
+      t.putSignal(peer, slotOff + from, stageOff + from, to - from, kPpFlagData, 1u, dataContextOf(peer, c.ginContexts));
+      if (j == rounds - 1) a.st.sendSeq[peer] = seq;
     }
   }
-  t.completeGin();  // the staged message is consumed: the next send may stage again
+}
+
+// Every put of the channel left the stage (before the window goes away). One CTA.
+__global__ void __launch_bounds__(kCollThreads, 1) ppFlushKernel(const __grid_constant__ PpArgs a) {
+  const Transport t(a.c);
+  t.completeGinCounters(0, a.c.ginCounters);
 }
 
 __global__ void __launch_bounds__(kCollThreads, 1) ppRecvKernel(const __grid_constant__ PpArgs a) {
   const Transport t(a.c);
   const Common& c = a.c;
   const int peer = a.peer;
-  __shared__ uint32_t seq;
+  const bool gin = !t.lsa(peer);
+  __shared__ uint32_t seq, rounds0;
   __shared__ int ok;
   __shared__ unsigned long long bytes;
+  const char* slotBase = nullptr;
   if (threadIdx.x == 0) {
     seq = loadSeq(&a.st.recvSeq[peer]) + 1;
-    ok = t.wait(kPpFlagData, peer, seq, kPhasePpData);
+    rounds0 = gin ? loadSeq(&a.st.recvRounds[peer]) : 0;
+    // NVLink: the published message count; network: the first put round (it carries the header).
+    ok = t.wait(kPpFlagData, peer, gin ? rounds0 + 1 : seq, kPhasePpData);
     if (ok) {
-      const char* slotBase = t.localBase() + ppSlotOffset(a.pl, peer, ppSlotOf(seq, a.pl.numSlots));
+      slotBase = t.localBase() + ppSlotOffset(a.pl, peer, ppSlotOf(seq, a.pl.numSlots));
       bytes = *reinterpret_cast<const volatile unsigned long long*>(slotBase);
     }
   }
   __syncthreads();
+  // Network: the sender's put rounds of this message (each one more on the data signal).
+  const int rounds = gin && ok ? ppPutRounds(bytes) : 1;
   if (ok) {
     const char* data = t.localBase() + ppSlotOffset(a.pl, peer, ppSlotOf(seq, a.pl.numSlots)) + kPpHeaderBytes;
-    if (bytes > a.bytes) {
-      if (blockIdx.x == 0 && threadIdx.x == 0)
-        recordError(&c.error->badIdClaim, &c.error->badId, /*ncclInvalidArgument*/ 4, kPhasePpRecvTooSmall, peer,
-                    c.rank, t.transportOf(peer), (long long)bytes, (long long)a.bytes);
-    } else {
-      const ByteRange r = vecShare(bytes, gridDim.x, blockIdx.x);
-      ctaCopyBytes<true>(a.dst + r.begin, data + r.begin, r.size());
+    const bool fits = bytes <= a.bytes;
+    if (!fits && blockIdx.x == 0 && threadIdx.x == 0)
+      recordError(&c.error->badIdClaim, &c.error->badId, /*ncclInvalidArgument*/ 4, kPhasePpRecvTooSmall, peer,
+                  c.rank, t.transportOf(peer), (long long)bytes, (long long)a.bytes);
+    for (int j = 0; j < rounds; ++j) {
+      if (j > 0) {  // round j is in once the data signal counts it (rounds arrive in order)
+        if (threadIdx.x == 0 && ok) ok = t.wait(kPpFlagData, peer, rounds0 + uint32_t(j) + 1u, kPhasePpData);
+        __syncthreads();
+        if (!ok) break;
+      }
+      if (!fits) continue;  // dropped, but every round is waited for before the slot is freed
+      const ByteRange rr = vecShare(bytes, rounds, j);
+      const ByteRange r = vecShare(rr.size(), gridDim.x, blockIdx.x);
+      ctaCopyBytes<true>(a.dst + rr.begin + r.begin, data + rr.begin + r.begin, r.size());
     }
     if (a.recvBytes && blockIdx.x == 0 && threadIdx.x == 0) *a.recvBytes = bytes;
   }
   if (lastCtaOf(&a.st.recvDone[peer]) && threadIdx.x == 0 && ok) {
     t.publish(peer, kPpFlagFree, seq);  // the slot's data has been read by every CTA
     a.st.recvSeq[peer] = seq;
+    if (gin) a.st.recvRounds[peer] = rounds0 + uint32_t(rounds);
   }
 }
 
@@ -143,7 +163,13 @@ cudaError_t launchPpSend(const PpArgs& a, int nCtas, cudaStream_t stream) {
 cudaError_t preloadPpKernels() {
   cudaFuncAttributes attr;
   cudaError_t e = cudaFuncGetAttributes(&attr, ppSendKernel);
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, ppFlushKernel);
   return e != cudaSuccess ? e : cudaFuncGetAttributes(&attr, ppRecvKernel);
+}
+
+cudaError_t launchPpFlush(const PpArgs& a, cudaStream_t stream) {
+  ppFlushKernel<<<1, kCollThreads, 0, stream>>>(a);
+  return cudaGetLastError();
 }
 
 cudaError_t launchPpRecv(const PpArgs& a, int nCtas, cudaStream_t stream) {

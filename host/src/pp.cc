@@ -26,7 +26,8 @@ struct ncclEpPpChannel {
     a.c = epx::linkCommon(link, pl.flags, cfg.numCtas);
     a.pl = pl;
     const int n = link.nRanks;
-    a.st = epx::dev::PpState{stateWords, stateWords + n, stateWords + 2 * n, stateWords + 3 * n, stateWords + 4 * n};
+    a.st = epx::dev::PpState{stateWords, stateWords + n, stateWords + 2 * n, stateWords + 3 * n, stateWords + 4 * n,
+                             stateWords + 5 * n};
     a.peer = peer;
     return a;
   }
@@ -123,7 +124,9 @@ extern "C" ncclResult_t ncclEpPpChannelCreate(ncclComm_t comm, const ncclEpPpCon
 extern "C" ncclResult_t ncclEpPpChannelDestroy(ncclEpPpChannel_t ch) {
   if (!ch) return ncclSuccess;
   cudaSetDevice(ch->link.cudaDev);
-  const cudaError_t ce = cudaDeviceSynchronize();
+  // Sends return once their GIN puts are posted: wait until the last ones left the stage.
+  cudaError_t ce = ch->link.network() ? epx::dev::launchPpFlush(ch->args(0), nullptr) : cudaSuccess;
+  if (const cudaError_t se = cudaDeviceSynchronize(); ce == cudaSuccess) ce = se;
   release(ch);
   if (ce != cudaSuccess)
     return fail(ncclUnhandledCudaError, std::string("ncclEpPpChannelDestroy: pending work failed: ") + cudaGetErrorString(ce));

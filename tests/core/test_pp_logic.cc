@@ -186,7 +186,7 @@ BOOST_AUTO_TEST_CASE(chunking) {
   BOOST_TEST(dev::itemShare(100, 7, 6).size() == 14u);
 }
 
-// GIN put rounds of a message: 1 up to 1 MiB, one per started MiB up to 4; the rounds' data
+// GIN put rounds of a message: 1 up to 1 MiB, one per started MiB up to kPpMaxPutRounds (4); the rounds' data
 // ranges cover the message in order at 16-byte boundaries.
 BOOST_AUTO_TEST_CASE(put_rounds) {
   BOOST_TEST(dev::ppPutRounds(0) == 1);
@@ -203,7 +203,7 @@ BOOST_AUTO_TEST_CASE(put_rounds) {
     const dev::ByteRange r = dev::vecShare(bytes, rounds, j);
     BOOST_TEST(r.begin == at);
     BOOST_TEST(r.begin % 16 == 0u);
-    BOOST_TEST(r.size() >= (uint64_t(4) << 20));
+    BOOST_TEST(r.size() >= dev::kPpRoundMinBytes);
     at = r.end;
   }
   BOOST_TEST(at == bytes);

@@ -50,9 +50,10 @@ EPX_HD ByteRange itemShare(uint64_t n, int parts, int p) {
 }
 
 // PP over GIN: a message is staged and put in up to kPpMaxPutRounds rounds of at least
-// kPpRoundMinBytes, so that the network carries round j while the CTAs stage round j + 1; only the
-// last round's put adds 1 to the receiver's data signal (it covers the earlier puts on the same
-// context). Round j's data bytes: vecShare(bytes, rounds, j).
+// kPpRoundMinBytes, so that the network carries round j while the sender stages round j + 1 and the
+// receiver copies out round j - 1; every round's put adds 1 to the receiver's data signal (all on
+// one context, in order: the count says which rounds are in). Round j's data bytes:
+// vecShare(bytes, rounds, j); round 0 also carries the header.
 constexpr int kPpMaxPutRounds = 4;
 constexpr uint64_t kPpRoundMinBytes = uint64_t(1) << 20;
 EPX_HD int ppPutRounds(uint64_t bytes) {

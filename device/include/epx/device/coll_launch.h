@@ -14,6 +14,9 @@ cudaError_t launchBucket(const BucketArgs& a, int nCtas, cudaStream_t stream);
 // nCtas CTAs (co-resident): one message to / from a.peer.
 cudaError_t launchPpSend(const PpArgs& a, int nCtas, cudaStream_t stream);
 cudaError_t launchPpRecv(const PpArgs& a, int nCtas, cudaStream_t stream);
+// One CTA that waits (bounded) until every GIN put of the channel left its stage: before the
+// channel's window is released (a send returns once its puts are posted).
+cudaError_t launchPpFlush(const PpArgs& a, cudaStream_t stream);
 
 // Loads the kernels now (creation time): under CUDA lazy loading, the first launch of a kernel
 // waits for the device, which never idles while another of these kernels spins on a peer.

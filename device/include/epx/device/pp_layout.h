@@ -80,9 +80,10 @@ struct PpState {
   uint32_t* recvSeq;   // [nRanks] messages received from each peer
   uint32_t* sendDone;  // [nRanks]
   uint32_t* recvDone;  // [nRanks]
+  uint32_t* recvRounds;  // [nRanks] GIN data signals (put rounds) received from each peer so far
   uint32_t* sendStaged;  // [nRanks][kPpMaxPutRounds] CTAs done staging a put round (GIN)
 };
-constexpr int kPpStateWordsPerRank = 4 + kPpMaxPutRounds;
+constexpr int kPpStateWordsPerRank = 5 + kPpMaxPutRounds;
 
 struct PpArgs {
   Common c;  // wl.flags = PpLayout::flags; state/arrived unused
