@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <type_traits>
 
-namespace epx::dev {
+#include "epx/device/warp.cuh"
 
-constexpr int kWarp = 32;
+namespace epx::dev {
 
 __device__ __forceinline__ int4 ldNc(const int4* p) {
   int4 v;
