@@ -24,6 +24,7 @@
 #include "epx/device/ep_args.h"
 #include "epx/device/launch.h"
 #include "epx/device/session.cuh"
+#include "epx/device/zero_row.cuh"
 
 namespace epx::dev {
 
