@@ -24,6 +24,7 @@
 #include "epx/device/ep_args.h"
 #include "epx/device/launch.h"
 #include "epx/device/session.cuh"
+#include "epx/device/zero_row.cuh"
 
 namespace epx::dev {
 
@@ -56,24 +57,17 @@ __device__ __forceinline__ bool inWindow(const CombineArgs& a, const Transport& 
 __device__ __forceinline__ size_t wireRowBytes(const CombineArgs& a) { return size_t(a.c.hidden) * (a.fp32 ? 4 : 2); }
 
 // Which received rows a send pass covers: rows from network sources, numbered in source order
-// (a put round, protocol.h), or rows from NVLink sources (LsaRows).
+// (a put round, protocol.h), or rows from NVLink sources (lsaRows).
 enum class SendRows { kGin, kLsa };
 
 // Received rows from NVLink sources, numbered 0..count(): contiguous in receive order (the LSA team
 // is a contiguous rank range), less this rank's own rows in the expanded layout (folded into its
-// reduction).
-struct LsaRows {
-  int begin, end, skipBegin, skipCount;
-  __device__ LsaRows(const Common& c, const Route& r, bool skipOwn) {
-    const int first = c.rank - c.lsaRank;
-    begin = r.recvBase[first];
-    end = r.recvBase[first + c.lsaSize];
-    skipBegin = r.recvBase[c.rank];
-    skipCount = skipOwn ? r.recvBase[c.rank + 1] - skipBegin : 0;
-  }
-  __device__ int count() const { return end - begin - skipCount; }
-  __device__ int rowOf(int v) const { return begin + v + (begin + v >= skipBegin ? skipCount : 0); }
-};
+// reduction; they lie inside the team's rows).
+__device__ __forceinline__ RowsExcept lsaRows(const Common& c, const Route& r, bool skipOwn) {
+  const int first = c.rank - c.lsaRank;
+  const int begin = r.recvBase[first], end = r.recvBase[first + c.lsaSize], skipBegin = r.recvBase[c.rank];
+  return RowsExcept{begin, end, skipBegin, skipOwn ? r.recvBase[c.rank + 1] - skipBegin : 0};
+}
 
 // Send phase over this CTA's rows [share.begin, share.end) of `which`. WireRow: what travels.
 template <class WireRow, bool kExpanded>
@@ -87,9 +81,9 @@ __device__ void sendBack(const CombineArgs& a, const Transport& tr, SendRows whi
   char* local = tr.localBase();
   const bool xInWindow = inWindow(a, tr, a.x, c.wl.combineX);
   const bool wInWindow = inWindow(a, tr, a.topkWeights, c.wl.recvWeights);
-  const LsaRows lsaRows(c, r, kExpanded);
+  const RowsExcept lsaRecv = lsaRows(c, r, kExpanded);
   for (int v = share.begin + warp; v < share.end; v += kWarps) {
-    const int i = which == SendRows::kGin ? ginRowOf(r.recvBase, r.recvGinBase, c.nRanks, v) : lsaRows.rowOf(v);
+    const int i = which == SendRows::kGin ? ginRowOf(r.recvBase, r.recvGinBase, c.nRanks, v) : lsaRecv.rowOf(v);
     const ReturnRow rr = returnRowOf(c, r, i);
     const bool lsa = tr.lsa(rr.src);
     if (lsa != (which == SendRows::kLsa)) continue;
@@ -322,7 +316,7 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_consta
   }
   const bool pull = !kExpanded && a.pull;
   if (!pull && !ses.abort)
-    sendBack<WireRow, kExpanded>(a, tr, SendRows::kLsa, shareOf(LsaRows(c, r, kExpanded).count(), gridDim.x, blockIdx.x),
+    sendBack<WireRow, kExpanded>(a, tr, SendRows::kLsa, shareOf(lsaRows(c, r, kExpanded).count(), gridDim.x, blockIdx.x),
                                  lane, rows);
   if (pull) {
     if constexpr (!kExpanded) {

@@ -238,10 +238,10 @@ __device__ void copyExpanded(const DispatchArgs& a, const RowArrays& in, Share r
   const Route& r = a.r;
   const int K = c.topk, Le = c.localExperts, warp = threadIdx.x >> 5, scaleWords = a.scaleRowBytes / 4;
   const uint32_t lanesBelow = (1u << lane) - 1u;
-  const Share own = intersect(Share{r.recvBase[c.rank], r.recvBase[c.rank + 1]}, recvRows);
-  const int n = recvRows.end - recvRows.begin - (own.end - own.begin);
+  const RowsExcept others = rowsExcept(recvRows, intersect(Share{r.recvBase[c.rank], r.recvBase[c.rank + 1]}, recvRows));
+  const int n = others.count();
   for (int v = globalWarp; v < n; v += numWarps) {
-    const int i = recvRows.begin + v + (recvRows.begin + v >= own.begin ? own.end - own.begin : 0);
+    const int i = others.rowOf(v);
     const int s = sourceOfRow(r.recvBase, c.nRanks, i);
     const size_t row = size_t(i);
     int outRow = -1;

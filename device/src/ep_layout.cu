@@ -11,10 +11,10 @@
 // staged (stageBase) and where received rows land.
 #include <nccl_device.h>
 
-#include "epx/device/copy.cuh"
 #include "epx/device/ep_args.h"
 #include "epx/device/launch.h"
 #include "epx/device/transport.cuh"
+#include "epx/device/warp.cuh"
 
 namespace epx::dev {
 
@@ -51,27 +51,6 @@ __device__ __forceinline__ int exclusiveScanColumn(int32_t* a, int stride, int c
       }
   }
   return run;
-}
-
-// One warp: x[0..n) (shared memory) becomes the exclusive prefix of size(x[i]); returns the total
-// (every lane). Lane l scans a contiguous slice, then the slices' sums are scanned across lanes.
-template <class Size>
-__device__ __forceinline__ int warpExclusiveScan(int* x, int n, int lane, Size size) {
-  const int per = (n + kWarp - 1) / kWarp, lo = lane * per, hi = lo + per < n ? lo + per : n;
-  int sum = 0;
-  for (int i = lo; i < hi; ++i) sum += size(x[i]);
-  int incl = sum;
-  for (int o = 1; o < kWarp; o <<= 1) {
-    const int y = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += y;
-  }
-  int run = incl - sum;
-  for (int i = lo; i < hi; ++i) {
-    const int n1 = size(x[i]);
-    x[i] = run;
-    run += n1;
-  }
-  return __shfl_sync(0xffffffffu, incl, kWarp - 1);
 }
 
 // Chunk pass: validation, chunk-local positions and slots, chunk totals (inputs of chunk bases).
@@ -232,14 +211,12 @@ __device__ void finalize(const LayoutArgs& a, int* smem, int badKeyValue) {
     r.totals->recvRows = base;
     r.totals->numTokens = a.numTokens;
   }
-  // Segment starts of the local experts (expanded: aligned sizes): one warp scans count[].
+  // Segment starts of the local experts (expanded: aligned sizes): one warp scans count[] in place
+  // (count[Le]: the total).
   if (tid < kWarp) {
     const int A = r.expanded ? r.alignment : 1;
-    const int start = warpExclusiveScan(count, Le, tid, [A](int n) { return (n + A - 1) / A * A; });
-    if (tid == 0) {
-      count[Le] = start;
-      r.totals->outRows = r.expanded ? start : r.totals->recvRows;
-    }
+    const int start = warpExclusiveScan(count, count, Le, tid, [A](int n) { return (n + A - 1) / A * A; });
+    if (tid == 0) r.totals->outRows = r.expanded ? start : r.totals->recvRows;
   }
   __syncthreads();
   for (int le = tid; le <= Le; le += kLayoutChunk) r.expertStart[le] = count[le];

@@ -11,8 +11,10 @@
 // the expert ranks.
 #include <nccl_device.h>
 
+#include "epx/device/copy.cuh"
 #include "epx/device/launch.h"
 #include "epx/device/ll_session.cuh"
+#include "epx/device/warp.cuh"
 
 namespace epx::dev {
 

@@ -12,8 +12,10 @@
 // rows into the expert-major output in (source, slot) order, and free the bank for the sources.
 #include <nccl_device.h>
 
+#include "epx/device/copy.cuh"
 #include "epx/device/launch.h"
 #include "epx/device/ll_session.cuh"
+#include "epx/device/warp.cuh"
 
 namespace epx::dev {
 

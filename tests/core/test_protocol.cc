@@ -247,6 +247,77 @@ BOOST_AUTO_TEST_CASE(source_of_a_received_row) {
   }
 }
 
+namespace {
+
+// Rows of [rows.begin, rows.end) outside [skip.begin, skip.end), in order (what RowsExcept numbers).
+std::vector<int> rowsOutside(dev::Share rows, dev::Share skip) {
+  std::vector<int> want;
+  for (int i = rows.begin; i < rows.end; ++i)
+    if (i < skip.begin || i >= skip.end) want.push_back(i);
+  return want;
+}
+
+void checkRowsExcept(dev::Share rows, dev::Share skip) {
+  BOOST_TEST_CONTEXT("rows [" << rows.begin << ", " << rows.end << ") less [" << skip.begin << ", " << skip.end << ")") {
+    const dev::RowsExcept r = dev::rowsExcept(rows, skip);
+    const std::vector<int> want = rowsOutside(rows, skip);
+    BOOST_TEST_REQUIRE(r.count() == int(want.size()));
+    for (int v = 0; v < r.count(); ++v) BOOST_TEST(r.rowOf(v) == want[size_t(v)]);
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(rows_except_a_sub_range_number_the_rest_in_order) {
+  // Every sub-range (empty ones at every position included) of small row ranges.
+  for (int b = 0; b < 4; ++b)
+    for (int n = 0; n <= 9; ++n)
+      for (int sb = b; sb <= b + n; ++sb)
+        for (int se = sb; se <= b + n; ++se) checkRowsExcept(dev::Share{b, b + n}, dev::Share{sb, se});
+  // The named edge cases.
+  checkRowsExcept(dev::Share{10, 20}, dev::Share{10, 13});  // skip at the start
+  checkRowsExcept(dev::Share{10, 20}, dev::Share{17, 20});  // skip at the end
+  BOOST_TEST(dev::rowsExcept(dev::Share{10, 20}, dev::Share{10, 20}).count() == 0);  // the whole range
+  BOOST_TEST(dev::rowsExcept(dev::Share{10, 10}, dev::Share{10, 10}).count() == 0);  // no rows
+  // An empty skip anywhere, inside the rows or not, changes nothing.
+  for (int s : {0, 5, 10, 15, 20, 25}) {
+    const dev::RowsExcept r = dev::rowsExcept(dev::Share{10, 20}, dev::Share{s, s});
+    BOOST_TEST_REQUIRE(r.count() == 10);
+    for (int v = 0; v < 10; ++v) BOOST_TEST(r.rowOf(v) == 10 + v);
+  }
+  // Random large ranges.
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int b = int(rng() % 1000), n = int(rng() % 500);
+    const int sb = b + int(rng() % (n + 1));
+    const int se = sb + int(rng() % (b + n - sb + 1));
+    checkRowsExcept(dev::Share{b, b + n}, dev::Share{sb, se});
+  }
+}
+
+BOOST_AUTO_TEST_CASE(rows_except_own_rows_clipped_to_a_receive_group) {
+  // Dispatch's receive copy: a group's received rows less this rank's own rows, whichever part of
+  // them falls in the group (before, overlapping either end, inside, covering, after).
+  for (int ob = 0; ob <= 12; ++ob)
+    for (int oe = ob; oe <= 12; ++oe) {
+      const dev::Share rows{3, 9}, own{ob, oe};
+      checkRowsExcept(rows, dev::intersect(own, rows));
+      const dev::RowsExcept r = dev::rowsExcept(rows, dev::intersect(own, rows));
+      BOOST_TEST(r.count() == int(rowsOutside(rows, own).size()));
+    }
+  // Combine's NVLink rows: 8 ranks, NVLink domains of 4; rank 5 (LSA rank 1 of {4..7}); rows per
+  // source 3,0,2,5,1,4,0,2. The team's rows are [10, 17), rank 5's own [11, 15).
+  const int base[] = {0, 3, 3, 5, 10, 11, 15, 15, 17};
+  const dev::Share team{base[4], base[8]};
+  const dev::RowsExcept all = dev::rowsExcept(team, dev::Share{base[5], base[5]});
+  BOOST_TEST_REQUIRE(all.count() == 7);
+  for (int v = 0; v < all.count(); ++v) BOOST_TEST(all.rowOf(v) == 10 + v);
+  const dev::RowsExcept others = dev::rowsExcept(team, dev::Share{base[5], base[6]});
+  const int want[] = {10, 15, 16};
+  BOOST_TEST_REQUIRE(others.count() == 3);
+  for (int v = 0; v < others.count(); ++v) BOOST_TEST(others.rowOf(v) == want[v]);
+}
+
 BOOST_AUTO_TEST_CASE(lsa_peers_and_contexts) {
   // 16 ranks, NVLink domains of 4: rank 6 is LSA rank 2 of {4..7}.
   for (int p = 0; p < 16; ++p) BOOST_TEST(dev::isLsaPeer(6, 2, 4, p) == (p >= 4 && p < 8));

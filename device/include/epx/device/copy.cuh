@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <type_traits>
 
-namespace epx::dev {
+#include "epx/device/warp.cuh"
 
-constexpr int kWarp = 32;
+namespace epx::dev {
 
 __device__ __forceinline__ int4 ldNc(const int4* p) {
   int4 v;
@@ -148,25 +148,13 @@ __device__ __forceinline__ void addRowsInOrder(float (&acc)[kUnroll][8], const i
   }
 }
 
-// A row of zeros (BF16 rows of the largest hidden, ep.h) that pads a row list to whole batches:
-// adding +0 to an FP32 sum that started at +0 leaves it unchanged bit for bit (such a sum is never
-// -0), so a batch's loads need no per-row predicate.
-constexpr int kMaxBf16RowBytes = 65536 * 2;
-static __device__ int4 gZeroRow[kMaxBf16RowBytes / 16];
-
 // A warp summing a token's expert rows is bound by the loads in flight: on one H200, 8 rows x 2
 // groups in flight read-and-sum 470 MB with 24 CTAs in 243-249 us (row pointers in registers or
 // shared memory), 274 us with a per-row predicate, 288 us one row at a time (docs/performance.md,
-// "Expanded layout"). So row lists are padded to whole batches of kRowBatch with gZeroRow and a
-// batch's loads are issued without predicates.
+// "Expanded layout"). So row lists are padded to whole batches of kRowBatch with a row of zeros
+// (padRowList, zero_row.cuh) and a batch's loads are issued without predicates.
 constexpr int kRowBatch = 8;
 __device__ __forceinline__ int paddedRows(int n) { return n <= kRowBatch ? kRowBatch : (n + kRowBatch - 1) / kRowBatch * kRowBatch; }
-
-// Lane l of the warp fills rows[l] for n <= l < paddedRows(n) (rows holds at least paddedRows(n)).
-__device__ __forceinline__ void padRowList(const int4** rows, int n, int lane) {
-  for (int l = lane; l < paddedRows(n); l += kWarp)
-    if (l >= n) rows[l] = gZeroRow;
-}
 
 // acc[u] += rows[0..kRowBatch) at tile i (groups i + u * 32), in row order, every load issued first.
 template <int kUnroll>

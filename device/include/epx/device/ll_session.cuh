@@ -7,12 +7,11 @@
 //                  frees the bank and advances the running totals);
 //   freeBank()     after a receive half: tell every source that op #seq of this kind was consumed.
 // Waits are bounded (Transport::waitWord); a timeout records the peer and phase and aborts the CTA.
-// Also the small cooperative helpers the LL kernels share (a warp's exclusive scan, the FP8 cast).
+// Also the FP8 cast helpers the LL kernels share.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
-#include "epx/device/copy.cuh"
 #include "epx/device/ll_args.h"
 #include "epx/device/transport.cuh"
 
@@ -45,31 +44,6 @@ struct LlSession {
     for (int p = threadIdx.x; p < t.c.nRanks; p += blockDim.x) t.publishWord(p, g.l.freeWord(op, t.c.rank), seq);
   }
 };
-
-// Exclusive prefix of in[0, n) into out[0, n] (out[n] = total) by the 32 lanes of one warp, each
-// over a contiguous part. in and out may alias.
-__device__ __forceinline__ void warpExclusiveScan(const int* in, int* out, int n, int lane) {
-  const int per = (n + kWarp - 1) / kWarp, b = lane * per, e = min(n, b + per);
-  int sum = 0;
-  for (int i = b; i < e; ++i) sum += in[i];
-  int incl = sum;
-#pragma unroll
-  for (int o = 1; o < kWarp; o <<= 1) {
-    const int v = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += v;
-  }
-  const int total = __shfl_sync(0xffffffffu, incl, kWarp - 1);
-  __syncwarp();
-  int run = incl - sum;
-  for (int i = b; i < e; ++i) {
-    const int v = in[i];
-    out[i] = run;
-    run += v;
-  }
-  __syncwarp();
-  if (lane == 0) out[n] = total;
-  __syncwarp();
-}
 
 // FP32 dequantization scale of a 128-channel block whose largest magnitude is amax: amax / 448
 // (floored at kLlMinAmax / 448), optionally rounded up to a power of two (UE8M0). The CPU reference

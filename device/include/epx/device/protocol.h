@@ -129,6 +129,18 @@ EPX_HD Share intersect(Share x, Share y) {
   const int b = x.begin > y.begin ? x.begin : y.begin, e = x.end < y.end ? x.end : y.end;
   return Share{b, e > b ? e : b};
 }
+// Rows [begin, end) less [skipBegin, skipBegin + skipCount) (a sub-range of them, or empty),
+// numbered 0..count() in order: a rank's received rows without its own, which its send phase
+// (dispatch) or its reduction (combine) handles itself.
+struct RowsExcept {
+  int begin, end, skipBegin, skipCount;
+  EPX_HD int count() const { return end - begin - skipCount; }
+  EPX_HD int rowOf(int v) const { return begin + v + (begin + v >= skipBegin ? skipCount : 0); }
+};
+// rows less skip; skip must lie inside rows or be empty (intersect(skip, rows) makes it so).
+EPX_HD RowsExcept rowsExcept(Share rows, Share skip) {
+  return RowsExcept{rows.begin, rows.end, skip.begin, skip.end - skip.begin};
+}
 // Source rank of received row i, given the exclusive prefix recvBase[0..nRanks] (binary search:
 // the last s with recvBase[s] <= i, skipping sources that sent nothing).
 EPX_HD int sourceOfRow(const int* recvBase, int nRanks, int i) {
