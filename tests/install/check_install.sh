@@ -44,4 +44,18 @@ export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 "$cc" "$work/consumer.c" -o "$work/consumer" $(pkg-config --cflags --libs epx) \
   || fail "a C consumer does not build against the installed epx.pc"
 out=$("$work/consumer") || fail "the C consumer built against the prefix did not run (exit $?): $out"
-echo "install check: prefix $prefix OK ($out)"
+# find_package with a version: the installed epxConfigVersion.cmake accepts this version and
+# refuses the next major one (a configure-only CMake project).
+ver=$(sed -n 's/^Version: //p' "$prefix/lib/pkgconfig/epx.pc")
+findWith() {
+  mkdir -p "$work/find-$1" && cat > "$work/find-$1/CMakeLists.txt" <<CM
+cmake_minimum_required(VERSION 3.25)
+project(find_epx LANGUAGES C)
+find_package(epx $1 CONFIG REQUIRED PATHS "$prefix" NO_DEFAULT_PATH)
+CM
+  cmake -S "$work/find-$1" -B "$work/find-$1/build" > "$work/find-$1.log" 2>&1
+}
+findWith "$ver" || { cat "$work/find-$ver.log"; fail "find_package(epx $ver) does not find the prefix"; }
+next="$(( ${ver%%.*} + 1 )).0"
+if findWith "$next"; then fail "find_package(epx $next) accepted version $ver"; fi
+echo "install check: prefix $prefix OK ($out; find_package(epx $ver))"
