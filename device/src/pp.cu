@@ -113,14 +113,13 @@ __global__ void __launch_bounds__(kCollThreads, 1) ppRecvKernel(const __grid_con
   __shared__ uint32_t seq, rounds0;
   __shared__ int ok;
   __shared__ unsigned long long bytes;
-  const char* slotBase = nullptr;
   if (threadIdx.x == 0) {
     seq = loadSeq(&a.st.recvSeq[peer]) + 1;
     rounds0 = gin ? loadSeq(&a.st.recvRounds[peer]) : 0;
     // NVLink: the published message count; network: the first put round (it carries the header).
     ok = t.wait(kPpFlagData, peer, gin ? rounds0 + 1 : seq, kPhasePpData);
     if (ok) {
-      slotBase = t.localBase() + ppSlotOffset(a.pl, peer, ppSlotOf(seq, a.pl.numSlots));
+      const char* slotBase = t.localBase() + ppSlotOffset(a.pl, peer, ppSlotOf(seq, a.pl.numSlots));
       bytes = *reinterpret_cast<const volatile unsigned long long*>(slotBase);
     }
   }
