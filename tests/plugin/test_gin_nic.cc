@@ -210,6 +210,48 @@ BOOST_AUTO_TEST_CASE(contexts_of_a_device_share_one_nic) {
   statsClearForTesting();
 }
 
+BOOST_AUTO_TEST_CASE(latency_counters) {
+  statsClearForTesting();
+  auto a = openContextStats({0xabc, 0, 3, 0, 0}, nullptr);
+  a->opDone(1, true, 2000, 5000);
+  a->opDone(1, false, 0, 1000);  // a signal-only op: no copy
+  a->opDone(2, true, 4000, 9000);
+  a->signalApplied(2, 700);
+  a->signalApplied(2, 300);
+  a->progressCall(1000000);  // first call: no gap yet
+  a->progressCall(1500000);  // 0.5 ms
+  a->progressCall(3600000);  // 2.1 ms: over 1 ms
+  a->progressCall(3600500);
+  a->applyBatch(8000);
+  std::vector<epxGinIpcStats> s(3);
+  BOOST_TEST(statsSnapshot(s.data(), 3) == 3);
+  BOOST_TEST(s[1].completed == 2u);
+  BOOST_TEST(s[1].copied == 1u);
+  BOOST_TEST(s[1].copyNs == 2000u);
+  BOOST_TEST(s[1].doneNs == 6000u);
+  BOOST_TEST(s[2].completed == 1u);
+  BOOST_TEST(s[2].signalsIn == 2u);
+  BOOST_TEST(s[2].signalInNs == 1000u);
+  for (const epxGinIpcStats& e : s) {  // per context: the same in every entry
+    BOOST_TEST(e.progressCalls == 4u);
+    BOOST_TEST(e.progressGapMaxNs == 2100000u);
+    BOOST_TEST(e.progressGaps1ms == 1u);
+    BOOST_TEST(e.applyBatches == 1u);
+    BOOST_TEST(e.applyNs == 8000u);
+  }
+  statsReset();
+  BOOST_TEST(statsSnapshot(s.data(), 3) == 3);
+  BOOST_TEST(s[1].completed == 0u);
+  BOOST_TEST(s[1].doneNs == 0u);
+  BOOST_TEST(s[2].signalInNs == 0u);
+  BOOST_TEST(s[0].progressGapMaxNs == 0u);
+  a->progressCall(9000000);  // the first call after a reset starts a new gap count
+  BOOST_TEST(statsSnapshot(s.data(), 3) == 3);
+  BOOST_TEST(s[0].progressGapMaxNs == 0u);
+  BOOST_TEST(s[0].progressCalls == 1u);
+  statsClearForTesting();
+}
+
 BOOST_AUTO_TEST_CASE(counters_snapshot_reset_and_close) {
   statsClearForTesting();
   std::string note;

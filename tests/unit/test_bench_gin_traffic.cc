@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cstdlib>
+#include <vector>
 
 #include "gin_traffic.h"
 
@@ -53,6 +54,47 @@ BOOST_AUTO_TEST_CASE(sum_excludes_self) {
   const GinTraffic z = sumGinTraffic(v, 0);
   BOOST_TEST(z.ops == 0.0);
   BOOST_TEST(z.wireBytes == 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(latency_means) {
+  // Rank 1 of 3, two contexts: entries (context, peer); self entries carry the progress counters.
+  std::vector<epxGinIpcStats> v;
+  for (int ctx = 0; ctx < 2; ++ctx)
+    for (int peer = 0; peer < 3; ++peer) {
+      epxGinIpcStats e{};
+      e.rank = 1;
+      e.nRanks = 3;
+      e.context = ctx;
+      e.peer = peer;
+      e.progressGapMaxNs = ctx == 0 ? 300000 : 2500000;
+      e.progressGaps1ms = ctx == 0 ? 0 : 2;
+      e.applyBatches = 4;
+      e.applyNs = 40000;
+      if (peer != 1) {
+        e.completed = 2;
+        e.copied = 1;
+        e.copyNs = 10000;
+        e.doneNs = 30000;
+        e.signalsIn = 1;
+        e.signalInNs = 5000;
+      } else {  // self: ops here never reach a NIC and are left out
+        e.completed = 100;
+        e.doneNs = 1;
+      }
+      v.push_back(e);
+    }
+  const epxbench::GinLatency l = epxbench::ginLatency(v.data(), int(v.size()));
+  BOOST_TEST(l.completed == 8.0);
+  BOOST_TEST(l.copyUs == 10.0);
+  BOOST_TEST(l.doneUs == 15.0);
+  BOOST_TEST(l.signalsIn == 4.0);
+  BOOST_TEST(l.signalInUs == 5.0);
+  BOOST_TEST(l.applyBatches == 8.0);  // once per context
+  BOOST_TEST(l.applyUs == 10.0);
+  BOOST_TEST(l.gapMaxUs == 2500.0);
+  BOOST_TEST(l.gaps1ms == 2.0);
+  const epxbench::GinLatency z = epxbench::ginLatency(v.data(), 0);
+  BOOST_TEST(z.doneUs == 0.0);
 }
 
 BOOST_AUTO_TEST_CASE(reader_without_loaded_plugin) {

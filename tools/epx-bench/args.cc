@@ -55,6 +55,8 @@ void usage(FILE* f) {
       "  --algo A            high-throughput (default) | low-latency: ncclEpAlgoLowLatency dispatch\n"
       "                      (BF16 and FP8) and combine, whole calls and send/receive halves\n"
       "  --ll-tokens LIST    low-latency: tokens per rank, comma separated (default 1,32,128,256)\n"
+      "  --host-sync S       how host threads wait for the GPU: auto (default), spin, yield, blocking\n"
+      "                      (cudaDeviceSchedule*; blocking frees host cores when many ranks share them)\n"
       "  -h, --help          this text\n");
 }
 
@@ -222,6 +224,11 @@ Options parseArgs(int argc, char** argv) {
       else bad("--algo: expected high-throughput or low-latency, got '" + v + "'");
     } else if (!std::strcmp(a, "--ll-tokens")) {
       o.llTokens = toIntList(a, val(), 0, 4096);
+    } else if (!std::strcmp(a, "--host-sync")) {
+      std::string v = val();
+      if (v != "auto" && v != "spin" && v != "yield" && v != "blocking")
+        bad("--host-sync: expected auto, spin, yield or blocking, got '" + v + "'");
+      o.hostSync = v;
     } else if (!std::strcmp(a, "--ranks-per-node")) {
       o.ranksPerNode = int(toInt(a, val(), 1, 1 << 20));
     } else {

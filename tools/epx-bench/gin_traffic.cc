@@ -25,6 +25,33 @@ GinTraffic sumGinTraffic(const epxGinIpcStats* entries, int count) {
   return t;
 }
 
+GinLatency ginLatency(const epxGinIpcStats* entries, int count) {
+  GinLatency l;
+  double copied = 0, copyNs = 0, doneNs = 0, inNs = 0, applyNs = 0;
+  for (int i = 0; i < count; ++i) {
+    const epxGinIpcStats& e = entries[i];
+    if (e.peer == e.rank) {  // one entry per context: its progress counters
+      l.applyBatches += double(e.applyBatches);
+      applyNs += double(e.applyNs);
+      l.gapMaxUs = std::max(l.gapMaxUs, double(e.progressGapMaxNs) / 1e3);
+      l.gaps1ms += double(e.progressGaps1ms);
+      continue;
+    }
+    l.completed += double(e.completed);
+    copied += double(e.copied);
+    copyNs += double(e.copyNs);
+    doneNs += double(e.doneNs);
+    l.signalsIn += double(e.signalsIn);
+    inNs += double(e.signalInNs);
+  }
+  auto mean = [](double ns, double n) { return n > 0 ? ns / n / 1e3 : 0.0; };
+  l.copyUs = mean(copyNs, copied);
+  l.doneUs = mean(doneNs, l.completed);
+  l.signalInUs = mean(inNs, l.signalsIn);
+  l.applyUs = mean(applyNs, l.applyBatches);
+  return l;
+}
+
 std::string netPluginLibrary(const char* value) {
   if (!value || !*value || std::strcmp(value, "none") == 0) return {};
   const std::string v(value);
@@ -65,11 +92,22 @@ void GinStatsReader::reset() const {
   if (reset_) reset_();
 }
 
-GinTraffic GinStatsReader::total() const {
+std::vector<epxGinIpcStats> GinStatsReader::snapshot() const {
   if (!snapshot_) return {};
   std::vector<epxGinIpcStats> v(size_t(snapshot_(nullptr, 0)) + 8);
   const int n = snapshot_(v.data(), int(v.size()));
-  return sumGinTraffic(v.data(), std::min<int>(n, int(v.size())));
+  v.resize(size_t(std::min<int>(n, int(v.size()))));
+  return v;
+}
+
+GinTraffic GinStatsReader::total() const {
+  const auto v = snapshot();
+  return sumGinTraffic(v.data(), int(v.size()));
+}
+
+GinLatency GinStatsReader::latency() const {
+  const auto v = snapshot();
+  return ginLatency(v.data(), int(v.size()));
 }
 
 }  // namespace epxbench

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "epx/gin_stats.h"
 
@@ -22,6 +23,21 @@ struct GinTraffic {
 // Sums the entries whose peer is another rank (puts to self never reach a NIC).
 GinTraffic sumGinTraffic(const epxGinIpcStats* entries, int count);
 
+// Where a GIN operation's time goes in the ipc backend (epxGinIpcStats version 2), averaged over
+// this process's ops to and signals from other ranks since the last reset, in microseconds.
+struct GinLatency {
+  double completed = 0;     // ops reported done
+  double copyUs = 0;        // mean: op issued by NCCL's proxy -> its copy seen complete
+  double doneUs = 0;        // mean: issued -> reported done (signal sent; includes the emulated NIC)
+  double signalsIn = 0;     // signals received
+  double signalInUs = 0;    // mean: signal message received -> applied (write queued on the GPU)
+  double applyBatches = 0;  // signal read-backs (device-to-host copy + synchronisation)
+  double applyUs = 0;       // mean time of one
+  double gapMaxUs = 0;      // longest gap between two progress calls of one context
+  double gaps1ms = 0;       // progress gaps over 1 ms, all contexts
+};
+GinLatency ginLatency(const epxGinIpcStats* entries, int count);
+
 // The file NCCL loads for NCCL_NET_PLUGIN=`value`: the value itself when it names a file (contains
 // '/' or ends in ".so"), else "libnccl-net-<value>.so"; empty for an unset value or "none".
 std::string netPluginLibrary(const char* value);
@@ -37,11 +53,13 @@ class GinStatsReader {
   const std::string& why() const { return why_; }  // why not available
   void reset() const;
   GinTraffic total() const;  // sum over this process's contexts and peers since the last reset
+  GinLatency latency() const;
 
  private:
   void* lib_ = nullptr;
   epxGinIpcStatsSnapshotFn snapshot_ = nullptr;
   epxGinIpcStatsResetFn reset_ = nullptr;
+  std::vector<epxGinIpcStats> snapshot() const;
   std::string why_;
 };
 

@@ -222,6 +222,15 @@ int run(const Options& opt) {
     }
   }
 
+  if (opt.hostSync != "auto") {
+    const unsigned flag = opt.hostSync == "spin"    ? cudaDeviceScheduleSpin
+                          : opt.hostSync == "yield" ? cudaDeviceScheduleYield
+                                                    : cudaDeviceScheduleBlockingSync;
+    for (int d = 0; d < nDev; ++d) {
+      BENCH_CUDA(cudaSetDevice(d));
+      BENCH_CUDA(cudaSetDeviceFlags(flag));
+    }
+  }
   std::unique_ptr<epx::testing::MultiGpu> mgp;
   try {
     mgp = mp ? std::make_unique<epx::testing::MultiGpu>(mpe) : std::make_unique<epx::testing::MultiGpu>(n);

@@ -42,7 +42,7 @@
 extern "C" {
 #endif
 
-#define EPX_GIN_IPC_STATS_VERSION 1
+#define EPX_GIN_IPC_STATS_VERSION 2
 
 /* One (GIN context, peer) of this process. Entries exist for every context connected since the
  * plugin was loaded or last reset, closed ones included (closed = 1) until the next reset. They
@@ -66,6 +66,21 @@ typedef struct epxGinIpcStats {
   double emuLatencyUs;   /* emulated one-way latency (EPX_GIN_EMU_LATENCY_US); 0 when off */
   uint64_t busyNs;       /* this entry's serialization time on the emulated NIC: wireBytes / rate */
   uint64_t nicBusyNs;    /* busy time of the whole emulated NIC (all contexts and peers of the device) */
+  /* Latency accounting (version 2). Times are host steady-clock nanoseconds, summed over the ops
+   * since the last reset; divide by the matching count. "Issued" is when NCCL's GIN proxy thread
+   * handed the op to the plugin (the GPU posted it earlier: that delay is not visible here). */
+  uint64_t completed;    /* ops to this peer reported done (iput: copy done and departed; iputSignal: signal sent) */
+  uint64_t copied;       /* of those, ops with a payload */
+  uint64_t copyNs;       /* sum over `copied`: copy seen complete - issued */
+  uint64_t doneNs;       /* sum over `completed`: reported done - issued (includes the emulated NIC's gate) */
+  uint64_t signalsIn;    /* signals from this peer applied to this rank's memory */
+  uint64_t signalInNs;   /* sum over `signalsIn`: write to the GPU queued - message received from the peer */
+  /* The context's progress (the same values in each entry of a context): */
+  uint64_t progressCalls;     /* ginProgress calls by NCCL's GIN progress thread */
+  uint64_t progressGapMaxNs;  /* longest time between two of them (the thread was not running, or busy) */
+  uint64_t progressGaps1ms;   /* gaps longer than 1 ms */
+  uint64_t applyBatches;      /* signal read-backs (one device-to-host copy and a synchronisation each) */
+  uint64_t applyNs;           /* their total time */
 } epxGinIpcStats;
 
 /* EPX_GIN_IPC_STATS_VERSION of the plugin. */

@@ -109,6 +109,8 @@ struct Request {
   bool copied = false;
   bool reportedStuck = false;
   Clock::time_point posted;
+  Clock::time_point issued;    // when NCCL's proxy handed the op to ipcPut (latency accounting)
+  Clock::time_point copiedAt;  // when advance() saw its copy complete
   bool withSignal = false;
   SignalUpdate signal{};
   bool done = false;
@@ -146,6 +148,8 @@ struct Context {
   std::vector<Peer> peers;
   std::vector<Mapping> mappings;
   std::vector<SignalUpdate> incoming;
+  // Parallel to `incoming`: the peer each signal came from and when its message was received.
+  std::vector<std::pair<int, Clock::time_point>> incomingFrom;
   uint64_t* doneWords = nullptr;  // pinned, one per peer (Peer::done points here)
   CUstream signalStream = nullptr;
   CUdeviceptr scratch = 0;  // for warm-up copies
@@ -294,6 +298,7 @@ ncclResult_t pump(Context* ctx, int peer) {
       p.registrations.push_back(Received{m.reg, fd});
     } else if (m.type == kSignal) {
       ctx->incoming.push_back(m.signal);
+      ctx->incomingFrom.emplace_back(peer, Clock::now());
       if (fd >= 0) close(fd);
     } else if (m.type == kLanding) {
       if (p.landingFd >= 0) close(p.landingFd);
@@ -310,6 +315,8 @@ ncclResult_t applySignals(Context* ctx) {
   if (ctx->incoming.empty()) return ncclSuccess;
   std::vector<SignalUpdate> updates;
   updates.swap(ctx->incoming);
+  std::vector<std::pair<int, Clock::time_point>> from;
+  from.swap(ctx->incomingFrom);
   for (const SignalUpdate& u : updates) {
     Registration* r = ctx->registry.byIndex(u.registration);
     if (r == nullptr) return fail(ctx, "signal for unknown registration " + std::to_string(u.registration));
@@ -341,14 +348,23 @@ ncclResult_t applySignals(Context* ctx) {
       EPX_CU(ctx, cu->cuStreamWriteValue64(ctx->signalStream, device[first + i].first,
                                            ctx->signalHost[i] + device[first + i].second, 0));
     auto took = Clock::now() - start;
+    ctx->stats->applyBatch(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(took).count()));
     if (took > kSlowCall)
       EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: applying %zu signal(s) took %lld ms", ctx->rank, n,
                static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
   }
+  const auto applied = Clock::now();
+  for (const auto& [peer, received] : from)
+    ctx->stats->signalApplied(peer, static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(applied - received).count()));
   return ncclSuccess;
 }
 
+uint64_t elapsedNs(Clock::time_point from, Clock::time_point to) {
+  return to > from ? static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(to - from).count()) : 0;
+}
+
 ncclResult_t advance(Context* ctx) {
+  const auto now = Clock::now();
   for (int peer = 0; peer < ctx->nRanks; ++peer) {
     Peer& p = ctx->peers[static_cast<size_t>(peer)];
     uint64_t doneSeq = __atomic_load_n(p.done, __ATOMIC_ACQUIRE);
@@ -356,6 +372,7 @@ ncclResult_t advance(Context* ctx) {
       if (r->copied) continue;
       if (r->seq > doneSeq) break;  // the stream runs ops in order
       r->copied = true;
+      r->copiedAt = now;
       if (r->staged) p.staging.releaseOldest();  // staged copies complete in posting order too
       p.order.complete(r->seq);
     }
@@ -388,6 +405,7 @@ ncclResult_t advance(Context* ctx) {
       if (r->withSignal) {
         if (peer == ctx->rank) {
           ctx->incoming.push_back(r->signal);
+          ctx->incomingFrom.emplace_back(peer, now);
         } else {
           Msg m{};
           m.type = kSignal;
@@ -400,6 +418,7 @@ ncclResult_t advance(Context* ctx) {
         }
       }
       r->done = true;
+      ctx->stats->opDone(peer, r->bytes > 0, elapsedNs(r->issued, r->copiedAt), elapsedNs(r->issued, now));
       p.pending.pop_front();
     }
   }
@@ -1116,6 +1135,7 @@ ncclResult_t ipcPut(void* collComm, uint64_t srcOff, void* srcMhandle, size_t si
                static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
   }
   req->bytes = size;
+  req->issued = issued;
   req->posted = Clock::now();
   if (withSignal) {
     const Registration* s = ctx->registry.find(signalMhandle);
@@ -1164,6 +1184,7 @@ ncclResult_t ipcProgress(void* collComm) {
   std::unique_lock<std::recursive_mutex> lock(ctx->mutex, std::try_to_lock);
   if (!lock.owns_lock()) return ncclSuccess;  // regMrSym is running; come back next time
   if (!ctx->error.empty()) return ncclInternalError;
+  ctx->stats->progressCall(toNs(Clock::now()));
   if (!makeCurrent(ctx)) return fail(ctx, "cannot make the CUDA context current on the GIN progress thread");
   if (ncclResult_t w = warmProgressThread(ctx); w != ncclSuccess) return w;
   if (ncclResult_t r = advance(ctx); r != ncclSuccess) return r;

@@ -56,12 +56,49 @@ void ContextStats::count(int peer, uint64_t payload, bool withSignal) {
   c.wireBytes.fetch_add(nicWireBytes(payload), std::memory_order_relaxed);
 }
 
+void ContextStats::opDone(int peer, bool withPayload, uint64_t copyNs, uint64_t doneNs) {
+  PeerCounters& c = peers_[static_cast<size_t>(peer)];
+  c.completed.fetch_add(1, std::memory_order_relaxed);
+  c.doneNs.fetch_add(doneNs, std::memory_order_relaxed);
+  if (withPayload) {
+    c.copied.fetch_add(1, std::memory_order_relaxed);
+    c.copyNs.fetch_add(copyNs, std::memory_order_relaxed);
+  }
+}
+
+void ContextStats::signalApplied(int peer, uint64_t ns) {
+  PeerCounters& c = peers_[static_cast<size_t>(peer)];
+  c.signalsIn.fetch_add(1, std::memory_order_relaxed);
+  c.signalInNs.fetch_add(ns, std::memory_order_relaxed);
+}
+
+void ContextStats::progressCall(uint64_t nowNs) {
+  ProgressCounters& p = progress_;
+  p.calls.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t last = p.lastNs.exchange(nowNs, std::memory_order_relaxed);
+  if (last == 0 || nowNs <= last) return;  // first call since a reset
+  const uint64_t gap = nowNs - last;
+  if (gap > kProgressGapNs) p.gaps1ms.fetch_add(1, std::memory_order_relaxed);
+  uint64_t seen = p.gapMaxNs.load(std::memory_order_relaxed);
+  while (gap > seen && !p.gapMaxNs.compare_exchange_weak(seen, gap, std::memory_order_relaxed)) {
+  }
+}
+
+void ContextStats::applyBatch(uint64_t ns) {
+  progress_.applyBatches.fetch_add(1, std::memory_order_relaxed);
+  progress_.applyNs.fetch_add(ns, std::memory_order_relaxed);
+}
+
 void ContextStats::reset() {
   for (int j = 0; j < id_.nRanks; ++j) {
     PeerCounters& c = peers_[static_cast<size_t>(j)];
-    for (std::atomic<uint64_t>* a : {&c.puts, &c.putSignals, &c.signalOnly, &c.bytes, &c.wireBytes})
+    for (std::atomic<uint64_t>* a : {&c.puts, &c.putSignals, &c.signalOnly, &c.bytes, &c.wireBytes, &c.completed,
+                                     &c.copied, &c.copyNs, &c.doneNs, &c.signalsIn, &c.signalInNs})
       a->store(0, std::memory_order_relaxed);
   }
+  ProgressCounters& p = progress_;
+  for (std::atomic<uint64_t>* a : {&p.calls, &p.lastNs, &p.gapMaxNs, &p.gaps1ms, &p.applyBatches, &p.applyNs})
+    a->store(0, std::memory_order_relaxed);
 }
 
 void ContextStats::fill(int peer, epxGinIpcStats* out) const {
@@ -81,6 +118,17 @@ void ContextStats::fill(int peer, epxGinIpcStats* out) const {
   out->signals = out->putSignals + out->signalOnly;
   out->bytes = load(c.bytes);
   out->wireBytes = load(c.wireBytes);
+  out->completed = load(c.completed);
+  out->copied = load(c.copied);
+  out->copyNs = load(c.copyNs);
+  out->doneNs = load(c.doneNs);
+  out->signalsIn = load(c.signalsIn);
+  out->signalInNs = load(c.signalInNs);
+  out->progressCalls = load(progress_.calls);
+  out->progressGapMaxNs = load(progress_.gapMaxNs);
+  out->progressGaps1ms = load(progress_.gaps1ms);
+  out->applyBatches = load(progress_.applyBatches);
+  out->applyNs = load(progress_.applyNs);
   if (nic_ != nullptr) {
     const NicEmulation& e = nic_->emulation();
     out->emuGBps = e.gbps();

@@ -33,6 +33,15 @@ class ContextStats {
   // One op to `peer` (0 <= peer < nRanks): a put, a put with signal, or (payload 0 with signal)
   // a signal-only op.
   void count(int peer, uint64_t payload, bool withSignal);
+  // Latency accounting (epxGinIpcStats version 2), all in ns. An op to `peer` reported done
+  // doneNs after it was issued; with a payload, its copy was seen complete copyNs after.
+  void opDone(int peer, bool withPayload, uint64_t copyNs, uint64_t doneNs);
+  // A signal from `peer` applied ns after its message was received.
+  void signalApplied(int peer, uint64_t ns);
+  // A progress call at host time nowNs (steady clock), to find the gaps between calls.
+  void progressCall(uint64_t nowNs);
+  // One signal read-back (device-to-host copy + synchronisation) that took ns.
+  void applyBatch(uint64_t ns);
   void close() { closed_.store(true, std::memory_order_release); }
   bool closed() const { return closed_.load(std::memory_order_acquire); }
   void reset();
@@ -41,11 +50,18 @@ class ContextStats {
   // at most kSummaryPeers peers that saw ops ("+N more" after that).
   std::string summary() const;
   static constexpr int kSummaryPeers = 8;
+  // A gap between two progress calls longer than this is counted in progressGaps1ms.
+  static constexpr uint64_t kProgressGapNs = 1000000;
 
  private:
   struct PeerCounters {
     std::atomic<uint64_t> puts{0}, putSignals{0}, signalOnly{0}, bytes{0}, wireBytes{0};
+    std::atomic<uint64_t> completed{0}, copied{0}, copyNs{0}, doneNs{0}, signalsIn{0}, signalInNs{0};
   };
+  struct ProgressCounters {
+    std::atomic<uint64_t> calls{0}, lastNs{0}, gapMaxNs{0}, gaps1ms{0}, applyBatches{0}, applyNs{0};
+  };
+  ProgressCounters progress_;
   Identity id_;
   std::shared_ptr<NicPacer> nic_;
   std::unique_ptr<PeerCounters[]> peers_;
