@@ -41,7 +41,7 @@ __device__ void sendHalf(const LlCombineArgs& a, LlSession& ses, uint32_t seq, i
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, bank = llBankOf(seq);
   const bool gin = tr.hasGin();
   // Staging rows may still be read by this rank's earlier GIN puts (any CTA posted them).
-  if (gin && !tr.completeGinCounters(0, gridDim.x)) ses.abort = true;
+  if (gin && !tr.completeGinCounters(tr.counterBase(), gridDim.x)) ses.abort = true;
   ses.waitFree(kLlCombine, seq, kPhaseLlCombineFree);
   SendSmem sm(smem, Le, R);
   const int* srcStart = a.r.srcStart;  // [Le][R + 1]
@@ -165,7 +165,7 @@ __global__ void __launch_bounds__(kThreads, 1) llCombineKernel(const __grid_cons
   extern __shared__ int smem[];
   __shared__ const int4* rows[kWarps][kMaxTopk];
   __shared__ float wts[kWarps][kMaxTopk];
-  Transport tr(a.c);
+  Transport tr(a.c, llGinCounterBase(kLlCombine, int(gridDim.x)));
   LlSession ses(tr, a.g);
   uint32_t seq = 0;
   if (a.halves & kLlHalfSend) {

@@ -117,7 +117,7 @@ __device__ void sendHalf(const LlDispatchArgs& a, LlSession& ses, uint32_t seq, 
   const bool fp8 = a.fp8 != 0, gin = tr.hasGin();
   SendSmem sm(smem, E);
   // Staging rows may still be read by this rank's earlier GIN puts (any CTA posted them).
-  if (gin && !tr.completeGinCounters(0, gridDim.x)) ses.abort = true;
+  if (gin && !tr.completeGinCounters(tr.counterBase(), gridDim.x)) ses.abort = true;
   ses.waitFree(kLlDispatch, seq, kPhaseLlDispatchFree);
 
   const Share mine = shareOf(T, gridDim.x, blockIdx.x);
@@ -292,7 +292,7 @@ __device__ void recvHalf(const LlDispatchArgs& a, LlSession& ses, uint32_t seq, 
 __global__ void __launch_bounds__(kThreads, 1) llDispatchKernel(const __grid_constant__ LlDispatchArgs a) {
   extern __shared__ int smem[];
   __shared__ char* dsts[kWarps][kMaxTopk];
-  Transport tr(a.c);
+  Transport tr(a.c, llGinCounterBase(kLlDispatch, int(gridDim.x)));
   LlSession ses(tr, a.g);
   uint32_t seq = 0;
   if (a.halves & kLlHalfSend) {

@@ -163,7 +163,9 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
   req.ginSignals = !network ? 0
                    : g->cfg.lowLatency() ? int(epx::dev::llTotalWords(g->nRanks, g->cfg.numExperts))
                                          : epx::dev::ginSignalCount(g->nRanks);
-  req.ginCounters = network ? epx::dev::ginCounterCount(g->nCtas, g->cfg.maxTokensPerRank) : 0;
+  req.ginCounters = !network ? 0
+                    : g->cfg.lowLatency() ? epx::dev::llGinCounterCount(g->nCtas)
+                                          : epx::dev::ginCounterCount(g->nCtas, g->cfg.maxTokensPerRank);
   req.timeoutMs = g->cfg.timeoutMs;
   req.who = "ncclEpGroupCreate";
   if ((r = epx::linkOpen(req, &l)) != ncclSuccess) {  // the reason is recorded (ncclEpGetLastError)

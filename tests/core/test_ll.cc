@@ -148,6 +148,22 @@ BOOST_AUTO_TEST_CASE(ll_words_are_unique_and_banks_alternate) {
   BOOST_TEST(dev::reached(0xffffffffu, dev::llFreeTarget(0)));  // across wraparound
 }
 
+BOOST_AUTO_TEST_CASE(gin_counters_per_op_kind_are_disjoint) {
+  for (int nCtas : {1, 8, 24, 132}) {
+    BOOST_TEST(epx::dev::llGinCounterCount(nCtas) == epx::dev::kLlNumOps * nCtas);
+    // CTA b of dispatch and of combine never share a counter, and every one is inside the count.
+    std::vector<int> owner(size_t(epx::dev::llGinCounterCount(nCtas)), -1);
+    for (int op : {epx::dev::kLlDispatch, epx::dev::kLlCombine})
+      for (int b = 0; b < nCtas; ++b) {
+        const int id = epx::dev::llGinCounterBase(op, nCtas) + b;
+        BOOST_TEST_REQUIRE(id >= 0);
+        BOOST_TEST_REQUIRE(id < int(owner.size()));
+        BOOST_TEST(owner[size_t(id)] == -1);
+        owner[size_t(id)] = op;
+      }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(host_checks_name_the_problem) {
   GroupConfig g;
   ncclEpConfig_t c = llConfig(128, 2048, 8, 16);

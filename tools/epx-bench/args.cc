@@ -55,8 +55,8 @@ void usage(FILE* f) {
       "  --algo A            high-throughput (default) | low-latency: ncclEpAlgoLowLatency dispatch\n"
       "                      (BF16 and FP8) and combine, whole calls and send/receive halves\n"
       "  --ll-tokens LIST    low-latency: tokens per rank, comma separated (default 1,32,128,256)\n"
-      "  --host-sync S       how host threads wait for the GPU: auto (default), spin, yield, blocking\n"
-      "                      (cudaDeviceSchedule*; blocking frees host cores when many ranks share them)\n"
+      "  --host-sync S       how host threads wait for the GPU: auto, spin, yield, blocking (cudaDeviceSchedule*;\n"
+      "                      default EPX_HOST_SYNC, else CUDA's auto; yield frees host cores many ranks share)\n"
       "  -h, --help          this text\n");
 }
 

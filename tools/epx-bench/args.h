@@ -47,10 +47,10 @@ struct Options {
   // --algo low-latency: ncclEpAlgoLowLatency (ep_ll.h) at these tokens per rank (ll_bench.h).
   bool lowLatency = false;
   std::vector<int> llTokens = {1, 32, 128, 256};
-  // How a host thread waits for the GPU (cudaSetDeviceFlags before any context exists):
-  // auto (CUDA's default), spin, yield or blocking. Many ranks on few host cores (fake nodes)
-  // compete with their own spinning waits; blocking frees those cores.
-  std::string hostSync = "auto";
+  // How host threads wait for the GPU (cudaSetDeviceFlags before any context exists): auto
+  // (CUDA's default), spin, yield or blocking; empty = EPX_HOST_SYNC or CUDA's default
+  // (epx/testing/multigpu.h, setHostSync).
+  std::string hostSync;
 };
 
 // Parses argv; on --help prints usage and exits 0, on a bad option prints one line naming the

@@ -222,15 +222,8 @@ int run(const Options& opt) {
     }
   }
 
-  if (opt.hostSync != "auto") {
-    const unsigned flag = opt.hostSync == "spin"    ? cudaDeviceScheduleSpin
-                          : opt.hostSync == "yield" ? cudaDeviceScheduleYield
-                                                    : cudaDeviceScheduleBlockingSync;
-    for (int d = 0; d < nDev; ++d) {
-      BENCH_CUDA(cudaSetDevice(d));
-      BENCH_CUDA(cudaSetDeviceFlags(flag));
-    }
-  }
+  // --host-sync wins over EPX_HOST_SYNC (which MultiGpu applies): the same flag set once.
+  if (!opt.hostSync.empty()) ::setenv("EPX_HOST_SYNC", opt.hostSync.c_str(), 1);
   std::unique_ptr<epx::testing::MultiGpu> mgp;
   try {
     mgp = mp ? std::make_unique<epx::testing::MultiGpu>(mpe) : std::make_unique<epx::testing::MultiGpu>(n);

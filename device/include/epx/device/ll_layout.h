@@ -55,6 +55,13 @@ EPX_HD uint32_t llAlign16(uint32_t v) { return (v + 15u) & ~15u; }
 
 enum LlOp : int { kLlDispatch = 0, kLlCombine = 1, kLlNumOps = 2 };
 
+// GIN completion counters of a low-latency group: each op kind has its own range of nCtas (CTA b of
+// op `op` counts on llGinCounterBase(op, nCtas) + b), so a send half waits only for its own kind's
+// earlier puts before it overwrites that kind's staging rows — not for the other kind's puts,
+// still in flight right after the other kind's send.
+EPX_HD int llGinCounterBase(int op, int nCtas) { return op * nCtas; }
+EPX_HD int llGinCounterCount(int nCtas) { return kLlNumOps * nCtas; }
+
 struct LlShape {
   int nRanks = 1;
   int maxTokens = 1;

@@ -106,8 +106,13 @@ struct Transport {
   const Common& c;
   uint32_t beaconKernel = 0;  // BeaconKernel of the running kernel (0: no beacons)
   uint32_t beaconSeq = 0;
+  int counterBase_ = 0;       // GIN counter of CTA 0 (counterOf)
 
   __device__ explicit Transport(const Common& common) : c(common) {}
+  // counterBase: this kernel's CTA b counts its puts on GIN counter counterBase + b (kernels whose
+  // puts must complete independently of another kernel's use disjoint ranges: the low-latency
+  // dispatch and combine, ll_layout.h llGinCounterBase).
+  __device__ Transport(const Common& common, int counterBase) : c(common), counterBase_(counterBase) {}
 
   // Progress beacon of this CTA (debugging; no-op unless the group has beacons): thread 0 stores
   // (kernel, step, sequence) into the CTA's host word. `kernel` starts a kernel (and counts it).
@@ -249,8 +254,10 @@ struct Transport {
     return ok;
   }
 
+  // This kernel's first GIN counter (see the two-argument constructor).
+  __device__ int counterBase() const { return counterBase_; }
   // This CTA's GIN counter (the same id on every context) and its posted total on context ctx.
-  __device__ int counterOf() const { return int(blockIdx.x); }
+  __device__ int counterOf() const { return counterBase_ + int(blockIdx.x); }
   __device__ ncclGin_CounterInc completion() const { return ncclGin_CounterInc{ncclGinCounter_t(counterOf())}; }
   __device__ uint64_t* postedSlotOf(int ctx, int counter) const {
     return c.ginPosted + size_t(ctx) * c.ginCounters + counter;

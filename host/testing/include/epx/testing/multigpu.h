@@ -58,6 +58,34 @@ inline int localGpuCount() {
   return n;
 }
 
+// ---- how host threads wait for the GPU ------------------------------------------------------------
+
+// Sets cudaDeviceSchedule{Auto,Spin,Yield,BlockingSync} ("auto", "spin", "yield", "blocking") on every
+// visible device; must run before this process creates any CUDA context. Many ranks sharing a
+// host's cores (fake nodes: 8 processes, each with a spinning wait and NCCL's spinning GIN progress
+// thread, on 16 cores) starve the progress threads for whole scheduler slices; "yield" gives the
+// core away while waiting. "blocking" also slows the GIN plugin's own synchronisations (it applies
+// to the whole context). Throws on an unknown name.
+inline void setHostSync(const std::string& how) {
+  unsigned flag = cudaDeviceScheduleAuto;
+  if (how == "spin") flag = cudaDeviceScheduleSpin;
+  else if (how == "yield") flag = cudaDeviceScheduleYield;
+  else if (how == "blocking") flag = cudaDeviceScheduleBlockingSync;
+  else if (how != "auto") throw std::runtime_error("host sync '" + how + "': expected auto, spin, yield or blocking");
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) return;  // no device: nothing to set
+  for (int d = 0; d < n; ++d) {
+    EPX_CHECK_CUDA(cudaSetDevice(d));
+    EPX_CHECK_CUDA(cudaSetDeviceFlags(flag));
+  }
+}
+
+// EPX_HOST_SYNC (auto, spin, yield, blocking; unset: CUDA's default), applied by MultiGpu before it
+// creates its contexts. scripts/fake-nodes.sh sets it.
+inline void setHostSyncFromEnv() {
+  if (const char* v = std::getenv("EPX_HOST_SYNC"); v && *v) setHostSync(v);
+}
+
 // ---- multi-process environment -----------------------------------------------------------------
 
 struct MpEnv {
@@ -153,6 +181,7 @@ class MultiGpu {
   // Single process: ranks 0..n-1 on GPUs 0..n-1, all local.
   explicit MultiGpu(int n) : n_(n), comms_(n, nullptr), streams_(n, nullptr), devs_(n, -1) {
     if (n < 1) throw std::runtime_error("MultiGpu: need at least 1 rank, got " + std::to_string(n));
+    setHostSyncFromEnv();
     std::vector<int> devs(n);
     for (int i = 0; i < n; ++i) {
       devs[i] = devs_[i] = i;
@@ -170,6 +199,7 @@ class MultiGpu {
       : n_(mp.size), mp_(true), comms_(mp.size, nullptr), streams_(mp.size, nullptr), devs_(mp.size, -1) {
     const int nDev = localGpuCount();
     if (nDev < 1) throw std::runtime_error("multi-process mode: no CUDA device visible to this process");
+    setHostSyncFromEnv();
     const int r = mp.rank;
     local_.push_back(r);
     devs_[r] = r % nDev;
