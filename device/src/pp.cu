@@ -3,13 +3,15 @@
 //   send  thread 0 of every CTA waits (bounded) until the receiver freed the slot of this message
 //         (at most `slots` messages in flight per pair); NVLink peer: the CTAs store the header and
 //         their share of the message into the peer's slot and the last CTA publishes the message
-//         count; network peer: the CTAs stage the message in this rank's window in up to 4 rounds
+//         count; network peer: the CTAs stage the message in this rank's window (one of two stage
+//         buffers per peer, alternate messages) in up to 8 rounds
 //         (ppPutRounds) and the last CTA of each round puts it with +1 on the peer's data signal,
 //         so the wire carries one round while the next is staged. The kernel ends once its puts
 //         are posted (the message is in the stage: the caller's buffer is free), so a receive
 //         queued behind it on the same stream starts while the rounds are on the wire; the next
-//         send first waits until every earlier put left the stage (ppFlushKernel does the same
-//         before the channel is destroyed).
+//         send that uses the same stage buffer first waits until every earlier put from it left
+//         (the message before it may still be on the wire); ppFlushKernel waits for all of them
+//         before the channel is destroyed.
 //   recv  thread 0 of every CTA waits (bounded) for the message (network peer: for its first put
 //         round, which carries the header); a message larger than the receive buffer is dropped
 //         and reported (async error, nothing written); the CTAs copy their share out — from a
@@ -43,16 +45,14 @@ __device__ bool lastCtaOf(uint32_t* counter) {
 __device__ uint32_t loadSeq(const uint32_t* p) { return *reinterpret_cast<const volatile uint32_t*>(p); }
 
 __global__ void __launch_bounds__(kCollThreads, 1) ppSendKernel(const __grid_constant__ PpArgs a) {
-  const Transport t(a.c);
   const Common& c = a.c;
   const int peer = a.peer;
+  const uint32_t seq = loadSeq(&a.st.sendSeq[peer]) + 1;  // this message's number (every thread)
+  const int buffer = ppStageBufferOf(seq);
+  const Transport t(a.c, ppGinCounterBase(buffer, int(gridDim.x)));  // puts count on the buffer's counters
   const bool gin = !t.lsa(peer);
-  __shared__ uint32_t seq;
   __shared__ int ok;
-  if (threadIdx.x == 0) {
-    seq = loadSeq(&a.st.sendSeq[peer]) + 1;
-    ok = t.wait(kPpFlagFree, peer, ppFreeTarget(seq, a.pl.numSlots), kPhasePpSlot);
-  }
+  if (threadIdx.x == 0) ok = t.wait(kPpFlagFree, peer, ppFreeTarget(seq, a.pl.numSlots), kPhasePpSlot);
   __syncthreads();
   const int slot = ppSlotOf(seq, a.pl.numSlots);
   const uint64_t slotOff = ppSlotOffset(a.pl, c.rank, slot);
@@ -73,11 +73,13 @@ __global__ void __launch_bounds__(kCollThreads, 1) ppSendKernel(const __grid_con
     }
     return;
   }
-  // Network: the stage is free once every earlier put of this channel (any CTA's) left it; then
-  // stage and put round by round (the last CTA of each round posts it, +1 on the data signal).
-  if (!t.completeGinCounters(0, c.ginCounters) && threadIdx.x == 0) ok = 0;
+  // Network: this message's stage buffer is free once every earlier put from that buffer (counted
+  // on its counters, by any CTA: message seq - 2's and older) left it; the other buffer may still
+  // be on the wire. Then stage and put round by round (the last CTA of each round posts it, +1 on
+  // the data signal).
+  if (!t.completeGinCounters(t.counterBase(), int(gridDim.x)) && threadIdx.x == 0) ok = 0;
   __syncthreads();
-  const uint64_t stageOff = ppStageOffset(a.pl, peer);
+  const uint64_t stageOff = ppStageOffset(a.pl, peer, buffer);
   char* stage = t.localBase() + stageOff;
   const int rounds = ppPutRounds(a.bytes);
   for (int j = 0; j < rounds; ++j) {

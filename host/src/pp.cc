@@ -97,7 +97,7 @@ extern "C" ncclResult_t ncclEpPpChannelCreate(ncclComm_t comm, const ncclEpPpCon
   req.bytes = ch->pl.totalBytes;
   req.zeroedPrefix = ch->pl.slots;  // the flags
   req.ginSignals = epx::dev::kPpFlagKinds * ch->link.nRanks;
-  req.ginCounters = ch->cfg.numCtas;
+  req.ginCounters = epx::dev::ppGinCounterCount(ch->cfg.numCtas);
   req.timeoutMs = ch->cfg.timeoutMs;
   req.who = kWho;
   const size_t stateBytes = sizeof(uint32_t) * epx::dev::kPpStateWordsPerRank * ch->link.nRanks;

@@ -78,7 +78,7 @@ BOOST_AUTO_TEST_CASE(window_layout) {
   BOOST_TEST(nv.totalBytes >= nv.stage);
   const dev::PpLayout net = ppLayout(cfg, 4, 2);
   BOOST_TEST(net.stage % dev::kWindowRegionAlign == 0u);
-  BOOST_TEST(net.totalBytes >= net.stage + 4u * net.slotBytes);
+  BOOST_TEST(net.totalBytes >= net.stage + 4u * dev::kPpStageBuffers * net.slotBytes);
   // Every (sender, slot) has its own 16-byte aligned slot, in order, inside the slot region.
   uint64_t expect = nv.slots;
   for (int src = 0; src < 4; ++src)
@@ -87,7 +87,14 @@ BOOST_AUTO_TEST_CASE(window_layout) {
       BOOST_TEST(dev::ppSlotOffset(nv, src, s) % 16 == 0u);
       expect += nv.slotBytes;
     }
-  BOOST_TEST(dev::ppStageOffset(net, 3) == net.stage + 3u * net.slotBytes);
+  BOOST_TEST(dev::ppStageOffset(net, 3, 0) == net.stage + 6u * net.slotBytes);
+  BOOST_TEST(dev::ppStageOffset(net, 3, 1) == net.stage + 7u * net.slotBytes);
+  BOOST_TEST(dev::ppStageOffset(net, 0, 1) == net.stage + net.slotBytes);
+  // Alternate messages use alternate buffers and disjoint GIN counter ranges.
+  BOOST_TEST(dev::ppStageBufferOf(1) != dev::ppStageBufferOf(2));
+  BOOST_TEST(dev::ppStageBufferOf(1) == dev::ppStageBufferOf(3));
+  BOOST_TEST(dev::ppGinCounterCount(4) == 8);
+  BOOST_TEST(dev::ppGinCounterBase(dev::ppStageBufferOf(2), 4) + 4 <= dev::ppGinCounterBase(dev::ppStageBufferOf(3), 4));
   // The size hint is the layout with network peers.
   size_t hint = 0;
   ncclEpPpConfig_t c = ppConfig(1000);
@@ -186,7 +193,7 @@ BOOST_AUTO_TEST_CASE(chunking) {
   BOOST_TEST(dev::itemShare(100, 7, 6).size() == 14u);
 }
 
-// GIN put rounds of a message: 1 up to 1 MiB, one per started MiB up to kPpMaxPutRounds (4); the rounds' data
+// GIN put rounds of a message: 1 up to 1 MiB, one per started MiB up to kPpMaxPutRounds (8); the rounds' data
 // ranges cover the message in order at 16-byte boundaries.
 BOOST_AUTO_TEST_CASE(put_rounds) {
   BOOST_TEST(dev::ppPutRounds(0) == 1);
@@ -194,8 +201,9 @@ BOOST_AUTO_TEST_CASE(put_rounds) {
   BOOST_TEST(dev::ppPutRounds(uint64_t(1) << 20) == 1);
   BOOST_TEST(dev::ppPutRounds((uint64_t(1) << 20) + 1) == 2);
   BOOST_TEST(dev::ppPutRounds(uint64_t(3) << 20) == 3);
-  BOOST_TEST(dev::ppPutRounds(uint64_t(16) << 20) == 4);
-  BOOST_TEST(dev::ppPutRounds(uint64_t(4) << 30) == 4);
+  BOOST_TEST(dev::ppPutRounds(uint64_t(8) << 20) == 8);
+  BOOST_TEST(dev::ppPutRounds(uint64_t(16) << 20) == 8);
+  BOOST_TEST(dev::ppPutRounds(uint64_t(4) << 30) == 8);
   const uint64_t bytes = (uint64_t(16) << 20) + 12;
   const int rounds = dev::ppPutRounds(bytes);
   uint64_t at = 0;

@@ -54,7 +54,7 @@ EPX_HD ByteRange itemShare(uint64_t n, int parts, int p) {
 // receiver copies out round j - 1; every round's put adds 1 to the receiver's data signal (all on
 // one context, in order: the count says which rounds are in). Round j's data bytes:
 // vecShare(bytes, rounds, j); round 0 also carries the header.
-constexpr int kPpMaxPutRounds = 4;
+constexpr int kPpMaxPutRounds = 8;
 constexpr uint64_t kPpRoundMinBytes = uint64_t(1) << 20;
 EPX_HD int ppPutRounds(uint64_t bytes) {
   const uint64_t r = chunksOf(bytes, kPpRoundMinBytes);

@@ -3,8 +3,10 @@
 //   flags  u32 [kPpFlagKinds][nRanks]: per (kind, peer) LSA words (GIN peers signal instead)
 //   slots  [nRanks sender][slots][slotBytes]: messages from each sender; a slot is a 16-byte
 //          header (PpHeader: the message's bytes) followed by up to maxBytes of data
-//   stage  [nRanks receiver][slotBytes]: GIN only (0 bytes without network peers): a message to a
-//          network peer is copied here (puts leave from registered memory) and put in one piece
+//   stage  [nRanks receiver][2][slotBytes]: GIN only (0 bytes without network peers): a message to
+//          a network peer is copied here (puts leave from registered memory) and put round by round;
+//          two buffers per receiver, used by alternate messages (ppStageBufferOf), so a send stages
+//          while the previous message's rounds are still on the wire
 #pragma once
 #include <cstdint>
 
@@ -40,10 +42,19 @@ struct PpShape {
   bool hasGinPeers() const { return lsaSize < nRanks; }
 };
 
+// Stage buffers per network receiver: message n (1-based, per pair) is staged in buffer
+// ppStageBufferOf(n), and its puts count on that buffer's range of GIN counters
+// (ppGinCounterBase: numCtas counters each), so staging message n waits only for the puts of
+// message n - 2 to have left the stage, not for those of n - 1.
+constexpr int kPpStageBuffers = 2;
+EPX_HD int ppStageBufferOf(uint32_t n) { return int(n % uint32_t(kPpStageBuffers)); }
+EPX_HD int ppGinCounterBase(int buffer, int numCtas) { return buffer * numCtas; }
+EPX_HD int ppGinCounterCount(int numCtas) { return kPpStageBuffers * numCtas; }
+
 struct PpLayout {
   uint64_t flags;      // u32 [kPpFlagKinds][nRanks]
   uint64_t slots;      // [nRanks][slots][slotBytes]
-  uint64_t stage;      // [nRanks][slotBytes] (GIN)
+  uint64_t stage;      // [nRanks][kPpStageBuffers][slotBytes] (GIN)
   uint64_t slotBytes;  // kPpHeaderBytes + maxBytes rounded up to 16
   uint64_t totalBytes;
   int numSlots;
@@ -62,7 +73,7 @@ inline PpLayout layoutPp(const PpShape& s) {
   };
   l.flags = region(uint64_t(kPpFlagKinds) * uint64_t(s.nRanks) * 4);
   l.slots = region(uint64_t(s.nRanks) * uint64_t(s.slots) * l.slotBytes);
-  l.stage = region(s.hasGinPeers() ? uint64_t(s.nRanks) * l.slotBytes : 0);
+  l.stage = region(s.hasGinPeers() ? uint64_t(s.nRanks) * kPpStageBuffers * l.slotBytes : 0);
   l.totalBytes = alignUp(off, kWindowTotalAlign);
   return l;
 }
@@ -71,7 +82,9 @@ inline PpLayout layoutPp(const PpShape& s) {
 EPX_HD uint64_t ppSlotOffset(const PpLayout& l, int src, int slot) {
   return l.slots + (uint64_t(src) * uint64_t(l.numSlots) + uint64_t(slot)) * l.slotBytes;
 }
-EPX_HD uint64_t ppStageOffset(const PpLayout& l, int dst) { return l.stage + uint64_t(dst) * l.slotBytes; }
+EPX_HD uint64_t ppStageOffset(const PpLayout& l, int dst, int buffer) {
+  return l.stage + (uint64_t(dst) * kPpStageBuffers + uint64_t(buffer)) * l.slotBytes;
+}
 
 // Per-channel device state: message counts per peer and the CTAs of a running send/recv that
 // finished (the last one publishes and advances the count).
