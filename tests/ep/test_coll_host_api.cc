@@ -16,9 +16,9 @@ BOOST_AUTO_TEST_CASE(pp_buffer_size_hint) {
   c.slots = 4;
   size_t bytes = 0;
   BOOST_TEST(ncclEpPpGetBufferSizeHint(&c, 8, &bytes) == ncclSuccess, ncclEpGetLastError());
-  // flags (4 KiB region), 8 x 4 slots of (16 + 16 MiB), 8 staging slots, rounded up to 2 MiB.
-  BOOST_TEST(bytes == size_t(673185792));
-  BOOST_TEST(bytes >= size_t(8) * 4 * (16 + (size_t(16) << 20)) + size_t(8) * (16 + (size_t(16) << 20)));
+  // flags (4 KiB region), 8 x 4 slots of (16 + 16 MiB), 8 x 2 staging slots, rounded up to 2 MiB.
+  BOOST_TEST(bytes == size_t(807403520));
+  BOOST_TEST(bytes >= size_t(8) * 4 * (16 + (size_t(16) << 20)) + size_t(8) * 2 * (16 + (size_t(16) << 20)));
   c.maxMessageBytes = 0;
   BOOST_TEST(ncclEpPpGetBufferSizeHint(&c, 8, &bytes) == ncclInvalidArgument);
   BOOST_TEST(std::string(ncclEpGetLastError()) ==

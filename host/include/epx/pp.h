@@ -57,9 +57,10 @@ typedef struct {
         NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT                                                           \
   }
 
-/* Window bytes per rank of a channel with this config over nRanks ranks (upper bound: with network
- * peers a staging area of nRanks * maxMessageBytes is added): nRanks * slots * (maxMessageBytes + 16)
- * receive slots. Errors: ncclInvalidArgument. */
+/* Window bytes per rank of a channel with this config over nRanks ranks, the upper bound (a channel
+ * with network peers): a 4 KiB flag region, nRanks * slots receive slots of (maxMessageBytes + 16)
+ * bytes and a staging area of nRanks * 2 such slots (two stage buffers per peer, for GIN puts),
+ * rounded up to 2 MiB. Errors: ncclInvalidArgument. */
 ncclResult_t ncclEpPpGetBufferSizeHint(const ncclEpPpConfig_t* config, int nRanks, size_t* bytes);
 
 /* Collective over comm. Errors: ncclInvalidArgument (config), ncclInvalidUsage (configs differ
