@@ -16,7 +16,7 @@ snap() {  # the busiest threads, $2 s after start, into $OUT/threads-$1.txt
 }
 for n in $nodes; do
   for sync in $syncs; do
-    [ "$n" -ge 8 ] && snap "ll-fn$n-$sync" 40
+    [ "$n" -ge 8 ] && snap "ll-fn$n-$sync" 15
     scripts/gpu-fn-bench.sh "$n" $(( 90 + 20 * n )) "ll-$sync" --algo low-latency --ll-tokens "$tokens" --hidden 7168 \
       --topk 8 --experts 256 --sms 8 --iters 20 --warmup 5 --host-sync "$sync" > /dev/null
     grep -vE "^#  " "$OUT/bench-fn$n-ll-$sync.txt" | grep -E "^ +[0-9]|^# gin" | sed "s/^/fn$n $sync: /"

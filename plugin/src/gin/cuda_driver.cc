@@ -45,6 +45,7 @@ void load() {
   EPX_CU_GET(cuStreamCreate)
   EPX_CU_GET(cuStreamDestroy)
   EPX_CU_GET(cuStreamSynchronize)
+  EPX_CU_GET(cuStreamQuery)
   EPX_CU_GET(cuStreamWriteValue64)
   EPX_CU_GET(cuEventCreate)
   EPX_CU_GET(cuEventRecord)

@@ -18,6 +18,7 @@ struct CudaDriver {
   EPX_CU_FN(cuStreamCreate)
   EPX_CU_FN(cuStreamDestroy)
   EPX_CU_FN(cuStreamSynchronize)
+  EPX_CU_FN(cuStreamQuery)
   EPX_CU_FN(cuStreamWriteValue64)
   EPX_CU_FN(cuEventCreate)
   EPX_CU_FN(cuEventRecord)

@@ -52,6 +52,7 @@ std::map<CUcontext, SharedStreams>& sharedStreams() {
   return m;
 }
 constexpr auto kSlowCall = std::chrono::milliseconds(200);
+
 constexpr auto kStuckRequest = std::chrono::seconds(2);
 
 struct IpcHandle {
@@ -311,6 +312,21 @@ ncclResult_t pump(Context* ctx, int peer) {
   }
 }
 
+// Waits for a stream by polling it from this thread. cuStreamSynchronize follows the context's
+// scheduling flags, which belong to the application: with cudaDeviceScheduleBlockingSync (what a
+// host with more GPU processes than cores wants for its own waits) the progress thread would sleep
+// on an interrupt for every signal read-back (64-337 us measured at 8 fake nodes, against 19-54 us
+// spinning). The read-back is a few bytes and short, so the progress thread keeps spinning.
+CUresult spinSynchronize(CUstream stream) {
+  for (;;) {
+    CUresult r = cu->cuStreamQuery(stream);
+    if (r != CUDA_ERROR_NOT_READY) return r;
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
+
 ncclResult_t applySignals(Context* ctx) {
   if (ctx->incoming.empty()) return ncclSuccess;
   std::vector<SignalUpdate> updates;
@@ -343,7 +359,7 @@ ncclResult_t applySignals(Context* ctx) {
     for (size_t i = 0; i < n; ++i)
       EPX_CU(ctx, cu->cuMemcpyDtoHAsync(&ctx->signalHost[i], device[first + i].first, sizeof(uint64_t),
                                         ctx->signalStream));
-    EPX_CU(ctx, cu->cuStreamSynchronize(ctx->signalStream));
+    EPX_CU(ctx, spinSynchronize(ctx->signalStream));
     for (size_t i = 0; i < n; ++i)
       EPX_CU(ctx, cu->cuStreamWriteValue64(ctx->signalStream, device[first + i].first,
                                            ctx->signalHost[i] + device[first + i].second, 0));
