@@ -38,17 +38,27 @@ double floorGBps() {
   return v ? std::atof(v) : 0.0;
 }
 
-// Seconds per call of `op` on every rank (slowest rank), after warm-up.
-double timePerCall(const std::function<void(const RankContext&)>& op, int iters) {
+// Seconds per call of `op` on every rank (slowest rank), after warm-up. `op` gets the rank's
+// stream and a second stream of its own (forked from the first at the start of the timed loop and
+// joined back at its end), for calls a user would overlap on two streams.
+using TimedOp = std::function<void(const RankContext&, cudaStream_t side)>;
+double timePerCall(const TimedOp& op, int iters) {
   std::vector<double> secs(size_t(nRanks()), 0.0);
   gpus().run([&](const RankContext& c) {
-    for (int i = 0; i < kWarmup; ++i) op(c);
-    cudaEvent_t a, b;
+    cudaStream_t side;
+    EPX_CHECK_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+    for (int i = 0; i < kWarmup; ++i) op(c, side);
+    cudaEvent_t a, b, joined;
     EPX_CHECK_CUDA(cudaEventCreate(&a));
     EPX_CHECK_CUDA(cudaEventCreate(&b));
+    EPX_CHECK_CUDA(cudaEventCreateWithFlags(&joined, cudaEventDisableTiming));
+    EPX_CHECK_CUDA(cudaStreamSynchronize(side));
     EPX_CHECK_CUDA(cudaStreamSynchronize(c.stream));
     EPX_CHECK_CUDA(cudaEventRecord(a, c.stream));
-    for (int i = 0; i < iters; ++i) op(c);
+    EPX_CHECK_CUDA(cudaStreamWaitEvent(side, a, 0));
+    for (int i = 0; i < iters; ++i) op(c, side);
+    EPX_CHECK_CUDA(cudaEventRecord(joined, side));
+    EPX_CHECK_CUDA(cudaStreamWaitEvent(c.stream, joined, 0));
     EPX_CHECK_CUDA(cudaEventRecord(b, c.stream));
     EPX_CHECK_CUDA(cudaEventSynchronize(b));
     float ms = 0;
@@ -56,6 +66,8 @@ double timePerCall(const std::function<void(const RankContext&)>& op, int iters)
     secs[size_t(c.rank)] = ms / 1e3 / iters;
     cudaEventDestroy(a);
     cudaEventDestroy(b);
+    cudaEventDestroy(joined);
+    EPX_CHECK_CUDA(cudaStreamDestroy(side));
   });
   secs = gpus().gatherPerRank(secs);
   return *std::max_element(secs.begin(), secs.end());
@@ -96,28 +108,28 @@ BOOST_AUTO_TEST_CASE(bucket_collectives) {
   const ncclEpBucketItem_t it{0, count, ncclFloat32, nullptr};
   const double f1 = double(R - 1) / R, f2 = 2.0 * (R - 1) / R;
   const size_t total = count * 4, shard = total / size_t(R);
-  report("all-gather", "epx", total, timePerCall([&](const RankContext& c) {
+  report("all-gather", "epx", total, timePerCall([&](const RankContext& c, cudaStream_t) {
     EPX_CHECK_EP(ncclEpBucketAllGather(b[size_t(c.rank)], &it, 1, nullptr, c.stream));
   }, iters), f1);
-  report("all-gather", "nccl", total, timePerCall([&](const RankContext& c) {
+  report("all-gather", "nccl", total, timePerCall([&](const RankContext& c, cudaStream_t) {
     EPX_CHECK_NCCL(ncclAllGather(a[size_t(c.rank)].as<char>() + c.rank * shard, o[size_t(c.rank)].ptr(), shard, ncclUint8,
                                  c.comm, c.stream));
   }, iters), f1);
-  report("reduce-scatter", "epx", total, timePerCall([&](const RankContext& c) {
+  report("reduce-scatter", "epx", total, timePerCall([&](const RankContext& c, cudaStream_t) {
     EPX_CHECK_EP(ncclEpBucketReduceScatter(b[size_t(c.rank)], &it, 1, nullptr, nullptr, c.stream));
   }, iters), f1);
   const ncclEpBucketReduceOpts_t bf{ncclBfloat16, 0, 1.0f};
-  report("rs bf16 wire", "epx", total, timePerCall([&](const RankContext& c) {
+  report("rs bf16 wire", "epx", total, timePerCall([&](const RankContext& c, cudaStream_t) {
     EPX_CHECK_EP(ncclEpBucketReduceScatter(b[size_t(c.rank)], &it, 1, &bf, nullptr, c.stream));
   }, iters), f1);
-  report("reduce-scatter", "nccl", total, timePerCall([&](const RankContext& c) {
+  report("reduce-scatter", "nccl", total, timePerCall([&](const RankContext& c, cudaStream_t) {
     EPX_CHECK_NCCL(ncclReduceScatter(a[size_t(c.rank)].ptr(), o[size_t(c.rank)].ptr(), count / size_t(R), ncclFloat32,
                                      ncclSum, c.comm, c.stream));
   }, iters), f1);
-  report("all-reduce", "epx", total, timePerCall([&](const RankContext& c) {
+  report("all-reduce", "epx", total, timePerCall([&](const RankContext& c, cudaStream_t) {
     EPX_CHECK_EP(ncclEpBucketAllReduce(b[size_t(c.rank)], &it, 1, nullptr, nullptr, c.stream));
   }, iters), f2);
-  report("all-reduce", "nccl", total, timePerCall([&](const RankContext& c) {
+  report("all-reduce", "nccl", total, timePerCall([&](const RankContext& c, cudaStream_t) {
     EPX_CHECK_NCCL(ncclAllReduce(a[size_t(c.rank)].ptr(), o[size_t(c.rank)].ptr(), count, ncclFloat32, ncclSum, c.comm,
                                  c.stream));
   }, iters), f2);
@@ -144,11 +156,18 @@ BOOST_AUTO_TEST_CASE(pp_send_recv) {
     s[size_t(c.rank)].reserve(bytes);
     d[size_t(c.rank)].reserve(bytes);
   });
-  report("pp ring", "epx", bytes, timePerCall([&](const RankContext& c) {
+  report("pp ring", "epx", bytes, timePerCall([&](const RankContext& c, cudaStream_t) {
     EPX_CHECK_EP(ncclEpPpSend(ch[size_t(c.rank)], s[size_t(c.rank)].ptr(), bytes, (c.rank + 1) % R, c.stream));
     EPX_CHECK_EP(ncclEpPpRecv(ch[size_t(c.rank)], d[size_t(c.rank)].ptr(), bytes, (c.rank + R - 1) % R, nullptr, c.stream));
   }, iters), 1.0);
-  report("pp ring", "nccl", bytes, timePerCall([&](const RankContext& c) {
+  // The same ring with the receives on a second stream: message n+1 is staged and put while
+  // message n is still being received (what a user overlapping PP send and receive does; NCCL's
+  // grouped send/recv below runs both at once as well).
+  report("pp ring 2str", "epx", bytes, timePerCall([&](const RankContext& c, cudaStream_t side) {
+    EPX_CHECK_EP(ncclEpPpSend(ch[size_t(c.rank)], s[size_t(c.rank)].ptr(), bytes, (c.rank + 1) % R, c.stream));
+    EPX_CHECK_EP(ncclEpPpRecv(ch[size_t(c.rank)], d[size_t(c.rank)].ptr(), bytes, (c.rank + R - 1) % R, nullptr, side));
+  }, iters), 1.0);
+  report("pp ring", "nccl", bytes, timePerCall([&](const RankContext& c, cudaStream_t) {
     EPX_CHECK_NCCL(ncclGroupStart());
     EPX_CHECK_NCCL(ncclSend(s[size_t(c.rank)].ptr(), bytes, ncclUint8, (c.rank + 1) % R, c.comm, c.stream));
     EPX_CHECK_NCCL(ncclRecv(d[size_t(c.rank)].ptr(), bytes, ncclUint8, (c.rank + R - 1) % R, c.comm, c.stream));
