@@ -4,12 +4,13 @@
 // this rank's window, grouped by destination in receive order. With network peers the tokens are
 // sent in a few put rounds of whole layout chunks (protocol.h), each cut into contiguous CTA
 // shares: the last CTA to finish staging a round moves each destination's rows of that round with
-// one GIN put, so the wire overlaps the staging of the next round; the last round also moves the
-// per-row arrays and carries the arrival signal (rows put). With the expanded layout the rank's own
-// tokens go straight from the send phase into their expert rows. Receive: in groups of sources
-// (kArrivalGroups), each group's rows copied into the caller's layout (deduplicated copy, or
-// expanded by local expert) as soon as that group arrived — skipped entirely when the caller's
-// outputs are the window arrays.
+// one GIN put that adds their count to the arrival signal, so the wire overlaps the staging of the
+// next round; the per-row arrays of all rows are staged first and leave with the first round. With
+// the expanded layout the rank's own tokens go straight from the send phase into their expert
+// rows. Receive: in waves (a network source's rows as its rounds land, NVLink sources in the last
+// wave) and groups of sources (kArrivalGroups), each piece copied into the caller's layout
+// (deduplicated copy, or expanded by local expert) as soon as it arrived — so the expansion
+// overlaps the transfer; skipped when the caller's outputs are the window arrays.
 #include <nccl_device.h>
 
 #include "epx/device/copy.cuh"
@@ -119,14 +120,50 @@ __device__ void writeOwnRows(const DispatchArgs& a, const SendPlan& cur, int t, 
   }
 }
 
+// Lanes whose slot goes to an NVLink peer (or this rank): their rows are stored in the peer's
+// receive arrays directly, never staged.
+__device__ __forceinline__ uint32_t nvlinkLanes(const Transport& tr, int dest) {
+  return __ballot_sync(0xffffffffu, dest >= 0 && tr.lsa(dest));
+}
+
+// The per-row arrays of token t's row to each destination of `dests` (a mask of lanes whose slot
+// is the first with its destination): NVLink peers' receive arrays, or this rank's staging arrays
+// for network peers. The whole warp calls it; scale / scale2 are the token's FP8 scale words lane
+// and lane + 32.
+__device__ void writeRowMetas(const DispatchArgs& a, const Transport& tr, const SendPlan& cur, uint32_t dests, int t,
+                              float scale, float scale2, int lane) {
+  const Common& c = a.c;
+  const Route& r = a.r;
+  const int K = c.topk, Le = c.localExperts, scaleWords = a.scaleRowBytes / 4;
+  for (uint32_t m = dests; m; m &= m - 1) {
+    const int j = __ffs(m) - 1;
+    const int d = __shfl_sync(0xffffffffu, cur.dest, j);
+    const size_t drow = size_t(__shfl_sync(0xffffffffu, cur.row, j));
+    const bool lsa = tr.lsa(d);
+    const RowArrays dst(lsa ? tr.lsaBase(d) : tr.localBase(), lsa ? RowOffsets::recv(c.wl) : RowOffsets::stage(c.wl));
+    if (lane < scaleWords) dst.scales[drow * scaleWords + lane] = scale;
+    if (lane + 32 < scaleWords) dst.scales[drow * scaleWords + lane + 32] = scale2;
+    for (int q = lane + 64; q < scaleWords; q += 32) dst.scales[drow * scaleWords + q] = a.xScales[size_t(t) * scaleWords + q];
+    const bool owned = cur.e >= 0 && destOf(cur.e, Le) == d;
+    if (lane < K) {
+      dst.idx[drow * K + lane] = owned ? cur.e - d * Le : -1;
+      dst.weights[drow * K + lane] = owned ? cur.w : 0.f;
+      if (r.expanded) dst.pos[drow * K + lane] = owned ? cur.pos : -1;
+    }
+    if (lane < 2) dst.info[drow * 2 + lane] = lane == 0 ? c.rank : t;
+  }
+}
+
 // Send phase over this CTA's tokens (warp-strided); the next token's plan is loaded while the
 // current row is copied. Each 16-byte vector of the row is loaded once and stored to every
 // destination. Network rows go to the staging arrays; with the expanded layout, rows for this
-// rank's own experts go straight to their output rows.
-__device__ void sendTokens(const DispatchArgs& a, const Transport& tr, Share share, int lane, char* (&dsts)[kWarps][kMaxTopk]) {
+// rank's own experts go straight to their output rows. ginMetaStaged: network rows' per-row arrays
+// were staged already (stageGinMeta), only their hidden rows are written here.
+__device__ void sendTokens(const DispatchArgs& a, const Transport& tr, Share share, int lane, char* (&dsts)[kWarps][kMaxTopk],
+                           bool ginMetaStaged) {
   const Common& c = a.c;
   const Route& r = a.r;
-  const int K = c.topk, Le = c.localExperts, warp = threadIdx.x >> 5;
+  const int warp = threadIdx.x >> 5;
   const int scaleWords = a.scaleRowBytes / 4;
   const uint32_t lanesBelow = (1u << lane) - 1u;
   const int t0 = share.begin + warp;
@@ -150,33 +187,35 @@ __device__ void sendTokens(const DispatchArgs& a, const Transport& tr, Share sha
     const float scale2 = scaleWords > 32 && lane + 32 < scaleWords ? a.xScales[size_t(t) * scaleWords + lane + 32] : 0.f;
     __syncwarp();
     if (own) writeOwnRows(a, cur, t, outRow, own, scale, scale2, lane);
-    for (uint32_t m = dests; m; m &= m - 1) {
-      const int j = __ffs(m) - 1;
-      const int d = __shfl_sync(0xffffffffu, cur.dest, j);
-      const size_t drow = size_t(__shfl_sync(0xffffffffu, cur.row, j));
-      const bool lsa = tr.lsa(d);
-      const RowArrays dst(lsa ? tr.lsaBase(d) : tr.localBase(), lsa ? RowOffsets::recv(c.wl) : RowOffsets::stage(c.wl));
-      if (lane < scaleWords) dst.scales[drow * scaleWords + lane] = scale;
-      if (lane + 32 < scaleWords) dst.scales[drow * scaleWords + lane + 32] = scale2;
-      for (int q = lane + 64; q < scaleWords; q += 32) dst.scales[drow * scaleWords + q] = a.xScales[size_t(t) * scaleWords + q];
-      const bool owned = cur.e >= 0 && destOf(cur.e, Le) == d;
-      if (lane < K) {
-        dst.idx[drow * K + lane] = owned ? cur.e - d * Le : -1;
-        dst.weights[drow * K + lane] = owned ? cur.w : 0.f;
-        if (r.expanded) dst.pos[drow * K + lane] = owned ? cur.pos : -1;
-      }
-      if (lane < 2) dst.info[drow * 2 + lane] = lane == 0 ? c.rank : t;
-    }
+    const uint32_t metaDests = ginMetaStaged ? dests & nvlinkLanes(tr, cur.dest) : dests;
+    writeRowMetas(a, tr, cur, metaDests, t, scale, scale2, lane);
+  }
+}
+
+// Network rows' per-row arrays (FP8 scales, local expert ids, weights, expert positions, source)
+// of this CTA's share of all the op's tokens, staged before any hidden row: the first put round
+// carries them for every row, so a receiver can expand each later round's rows as they land.
+__device__ void stageGinMeta(const DispatchArgs& a, const Transport& tr, Share share, int lane) {
+  const int scaleWords = a.scaleRowBytes / 4;
+  for (int t = share.begin + int(threadIdx.x >> 5); t < share.end; t += kWarps) {
+    const SendPlan cur = loadPlan(a, tr, t, lane);
+    const uint32_t dests = __ballot_sync(0xffffffffu, cur.dest >= 0) & ~nvlinkLanes(tr, cur.dest);
+    if (!dests) continue;
+    const float scale = scaleWords && lane < scaleWords ? a.xScales[size_t(t) * scaleWords + lane] : 0.f;
+    const float scale2 = scaleWords > 32 && lane + 32 < scaleWords ? a.xScales[size_t(t) * scaleWords + lane + 32] : 0.f;
+    writeRowMetas(a, tr, cur, dests, t, scale, scale2, lane);
   }
 }
 
 // Called by the last CTA to finish staging put round `tok` (whole layout chunks of tokens): per
 // network destination d, the rank's rows to d from those tokens are contiguous in the staging
 // arrays and in d's receive arrays (rowsBeforeToken bounds them), so one GIN put moves their
-// hidden rows. The last round also moves the small per-row arrays of all of d's rows, the last put
-// carrying the arrival signal (+rows): every earlier put to d went on the same context, so the
-// signal covers them. Destinations are spread over the contexts.
-__device__ void putRound(const DispatchArgs& a, const Transport& tr, OpSession& ses, Share tok, bool lastRound) {
+// hidden rows and adds their count to d's arrival signal. The first round first moves the small
+// per-row arrays of all of d's rows (staged by stageGinMeta before any hidden row): every put to d
+// goes on the same context, so each round's signal covers them and every earlier round, and the
+// signal counts the rows of d that arrived, in token order. Destinations are spread over the
+// contexts.
+__device__ void putRound(const DispatchArgs& a, const Transport& tr, OpSession& ses, Share tok, bool firstRound) {
   const Common& c = a.c;
   const Route& r = a.r;
   const int K = c.topk, T = r.totals->numTokens;
@@ -188,27 +227,44 @@ __device__ void putRound(const DispatchArgs& a, const Transport& tr, OpSession& 
     if (n == 0 || tr.lsa(d)) continue;
     const int lo = rowsBeforeToken(r.chunkRankBase, r.sendCount, c.nRanks, T, tok.begin, d);
     const int hi = rowsBeforeToken(r.chunkRankBase, r.sendCount, c.nRanks, T, tok.end, d);
-    if (hi == lo && !lastRound) continue;
+    if (hi == lo && !firstRound) continue;
     const int ctx = dataContextOf(d, c.ginContexts);
     const uint64_t dstRow = uint64_t(r.sendBase[d]);
     const uint64_t srcRow = uint64_t(r.stageBase[d]);
     auto putRows = [&](uint64_t dstOff, uint64_t srcOff, uint64_t rowBytes, int first, int count) {
       tr.put(d, dstOff + (dstRow + first) * rowBytes, srcOff + (srcRow + first) * rowBytes, uint64_t(count) * rowBytes, ctx);
     };
-    putRows(recv.x, stage.x, a.xRowBytes, lo, hi - lo);
-    if (!lastRound) continue;
-    putRows(recv.scales, stage.scales, a.scaleRowBytes, 0, n);
-    putRows(recv.idx, stage.idx, K * 4, 0, n);
-    putRows(recv.weights, stage.weights, K * 4, 0, n);
-    if (r.expanded) putRows(recv.pos, stage.pos, K * 4, 0, n);
-    tr.putSignal(d, recv.info + dstRow * 8, stage.info + srcRow * 8, uint64_t(n) * 8, kFlagArriveDispatch, uint32_t(n), ctx);
+    if (firstRound) {
+      putRows(recv.scales, stage.scales, a.scaleRowBytes, 0, n);
+      putRows(recv.idx, stage.idx, K * 4, 0, n);
+      putRows(recv.weights, stage.weights, K * 4, 0, n);
+      if (r.expanded) putRows(recv.pos, stage.pos, K * 4, 0, n);
+      putRows(recv.info, stage.info, 8, 0, n);
+    }
+    if (hi > lo)
+      tr.putSignal(d, recv.x + (dstRow + lo) * a.xRowBytes, stage.x + (srcRow + lo) * a.xRowBytes,
+                   uint64_t(hi - lo) * a.xRowBytes, kFlagArriveDispatch, uint32_t(hi - lo), ctx);
   }
   __syncthreads();  // ses.abort is read by every thread next
 }
 
+// The received rows of one receive wave (protocol.h, waveRowBegin): a network source's rows whose
+// wave is `wave`, every row of an NVLink source (or of this rank) in the last wave. One wave: all.
+struct WaveRows {
+  const Common& c;
+  const int* recvBase;  // [nRanks + 1]
+  int wave, waves;
+  __device__ bool has(int s, int i) const {
+    if (waves == 1) return true;
+    if (isLsaPeer(c.rank, c.lsaRank, c.lsaSize, s)) return wave == waves - 1;
+    return waveOfRow(recvBase[s + 1] - recvBase[s], waves, i - recvBase[s]) == wave;
+  }
+  __device__ bool has(int i) const { return waves == 1 || has(sourceOfRow(recvBase, c.nRanks, i), i); }
+};
+
 // Deduplicated layout into caller buffers: row i of the window arrays -> row i of the outputs.
-__device__ void copyDedup(const DispatchArgs& a, const RowArrays& in, Share recvRows, int globalWarp, int numWarps,
-                          int lane) {
+__device__ void copyDedup(const DispatchArgs& a, const RowArrays& in, Share recvRows, const WaveRows& wave,
+                          int globalWarp, int numWarps, int lane) {
   const int K = a.c.topk, scaleWords = a.scaleRowBytes / 4;
   const bool copyX = !a.zeroCopy;
   // An output that is the window's own array (as the caller addresses it) needs no copy.
@@ -217,7 +273,9 @@ __device__ void copyDedup(const DispatchArgs& a, const RowArrays& in, Share recv
   const bool copyIdx = a.recvTopkIdx && a.recvTopkIdx != win.idx;
   const bool copyW = a.recvTopkWeights && a.recvTopkWeights != win.weights;
   const bool copyInfo = a.recvSrcInfo && a.recvSrcInfo != win.info;
+  if (!copyX && !copyScales && !copyIdx && !copyW && !copyInfo) return;
   for (int i = recvRows.begin + globalWarp; i < recvRows.end; i += numWarps) {
+    if (!wave.has(i)) continue;
     const size_t row = size_t(i);
     if (copyX) warpCopy16<true>(a.recvX + row * a.xRowBytes, in.x + row * a.xRowBytes, a.xRowBytes, lane);
     if (copyScales)
@@ -232,8 +290,9 @@ __device__ void copyDedup(const DispatchArgs& a, const RowArrays& in, Share recv
 
 // Expanded layout: received row i goes to one output row per local expert of its token. This
 // rank's own rows were written by its send phase (sendTokens) and are skipped.
-__device__ void copyExpanded(const DispatchArgs& a, const RowArrays& in, Share recvRows, int globalWarp, int numWarps,
-                             int lane, char* (&dsts)[kWarps][kMaxTopk], int (&rows)[kWarps][kMaxTopk]) {
+__device__ void copyExpanded(const DispatchArgs& a, const RowArrays& in, Share recvRows, const WaveRows& wave,
+                             int globalWarp, int numWarps, int lane, char* (&dsts)[kWarps][kMaxTopk],
+                             int (&rows)[kWarps][kMaxTopk]) {
   const Common& c = a.c;
   const Route& r = a.r;
   const int K = c.topk, Le = c.localExperts, warp = threadIdx.x >> 5, scaleWords = a.scaleRowBytes / 4;
@@ -243,6 +302,7 @@ __device__ void copyExpanded(const DispatchArgs& a, const RowArrays& in, Share r
   for (int v = globalWarp; v < n; v += numWarps) {
     const int i = others.rowOf(v);
     const int s = sourceOfRow(r.recvBase, c.nRanks, i);
+    if (!wave.has(s, i)) continue;
     const size_t row = size_t(i);
     int outRow = -1;
     float w = 0.f;
@@ -321,26 +381,32 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const __grid_const
   for (int j = 0; j < rounds; ++j) {
     const Share tok = dispatchRoundTokens(T, rounds, j);
     const Share mine = shareOf(tok.end - tok.begin, gridDim.x, blockIdx.x);
-    if (!ses.abort) sendTokens(a, tr, Share{tok.begin + mine.begin, tok.begin + mine.end}, lane, dsts);
-    if (gin && ses.lastToStage(tr, kOpDispatch, j) && !ses.abort) putRound(a, tr, ses, tok, j == rounds - 1);
+    if (gin && j == 0 && !ses.abort) stageGinMeta(a, tr, shareOf(T, gridDim.x, blockIdx.x), lane);
+    if (!ses.abort) sendTokens(a, tr, Share{tok.begin + mine.begin, tok.begin + mine.end}, lane, dsts, gin);
+    if (gin && ses.lastToStage(tr, kOpDispatch, j) && !ses.abort) putRound(a, tr, ses, tok, j == 0);
   }
   ses.arriveLsa(tr, kOpDispatch);
-  // Receive in groups of sources, starting with the group after this rank's own: each group's rows
-  // are copied out as soon as it arrived, while later groups may still be on the way.
+  // Receive in waves (network sources' rows as their rounds land; NVLink sources in the last wave)
+  // and, within a wave, in groups of sources starting with the group after this rank's own: each
+  // piece is copied out as soon as it arrived, while later ones may still be on the way.
   const RowArrays in(tr.localBase(), RowOffsets::recv(c.wl));
   const int groups = c.nRanks < kArrivalGroups ? c.nRanks : kArrivalGroups;
   int ownGroup = 0;
   while (shareOf(c.nRanks, groups, ownGroup).end <= c.rank) ++ownGroup;
-  for (int k = 1; k <= groups && !ses.abort; ++k) {
-    const int g = (ownGroup + k) % groups;
-    const Share src = shareOf(c.nRanks, groups, g);
-    ses.waitSourceRange(tr, kOpDispatch, kPhaseDispatchData, src.begin, src.end, ginRows);
-    if (ses.abort) break;
-    const Share recvRows{r.recvBase[src.begin], r.recvBase[src.end]};
-    if (r.expanded)
-      copyExpanded(a, in, recvRows, globalWarp, numWarps, lane, dsts, rows);
-    else
-      copyDedup(a, in, recvRows, globalWarp, numWarps, lane);
+  const int waves = gin ? rounds : 1;
+  for (int w = 0; w < waves && !ses.abort; ++w) {
+    const WaveRows wave{c, r.recvBase, w, waves};
+    for (int k = 1; k <= groups && !ses.abort; ++k) {
+      const int g = (ownGroup + k) % groups;
+      const Share src = shareOf(c.nRanks, groups, g);
+      ses.waitSourceWave(tr, kOpDispatch, kPhaseDispatchData, src.begin, src.end, ginRows, w, waves);
+      if (ses.abort) break;
+      const Share recvRows{r.recvBase[src.begin], r.recvBase[src.end]};
+      if (r.expanded)
+        copyExpanded(a, in, recvRows, wave, globalWarp, numWarps, lane, dsts, rows);
+      else
+        copyDedup(a, in, recvRows, wave, globalWarp, numWarps, lane);
+    }
   }
   tr.mark(kStepArrived);
   if (!ses.abort) {

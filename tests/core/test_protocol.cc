@@ -185,6 +185,27 @@ BOOST_AUTO_TEST_CASE(a_put_rounds_rows_to_a_destination_are_its_tokens_rows) {
   }
 }
 
+// Receive waves: for every row count and wave count, the waves' row ranges are in order, cover
+// [0, n) exactly, agree with waveOfRow row by row, and a wave's arrival target (the next wave's
+// first row) is monotonic and ends at n; one wave is the whole source.
+BOOST_AUTO_TEST_CASE(receive_waves_partition_a_sources_rows) {
+  for (int waves = 1; waves <= dev::kMaxPutRounds; ++waves) {
+    for (int n : {0, 1, 2, 3, 7, 8, 9, 511, 4096, 30011}) {
+      BOOST_TEST(dev::waveRowBegin(n, waves, 0) == 0);
+      BOOST_TEST(dev::waveRowBegin(n, waves, waves) == n);
+      for (int j = 0; j < waves; ++j) {
+        const int b = dev::waveRowBegin(n, waves, j), e = dev::waveRowBegin(n, waves, j + 1);
+        BOOST_TEST(b <= e);
+        BOOST_TEST(e - b <= (n + waves - 1) / waves);  // about one round's worth each
+        for (int r = b; r < e; ++r) BOOST_TEST(dev::waveOfRow(n, waves, r) == j);
+      }
+    }
+  }
+  BOOST_TEST(dev::waveRowBegin(100, 1, 1) == 100);
+  BOOST_TEST(dev::waveOfRow(100, 1, 99) == 0);
+  BOOST_TEST(dev::waveRowBegin(1 << 30, 8, 7) == 939524096);  // no int overflow: 7 * 2^30 / 8
+}
+
 // Combine put rounds cut the received rows; each source's piece of a round is contiguous, and the
 // pieces partition the source's rows in order (the arrival signal grows by each piece's rows).
 // Combine's put rounds cut the rows received from network sources (numbered in source order):

@@ -124,6 +124,17 @@ EPX_HD Share dispatchRoundTokens(int numTokens, int rounds, int j) {
 EPX_HD int rowsBeforeToken(const int* chunkRankBase, const int* sendCount, int nRanks, int numTokens, int t, int d) {
   return t >= numTokens ? sendCount[d] : chunkRankBase[(t / kLayoutChunk) * nRanks + d];
 }
+// Receive waves (dispatch over GIN): a network source's rows arrive in token order, round by
+// round, each round's put adding its rows to the arrival signal, and the per-row arrays of all its
+// rows arrive before the first round's rows (round 0 carries them). So the receiver may copy out
+// any prefix of a source's rows that the signal covers. It does so in `waves` steps: wave j of a
+// source with n rows is rows [waveRowBegin(n, waves, j), waveRowBegin(n, waves, j + 1)) =
+// the rows r with waveOfRow(n, waves, r) == j, and needs the first waveRowBegin(n, waves, j + 1)
+// rows to have arrived. The waves partition the rows for any n >= 0 and waves >= 1 (CPU-tested);
+// they need not match the sender's rounds (its token count may differ), only their count is taken
+// from the receiver's own rounds so that a wave's prefix is about one round's worth.
+EPX_HD int waveRowBegin(int n, int waves, int j) { return int((int64_t(j) * n + waves - 1) / waves); }
+EPX_HD int waveOfRow(int n, int waves, int r) { return int(int64_t(r) * waves / n); }
 // Intersection of [a, b) with [c, e) (empty: begin == end).
 EPX_HD Share intersect(Share x, Share y) {
   const int b = x.begin > y.begin ? x.begin : y.begin, e = x.end < y.end ? x.end : y.end;

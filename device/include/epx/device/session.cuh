@@ -119,9 +119,18 @@ struct OpSession {
     waitSources(t, kind, phase, true, true, rows, first, last);
   }
 
+  // Receive wave `wave` of `waves` (protocol.h, waveRowBegin) of sources [first, last): network
+  // sources until the rows of waves 0..wave arrived; NVLink sources (all or nothing) in the last
+  // wave only. With one wave: waitSourceRange. Every thread.
+  template <class Rows>
+  __device__ void waitSourceWave(const Transport& t, int kind, int phase, int first, int last, const Rows& rows,
+                                 int wave, int waves) {
+    waitSources(t, kind, phase, wave == waves - 1, true, rows, first, last, wave, waves);
+  }
+
   template <class Rows>
   __device__ void waitSources(const Transport& t, int kind, int phase, bool lsaSources, bool ginSources,
-                              const Rows& rows, int first = 0, int last = -1) {
+                              const Rows& rows, int first = 0, int last = -1, int wave = 0, int waves = 1) {
     const Common& c = t.c;
     const int arriveKind = kind == kOpDispatch ? kFlagArriveDispatch : kFlagArriveCombine;
     if (last < 0) last = c.nRanks;
@@ -131,7 +140,7 @@ struct OpSession {
         if (t.lsa(p)) {
           if (lsaSources) ok = t.wait(arriveKind, p, seq * uint32_t(c.nCtas), phase);
         } else if (ginSources) {
-          const uint32_t target = c.arrived[kind * c.nRanks + p] + uint32_t(rows(p));
+          const uint32_t target = c.arrived[kind * c.nRanks + p] + uint32_t(waveRowBegin(int(rows(p)), waves, wave + 1));
           ok = t.wait(arriveKind, p, target, phase);
         }
       }
