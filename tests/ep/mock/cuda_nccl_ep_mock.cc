@@ -278,6 +278,8 @@ cudaError_t cudaSetDevice(int d) {
   t_dev = d;
   return cudaSuccess;
 }
+// The harness applies EPX_HOST_SYNC through it (setHostSync); the mock's waits do not care.
+cudaError_t cudaSetDeviceFlags(unsigned int) { return cudaSuccess; }
 cudaError_t cudaGetDevice(int* d) {
   *d = t_dev;
   return cudaSuccess;
