@@ -24,7 +24,7 @@ struct Outcome {
 };
 
 // Runs parseArgs(argv) in a child with the environment variables in `env` set ("" = unset) and
-// the EPX_MP_* / EPX_GIN_EMU_* variables unset unless given.
+// the EPX_MP_* / EPX_GIN_EMU_* / EPX_HOST_SYNC variables unset unless given.
 Outcome parse(std::vector<std::string> args, std::vector<std::pair<std::string, std::string>> env = {}) {
   int fds[2];
   BOOST_REQUIRE(::pipe(fds) == 0);
@@ -35,7 +35,8 @@ Outcome parse(std::vector<std::string> args, std::vector<std::pair<std::string, 
     ::close(fds[0]);
     ::dup2(fds[1], 1);
     ::dup2(fds[1], 2);
-    for (const char* v : {"EPX_MP_SIZE", "EPX_MP_RANK", "EPX_MP_ID_FILE", "EPX_GIN_EMU_GBPS", "EPX_GIN_EMU_LATENCY_US"})
+    for (const char* v : {"EPX_MP_SIZE", "EPX_MP_RANK", "EPX_MP_ID_FILE", "EPX_GIN_EMU_GBPS", "EPX_GIN_EMU_LATENCY_US",
+                          "EPX_HOST_SYNC"})
       ::unsetenv(v);
     for (const auto& [k, v] : env)
       if (v.empty()) ::unsetenv(k.c_str());
@@ -84,6 +85,23 @@ BOOST_AUTO_TEST_CASE(low_latency_hidden_must_be_a_multiple_of_128) {
   BOOST_TEST(o.status == 2);
   BOOST_TEST(has(o, "epx-bench: --algo low-latency needs --hidden a multiple of 128, got 7000"), o.output);
   BOOST_TEST(parse({"--hidden", "7000", "--algo", "low-latency"}).status == 2);  // either order
+}
+
+// Values that used to be accepted on a machine without GPUs and ignored or refused only at run time.
+BOOST_AUTO_TEST_CASE(sms_list_experts_and_host_sync_checked_at_parse_time) {
+  Outcome o = parse({"--algo", "low-latency", "--sms", "8,16"});
+  BOOST_TEST(o.status == 2);
+  BOOST_TEST(has(o, "--algo low-latency runs one SM budget: give --sms one value, got 2"), o.output);
+  BOOST_TEST(parse({"--algo", "low-latency", "--sms", "8"}).status == 0);
+  BOOST_TEST(parse({"--algo", "low-latency"}).status == 0);  // the default list: its first value
+  o = parse({"--gpus", "2", "--experts", "3", "--topk", "1"});
+  BOOST_TEST(o.status == 2);
+  BOOST_TEST(has(o, "--experts 3 must be a multiple of --gpus 2"), o.output);
+  o = parse({}, {{"EPX_HOST_SYNC", "bogus"}});
+  BOOST_TEST(o.status == 2);
+  BOOST_TEST(has(o, "EPX_HOST_SYNC: expected auto, spin, yield or blocking, got 'bogus'"), o.output);
+  BOOST_TEST(parse({}, {{"EPX_HOST_SYNC", "blocking"}}).status == 0);
+  BOOST_TEST(parse({"--host-sync", "yield"}, {{"EPX_HOST_SYNC", "bogus"}}).status == 0);  // the option wins
 }
 
 BOOST_AUTO_TEST_CASE(an_error_is_one_line_not_the_usage) {

@@ -266,6 +266,19 @@ Options parseArgs(int argc, char** argv) {
   if (o.gpus > kMaxRanks && !multiProcessRequested())
     bad("--gpus " + std::to_string(o.gpus) + ": one process drives 1.." + std::to_string(kMaxRanks) +
         " GPUs (more ranks: multi-process mode, EPX_MP_SIZE/EPX_MP_RANK/EPX_MP_ID_FILE)");
+  if (o.lowLatency && wasGiven("--sms") && o.sms.size() > 1)
+    bad("--algo low-latency runs one SM budget: give --sms one value, got " + std::to_string(o.sms.size()));
+  if (o.gpus > 0 && o.experts % o.gpus)
+    bad("--experts " + std::to_string(o.experts) + " must be a multiple of --gpus " + std::to_string(o.gpus) +
+        " (every rank holds the same number of experts)");
+  // EPX_HOST_SYNC (the harness applies it once a GPU is found): checked here, so a typo is an error
+  // on every machine, not only on one with GPUs.
+  if (o.hostSync.empty())
+    if (const char* e = std::getenv("EPX_HOST_SYNC"); e && *e) {
+      const std::string v = e;
+      if (v != "auto" && v != "spin" && v != "yield" && v != "blocking")
+        bad("EPX_HOST_SYNC: expected auto, spin, yield or blocking, got '" + v + "'");
+    }
   if (!o.csv.empty())
     if (const std::string why = csvProblem(o.csv); !why.empty()) bad("--csv " + o.csv + ": cannot write: " + why);
   return o;
