@@ -70,6 +70,7 @@ BOOST_AUTO_TEST_CASE(latency_means) {
       e.progressGaps1ms = ctx == 0 ? 0 : 2;
       e.applyBatches = 4;
       e.applyNs = 40000;
+      e.progressCalls = ctx == 0 ? 100 : 300;  // the same in each entry of a context
       if (peer != 1) {
         e.completed = 2;
         e.copied = 1;
@@ -93,8 +94,11 @@ BOOST_AUTO_TEST_CASE(latency_means) {
   BOOST_TEST(l.applyUs == 10.0);
   BOOST_TEST(l.gapMaxUs == 2500.0);
   BOOST_TEST(l.gaps1ms == 2.0);
+  BOOST_TEST(l.progressCalls == 200.0);     // mean over the 2 contexts, from their self entries
+  BOOST_TEST(l.gapMeanUs(1000.0) == 5.0);   // 1 ms window / 200 calls
   const epxbench::GinLatency z = epxbench::ginLatency(v.data(), 0);
   BOOST_TEST(z.doneUs == 0.0);
+  BOOST_TEST(z.gapMeanUs(1000.0) == 0.0);
 }
 
 BOOST_AUTO_TEST_CASE(reader_without_loaded_plugin) {

@@ -27,10 +27,12 @@ GinTraffic sumGinTraffic(const epxGinIpcStats* entries, int count) {
 
 GinLatency ginLatency(const epxGinIpcStats* entries, int count) {
   GinLatency l;
-  double copied = 0, copyNs = 0, doneNs = 0, inNs = 0, applyNs = 0;
+  double copied = 0, copyNs = 0, doneNs = 0, inNs = 0, applyNs = 0, contexts = 0;
   for (int i = 0; i < count; ++i) {
     const epxGinIpcStats& e = entries[i];
     if (e.peer == e.rank) {  // one entry per context: its progress counters
+      ++contexts;
+      l.progressCalls += double(e.progressCalls);
       l.applyBatches += double(e.applyBatches);
       applyNs += double(e.applyNs);
       l.gapMaxUs = std::max(l.gapMaxUs, double(e.progressGapMaxNs) / 1e3);
@@ -49,6 +51,7 @@ GinLatency ginLatency(const epxGinIpcStats* entries, int count) {
   l.doneUs = mean(doneNs, l.completed);
   l.signalInUs = mean(inNs, l.signalsIn);
   l.applyUs = mean(applyNs, l.applyBatches);
+  l.progressCalls = contexts > 0 ? l.progressCalls / contexts : 0.0;
   return l;
 }
 

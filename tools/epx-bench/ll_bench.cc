@@ -1,6 +1,7 @@
 #include "ll_bench.h"
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <cstdio>
 #include <random>
@@ -87,7 +88,8 @@ GinOps ginOps(const std::vector<epx::ref::LlRouting>& all, int K, int E, int nRa
 struct Times {
   double disp = 0, send = 0, recv = 0, comb = 0, csend = 0, crecv = 0;
   bool countsOk = true;
-  GinLatency gin;  // over the warm-up and timed iterations of this configuration
+  GinLatency gin;         // over the warm-up and timed iterations of this configuration
+  double ginWindowUs = 0;  // how long that window lasted (host clock)
 };
 
 }  // namespace
@@ -121,7 +123,8 @@ int runLowLatency(const Options& opt, epx::testing::MultiGpu& mg, int n, int ran
   if (printer && ginOn)
     std::printf("# gin: per configuration, the worst rank's means from the ipc backend (us): op issued by NCCL's proxy -> copy done\n"
                 "#      (copy) and -> reported done (done); signal received -> applied (apply); signal read-back (readback);\n"
-                "#      the longest gap between two progress calls (gapMax) and gaps over 1 ms (gaps1ms, sum over ranks)\n");
+                "#      the mean and the longest gap between two progress calls of a context (gapMean, gapMax) and gaps over\n"
+                "#      1 ms (gaps1ms, sum over ranks)\n");
   std::vector<ncclEpGroup_t> groups(size_t(n), nullptr);
   mg.run([&](const epx::testing::RankContext& c) {
     ncclEpConfig_t cfg = NCCL_EP_CONFIG_INITIALIZER;
@@ -165,6 +168,7 @@ int runLowLatency(const Options& opt, epx::testing::MultiGpu& mg, int n, int ran
         EventSeq ev(9);
         std::vector<double> disp, send, recv, comb, csend, crecv;
         if (ginOn) ginReader->reset();
+        const auto windowStart = std::chrono::steady_clock::now();  // the counters' window
         for (int i = 0; i < opt.warmup + opt.iters; ++i) {
           ev.record(0, c.stream);
           BENCH_EP(ncclEpLowLatencyDispatch(h, &din, &dout, NCCL_EP_LL_SEND_RECV, c.stream));
@@ -189,8 +193,11 @@ int runLowLatency(const Options& opt, epx::testing::MultiGpu& mg, int n, int ran
           crecv.push_back(ev.us(5, 6));
         }
         Times& t = times[size_t(c.rank)];
-        t = Times{median(disp), median(send), median(recv), median(comb), median(csend), median(crecv), true, {}};
-        if (ginOn) t.gin = ginReader->latency();
+        t = Times{median(disp), median(send), median(recv), median(comb), median(csend), median(crecv), true, {}, 0};
+        if (ginOn) {
+          t.gin = ginReader->latency();
+          t.ginWindowUs = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - windowStart).count();
+        }
         if (opt.check) {
           epx::ref::LlShape sh;
           sh.nRanks = n;
@@ -244,9 +251,12 @@ int runLowLatency(const Options& opt, epx::testing::MultiGpu& mg, int n, int ran
         const double copy = worst(&GinLatency::copyUs, false), done = worst(&GinLatency::doneUs, false),
                      apply = worst(&GinLatency::signalInUs, false), readback = worst(&GinLatency::applyUs, false),
                      gapMax = worst(&GinLatency::gapMaxUs, false), gaps = worst(&GinLatency::gaps1ms, true);
+        std::vector<double> meanGap(size_t(n), 0);
+        for (int r : mg.localRanks()) meanGap[size_t(r)] = times[size_t(r)].gin.gapMeanUs(times[size_t(r)].ginWindowUs);
+        const double gapMean = maxOf(mg.gatherPerRank(meanGap));
         if (printer)
-          std::printf("# gin %5d %5s: copy %.1f  done %.1f  apply %.1f  readback %.1f  gapMax %.0f  gaps1ms %.0f\n", T,
-                      fp8 ? "fp8" : "bf16", copy, done, apply, readback, gapMax, gaps);
+          std::printf("# gin %5d %5s: copy %.1f  done %.1f  apply %.1f  readback %.1f  gapMean %.1f  gapMax %.0f  gaps1ms %.0f\n",
+                      T, fp8 ? "fp8" : "bf16", copy, done, apply, readback, gapMean, gapMax, gaps);
       }
       std::fflush(stdout);
     }
