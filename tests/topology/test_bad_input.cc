@@ -44,6 +44,20 @@ BOOST_AUTO_TEST_CASE(two_devices_with_one_bus_id) {
       "<pci busid=\"0000:19:00.0\" class=\"0x020700\" vendor=\"0x15b3\"><nic><net name=\"mlx5_0\"/></nic></pci>"
       "</cpu></system>";
   expectOneLineError(loadNcclXmlBuffer(xml, "dup"), "dup: two <pci> elements with bus id 0000:19:00.0");
+  // The same in an hwloc XML file (found by the fuzzer: it loaded, and its NCCL export did not load
+  // back); live discovery only warns.
+  const std::string hw =
+      "<?xml version=\"1.0\"?>\n<topology version=\"2.0\"><object type=\"Machine\" os_index=\"0\" cpuset=\"0x1\" "
+      "complete_cpuset=\"0x1\" allowed_cpuset=\"0x1\" nodeset=\"0x1\" complete_nodeset=\"0x1\" allowed_nodeset=\"0x1\">"
+      "<object type=\"NUMANode\" os_index=\"0\" cpuset=\"0x1\" complete_cpuset=\"0x1\" nodeset=\"0x1\" "
+      "complete_nodeset=\"0x1\" local_memory=\"1000\"/><object type=\"PU\" os_index=\"0\" cpuset=\"0x1\" "
+      "complete_cpuset=\"0x1\" nodeset=\"0x1\" complete_nodeset=\"0x1\"/>"
+      "<object type=\"Bridge\" bridge_type=\"1-1\" depth=\"0\" bridge_pci=\"0000:[00-02]\">"
+      "<object type=\"PCIDev\" pci_busid=\"0000:02:00.0\" pci_type=\"0302 [10de:2335] [10de:0000] a1\" pci_link_speed=\"31.5\"/>"
+      "<object type=\"PCIDev\" pci_busid=\"0000:02:00.0\" pci_type=\"0207 [15b3:1021] [15b3:0000] 00\" pci_link_speed=\"31.5\">"
+      "<object type=\"OSDev\" name=\"mlx5_0\" osdev_type=\"3\"><info name=\"Port1State\" value=\"4\"/></object>"
+      "</object></object></object></topology>";
+  expectOneLineError(loadHwlocXmlBuffer(hw, "dup-hwloc"), "dup-hwloc: two PCI devices with bus id 0000:02:00.0");
 }
 
 BOOST_AUTO_TEST_CASE(negative_or_bad_nic_speed_warns) {

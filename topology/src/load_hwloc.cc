@@ -249,8 +249,14 @@ Result<Topology> loadWith(TopoPtr& h, SourceKind kind, const std::string& name, 
   c.run();
   if (std::string tooMany = detail::deviceLimitError(t, name); !tooMany.empty())
     return Result<Topology>::failOverLimit(tooMany);
-  // A warning, not an error: live discovery must not fail over what hwloc reports.
-  for (const PciAddress& a : detail::duplicateBusIds(t))
+  const std::vector<PciAddress> dups = detail::duplicateBusIds(t);
+  // An hwloc XML file is input like an NCCL one: two devices at one PCI address make it malformed,
+  // and the NCCL export of such a topology could not be read back (found by fuzzing). Live
+  // discovery must not fail over what hwloc reports: a warning there.
+  if (kind == SourceKind::HwlocXml && !dups.empty())
+    return Result<Topology>::fail(name + ": two PCI devices with bus id " + formatBusId(dups.front()) +
+                                  (dups.size() > 1 ? " (and " + std::to_string(dups.size() - 1) + " more bus ids)" : ""));
+  for (const PciAddress& a : dups)
     t.warnings.push_back("two PCI devices with bus id " + formatBusId(a) + ": paths and rails may be wrong");
   detail::finish(t);
   return Result<Topology>::of(std::move(t));
