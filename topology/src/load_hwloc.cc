@@ -316,6 +316,9 @@ std::string probeHwlocImport(const std::string& xml) {
   pid_t pid = fork();
   if (pid < 0) return "";  // cannot probe: fall through to the real import
   if (pid == 0) {
+    // A crash here is the answer, not an event for the parent's handlers (a fuzzer's would write a
+    // crash report for the child's signal): the default action, seen by the parent's waitpid.
+    for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGALRM}) ::signal(sig, SIG_DFL);
     alarm(20);
     // hwloc reports import problems on stderr; the parent reports one line instead.
     if (FILE* devnull = std::freopen("/dev/null", "w", stderr)) (void)devnull;
