@@ -7,8 +7,12 @@
 
 #include <cstring>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "gin/copy_plan.h"
 #include "gin/ipc_backend.h"
+#include "gin/readable.h"
 #include "gin/registry.h"
 #include "gin/signals.h"
 #include "nccl_net.h"
@@ -296,4 +300,36 @@ BOOST_AUTO_TEST_CASE(ipc_handles_survive_the_combined_gin_handle) {
   BOOST_TEST(ipcCloseListen(listen) == ncclSuccess);
   BOOST_TEST(ipcHostHash() == ipcHostHash());
   BOOST_TEST(ipcHostHash() != 0u);
+}
+
+// Progress drains only the sockets with something to read: one poll() reports them (data or a
+// hang-up, so a lost peer is still noticed), in order, skipping absent ones (-1).
+BOOST_AUTO_TEST_CASE(readable_sockets_are_the_ones_with_data_or_a_hang_up) {
+  int a[2], b[2], c[2];
+  BOOST_REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET, 0, a) == 0);
+  BOOST_REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET, 0, b) == 0);
+  BOOST_REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET, 0, c) == 0);
+  const std::vector<int> fds = {a[0], -1, b[0], c[0]};
+  std::vector<int> ready = {7};
+  BOOST_TEST(readableSockets(fds, &ready));
+  BOOST_TEST(ready.empty());  // nothing sent yet
+  const char byte = 1;
+  BOOST_REQUIRE(::send(c[1], &byte, 1, 0) == 1);
+  BOOST_TEST(readableSockets(fds, &ready));
+  BOOST_TEST(ready == std::vector<int>({3}));
+  ::close(a[1]);  // the peer behind fds[0] went away
+  BOOST_TEST(readableSockets(fds, &ready));
+  BOOST_TEST(ready == std::vector<int>({0, 3}));
+  BOOST_TEST(readableSockets({-1, -1}, &ready));
+  BOOST_TEST(ready.empty());
+  for (int fd : {a[0], b[0], b[1], c[0], c[1]}) ::close(fd);
+}
+
+BOOST_AUTO_TEST_CASE(pump_mode_parses) {
+  std::string err;
+  BOOST_TEST((parsePumpMode("", &err) == PumpMode::Poll && err.empty()));
+  BOOST_TEST((parsePumpMode("poll", &err) == PumpMode::Poll && err.empty()));
+  BOOST_TEST((parsePumpMode("each", &err) == PumpMode::Each && err.empty()));
+  BOOST_TEST((parsePumpMode("sometimes", &err) == PumpMode::Poll));
+  BOOST_TEST(err == "EPX_GIN_PUMP=\"sometimes\" is not poll or each; using poll");
 }

@@ -24,6 +24,7 @@
 #include "gin/cuda_driver.h"
 #include "gin/ipc_stats.h"
 #include "gin/nic_pacer.h"
+#include "gin/readable.h"
 #include "gin/registry.h"
 #include "gin/signals.h"
 #include "socket/transport.h"
@@ -162,6 +163,8 @@ struct Context {
   std::atomic<bool> warmWaitGaveUp{false};
   CopyMode copyMode = CopyMode::Ce;
   StreamPlan streamPlan = StreamPlan::PerPeer;  // PerProcess: the streams belong to sharedStreams()
+  PumpMode pumpMode = PumpMode::Poll;            // EPX_GIN_PUMP (readable.h)
+  std::vector<int> inFds, readable;              // progress: the peers' receive sockets, and which have data
   std::recursive_mutex mutex;
   std::string error;
 };
@@ -310,6 +313,22 @@ ncclResult_t pump(Context* ctx, int peer) {
       return fail(ctx, "unexpected message type " + std::to_string(m.type) + " from rank " + std::to_string(peer));
     }
   }
+}
+
+// Progress's share of the peers' messages: every socket with something to read (one poll(), see
+// readable.h), or every socket (EPX_GIN_PUMP=each).
+ncclResult_t pumpPeers(Context* ctx) {
+  if (ctx->pumpMode == PumpMode::Each) {
+    for (int j = 0; j < ctx->nRanks; ++j)
+      if (ncclResult_t r = pump(ctx, j); r != ncclSuccess) return r;
+    return ncclSuccess;
+  }
+  ctx->inFds.resize(static_cast<size_t>(ctx->nRanks));
+  for (int j = 0; j < ctx->nRanks; ++j) ctx->inFds[static_cast<size_t>(j)] = ctx->peers[static_cast<size_t>(j)].in;
+  if (!readableSockets(ctx->inFds, &ctx->readable)) return fail(ctx, std::string("poll on the peers' sockets: ") + strerror(errno));
+  for (int j : ctx->readable)
+    if (ncclResult_t r = pump(ctx, j); r != ncclSuccess) return r;
+  return ncclSuccess;
 }
 
 // Waits for a stream by polling it from this thread. cuStreamSynchronize follows the context's
@@ -852,6 +871,8 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
   std::string modeError;
   ctx->copyMode = parseCopyMode(envString("EPX_GIN_COPY", ""), &modeError);
   if (!modeError.empty()) EPX_WARN(NCCL_NET, "GIN/EPX-ipc: %s", modeError.c_str());
+  ctx->pumpMode = parsePumpMode(envString("EPX_GIN_PUMP", ""), &modeError);
+  if (!modeError.empty()) EPX_WARN(NCCL_NET, "GIN/EPX-ipc: %s", modeError.c_str());
   if (ctx->copyMode == CopyMode::Staged) {
     for (Peer& p : ctx->peers) {
       void* host = nullptr;
@@ -1204,8 +1225,7 @@ ncclResult_t ipcProgress(void* collComm) {
   if (!makeCurrent(ctx)) return fail(ctx, "cannot make the CUDA context current on the GIN progress thread");
   if (ncclResult_t w = warmProgressThread(ctx); w != ncclSuccess) return w;
   if (ncclResult_t r = advance(ctx); r != ncclSuccess) return r;
-  for (int j = 0; j < ctx->nRanks; ++j)
-    if (ncclResult_t r = pump(ctx, j); r != ncclSuccess) return r;
+  if (ncclResult_t r = pumpPeers(ctx); r != ncclSuccess) return r;
   return applySignals(ctx);
 }
 
