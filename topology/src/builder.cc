@@ -80,6 +80,12 @@ std::vector<PciAddress> duplicateBusIds(const Topology& t) {
   return dups;
 }
 
+std::string duplicateBusIdsText(const std::vector<PciAddress>& dups) {
+  if (dups.empty()) return "";
+  return "bus id " + formatBusId(dups.front()) +
+         (dups.size() > 1 ? " (and " + std::to_string(dups.size() - 1) + " more bus ids)" : "");
+}
+
 void finish(Topology& t) {
   std::sort(t.numa.begin(), t.numa.end(), [](auto& a, auto& b) { return a.osIndex < b.osIndex; });
   std::sort(t.gpus.begin(), t.gpus.end(), [](auto& a, auto& b) { return a.address < b.address; });

@@ -25,6 +25,8 @@ std::string deviceLimitError(const Topology& t, const std::string& name);
 /// Bus ids held by more than one PCI node (each once, ascending). One bus id is one PCI function, so
 /// a file listing it twice is corrupt or hand-edited: GPUs and NVLink targets are told apart by it.
 std::vector<PciAddress> duplicateBusIds(const Topology& t);
+/// What a loader says of them: "bus id 0000:19:00.0" and, past the first, " (and N more bus ids)".
+std::string duplicateBusIdsText(const std::vector<PciAddress>& dups);
 
 /// Sorts GPUs/NICs/NUMA, assigns indices and cards, and checks tree invariants.
 void finish(Topology& t);

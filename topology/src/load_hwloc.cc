@@ -254,8 +254,7 @@ Result<Topology> loadWith(TopoPtr& h, SourceKind kind, const std::string& name, 
   // and the NCCL export of such a topology could not be read back (found by fuzzing). Live
   // discovery must not fail over what hwloc reports: a warning there.
   if (kind == SourceKind::HwlocXml && !dups.empty())
-    return Result<Topology>::fail(name + ": two PCI devices with bus id " + formatBusId(dups.front()) +
-                                  (dups.size() > 1 ? " (and " + std::to_string(dups.size() - 1) + " more bus ids)" : ""));
+    return Result<Topology>::fail(name + ": two PCI devices with " + detail::duplicateBusIdsText(dups));
   for (const PciAddress& a : dups)
     t.warnings.push_back("two PCI devices with bus id " + formatBusId(a) + ": paths and rails may be wrong");
   detail::finish(t);

@@ -255,8 +255,7 @@ Result<Topology> loadNcclXmlBuffer(const std::string& xml, const std::string& na
   if (ordinal == 0) return R::fail(name + ": no <cpu> element");
   if (std::string tooMany = detail::deviceLimitError(t, name); !tooMany.empty()) return R::failOverLimit(tooMany);
   if (auto dups = detail::duplicateBusIds(t); !dups.empty())
-    return R::fail(name + ": two <pci> elements with bus id " + formatBusId(dups.front()) +
-                   (dups.size() > 1 ? " (and " + std::to_string(dups.size() - 1) + " more bus ids)" : ""));
+    return R::fail(name + ": two <pci> elements with " + detail::duplicateBusIdsText(dups));
   detail::finish(t);
   return R::of(std::move(t));
 }
