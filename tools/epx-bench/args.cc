@@ -133,6 +133,9 @@ std::string csvProblem(const std::string& path) {
   return "";
 }
 
+// cudaDeviceSchedule* names that --host-sync and EPX_HOST_SYNC take (the test harness's setHostSync).
+bool isHostSyncName(const std::string& v) { return v == "auto" || v == "spin" || v == "yield" || v == "blocking"; }
+
 }  // namespace
 
 const char* routingName(RoutingKind k) { return k == RoutingKind::Uniform ? "uniform" : "grouped"; }
@@ -226,8 +229,7 @@ Options parseArgs(int argc, char** argv) {
       o.llTokens = toIntList(a, val(), 0, 4096);
     } else if (!std::strcmp(a, "--host-sync")) {
       std::string v = val();
-      if (v != "auto" && v != "spin" && v != "yield" && v != "blocking")
-        bad("--host-sync: expected auto, spin, yield or blocking, got '" + v + "'");
+      if (!isHostSyncName(v)) bad("--host-sync: expected auto, spin, yield or blocking, got '" + v + "'");
       o.hostSync = v;
     } else if (!std::strcmp(a, "--ranks-per-node")) {
       o.ranksPerNode = int(toInt(a, val(), 1, 1 << 20));
@@ -274,11 +276,8 @@ Options parseArgs(int argc, char** argv) {
   // EPX_HOST_SYNC (the harness applies it once a GPU is found): checked here, so a typo is an error
   // on every machine, not only on one with GPUs.
   if (o.hostSync.empty())
-    if (const char* e = std::getenv("EPX_HOST_SYNC"); e && *e) {
-      const std::string v = e;
-      if (v != "auto" && v != "spin" && v != "yield" && v != "blocking")
-        bad("EPX_HOST_SYNC: expected auto, spin, yield or blocking, got '" + v + "'");
-    }
+    if (const char* e = std::getenv("EPX_HOST_SYNC"); e && *e && !isHostSyncName(e))
+      bad("EPX_HOST_SYNC: expected auto, spin, yield or blocking, got '" + std::string(e) + "'");
   if (!o.csv.empty())
     if (const std::string why = csvProblem(o.csv); !why.empty()) bad("--csv " + o.csv + ": cannot write: " + why);
   return o;

@@ -81,7 +81,7 @@ inline void setHostSync(const std::string& how) {
 }
 
 // EPX_HOST_SYNC (auto, spin, yield, blocking; unset: CUDA's default), applied by MultiGpu before it
-// creates its contexts. scripts/fake-nodes.sh sets it.
+// creates its contexts. epx-bench --host-sync sets it; scripts/fake-nodes.sh passes it to the ranks.
 inline void setHostSyncFromEnv() {
   if (const char* v = std::getenv("EPX_HOST_SYNC"); v && *v) setHostSync(v);
 }
