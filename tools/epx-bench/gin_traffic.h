@@ -36,9 +36,10 @@ struct GinLatency {
   double gapMaxUs = 0;      // longest gap between two progress calls of one context
   double gaps1ms = 0;       // progress gaps over 1 ms, all contexts
   double progressCalls = 0; // progress calls per context (mean over the contexts)
-  // Mean time between two progress calls of a context over a window of spanUs microseconds
-  // (0 without calls): how long an op's completion may wait to be seen, on average.
-  double gapMeanUs(double spanUs) const { return progressCalls > 0 ? spanUs / progressCalls : 0.0; }
+  double gapMeanUs = 0;     // mean gap between them: set by setWindow from the counters' wall time
+  // The counters covered spanUs microseconds: the mean time between two progress calls of a context
+  // (0 without calls), how long an op's completion may wait to be seen, on average.
+  void setWindow(double spanUs) { gapMeanUs = progressCalls > 0 ? spanUs / progressCalls : 0.0; }
 };
 GinLatency ginLatency(const epxGinIpcStats* entries, int count);
 

@@ -88,8 +88,7 @@ GinOps ginOps(const std::vector<epx::ref::LlRouting>& all, int K, int E, int nRa
 struct Times {
   double disp = 0, send = 0, recv = 0, comb = 0, csend = 0, crecv = 0;
   bool countsOk = true;
-  GinLatency gin;         // over the warm-up and timed iterations of this configuration
-  double ginWindowUs = 0;  // how long that window lasted (host clock)
+  GinLatency gin;  // over the warm-up and timed iterations of this configuration
 };
 
 }  // namespace
@@ -193,10 +192,10 @@ int runLowLatency(const Options& opt, epx::testing::MultiGpu& mg, int n, int ran
           crecv.push_back(ev.us(5, 6));
         }
         Times& t = times[size_t(c.rank)];
-        t = Times{median(disp), median(send), median(recv), median(comb), median(csend), median(crecv), true, {}, 0};
+        t = Times{median(disp), median(send), median(recv), median(comb), median(csend), median(crecv), true, {}};
         if (ginOn) {
           t.gin = ginReader->latency();
-          t.ginWindowUs = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - windowStart).count();
+          t.gin.setWindow(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - windowStart).count());
         }
         if (opt.check) {
           epx::ref::LlShape sh;
@@ -250,10 +249,8 @@ int runLowLatency(const Options& opt, epx::testing::MultiGpu& mg, int n, int ran
         };
         const double copy = worst(&GinLatency::copyUs, false), done = worst(&GinLatency::doneUs, false),
                      apply = worst(&GinLatency::signalInUs, false), readback = worst(&GinLatency::applyUs, false),
-                     gapMax = worst(&GinLatency::gapMaxUs, false), gaps = worst(&GinLatency::gaps1ms, true);
-        std::vector<double> meanGap(size_t(n), 0);
-        for (int r : mg.localRanks()) meanGap[size_t(r)] = times[size_t(r)].gin.gapMeanUs(times[size_t(r)].ginWindowUs);
-        const double gapMean = maxOf(mg.gatherPerRank(meanGap));
+                     gapMax = worst(&GinLatency::gapMaxUs, false), gaps = worst(&GinLatency::gaps1ms, true),
+                     gapMean = worst(&GinLatency::gapMeanUs, false);
         if (printer)
           std::printf("# gin %5d %5s: copy %.1f  done %.1f  apply %.1f  readback %.1f  gapMean %.1f  gapMax %.0f  gaps1ms %.0f\n",
                       T, fp8 ? "fp8" : "bf16", copy, done, apply, readback, gapMean, gapMax, gaps);
