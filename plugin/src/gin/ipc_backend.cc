@@ -53,7 +53,6 @@ std::map<CUcontext, SharedStreams>& sharedStreams() {
   return m;
 }
 constexpr auto kSlowCall = std::chrono::milliseconds(200);
-
 constexpr auto kStuckRequest = std::chrono::seconds(2);
 
 struct IpcHandle {
