@@ -271,6 +271,21 @@ BOOST_AUTO_TEST_CASE(parse_and_count) {
   BOOST_TEST((parseStreamPlan("shared", &err) == StreamPlan::PerPeer));
   BOOST_TEST(err.find("unknown EPX_GIN_STREAMS value 'shared'") != std::string::npos);
   BOOST_TEST(std::string(streamPlanName(StreamPlan::PerProcess)) == "process");
+  int k = 0;
+  err.clear();
+  BOOST_TEST((parseStreamPlan("process", &err, &k) == StreamPlan::PerProcess));
+  BOOST_TEST(k == 1);
+  BOOST_TEST((parseStreamPlan("process:4", &err, &k) == StreamPlan::PerProcess));
+  BOOST_TEST(k == 4);
+  BOOST_TEST(err.empty());
+  for (const char* bad : {"process:0", "process:17", "process:", "process:x", "process:4x", "process:007"}) {
+    err.clear();
+    BOOST_TEST((parseStreamPlan(bad, &err, &k) == StreamPlan::PerPeer), bad);
+    BOOST_TEST(k == 1);
+    BOOST_TEST(err.find("process:K") != std::string::npos, bad);
+  }
+  BOOST_TEST(streamsAdded(StreamPlan::PerProcess, 8, true, 4) == 5);
+  BOOST_TEST(streamsAdded(StreamPlan::PerProcess, 8, false, 4) == 0);
   // 8 ranks, 4 GIN contexts: per peer 4 x (8 + 1) = 36 streams, per process 2.
   int perPeer = 0, perProcess = 0;
   for (int c = 0; c < 4; ++c) {

@@ -21,17 +21,29 @@ const char* copyModeName(CopyMode mode) {
   return "?";
 }
 
-StreamPlan parseStreamPlan(const std::string& text, std::string* error) {
+StreamPlan parseStreamPlan(const std::string& text, std::string* error, int* copyStreams) {
+  if (copyStreams != nullptr) *copyStreams = 1;
   if (text.empty() || text == "peer") return StreamPlan::PerPeer;
   if (text == "process") return StreamPlan::PerProcess;
-  if (error != nullptr) *error = "unknown EPX_GIN_STREAMS value '" + text + "' (peer, process); using peer";
+  const std::string prefix = "process:";
+  if (text.compare(0, prefix.size(), prefix) == 0 && text.size() > prefix.size() && text.size() <= prefix.size() + 2 &&
+      text.find_first_not_of("0123456789", prefix.size()) == std::string::npos) {
+    const int k = std::atoi(text.c_str() + prefix.size());
+    if (k >= 1 && k <= kMaxSharedCopyStreams) {
+      if (copyStreams != nullptr) *copyStreams = k;
+      return StreamPlan::PerProcess;
+    }
+  }
+  if (error != nullptr)
+    *error = "unknown EPX_GIN_STREAMS value '" + text + "' (peer, process, process:K with 1 <= K <= " +
+             std::to_string(kMaxSharedCopyStreams) + "); using peer";
   return StreamPlan::PerPeer;
 }
 
 const char* streamPlanName(StreamPlan plan) { return plan == StreamPlan::PerProcess ? "process" : "peer"; }
 
-int streamsAdded(StreamPlan plan, int peers, bool firstOfProcess) {
-  if (plan == StreamPlan::PerProcess) return firstOfProcess ? 2 : 0;
+int streamsAdded(StreamPlan plan, int peers, bool firstOfProcess, int copyStreams) {
+  if (plan == StreamPlan::PerProcess) return firstOfProcess ? copyStreams + 1 : 0;
   return peers + 1;
 }
 

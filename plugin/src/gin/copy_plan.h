@@ -38,16 +38,20 @@ std::string hardwareQueueWarning(int streams, const char* envValue);
 // Which CUDA streams carry the backend's copies and signal updates (EPX_GIN_STREAMS):
 //   peer    (default) one copy stream per (GIN context, peer) and one signal stream per context:
 //           4 contexts x (nRanks + 1) streams per process — the plan every GPU run so far used;
-//   process one copy stream and one signal stream per CUDA context of the process, shared by every
-//           GIN context and peer (ops to one peer still complete in posting order): 2 streams, so
-//           that 8 processes per GPU fit CUDA's hardware queues. Not yet run on a GPU.
+//   process one signal stream and K copy streams (process:K, 1 <= K <= kMaxSharedCopyStreams;
+//           plain "process" = 1) per CUDA context of the process, shared by every GIN context; the
+//           ops to peer p go on copy stream p % K, so ops to one peer still complete in posting
+//           order: K + 1 streams, so that 8 processes per GPU fit CUDA's hardware queues.
 enum class StreamPlan { PerPeer, PerProcess };
-// Parses EPX_GIN_STREAMS ("peer", "process"; empty = peer). Unknown text: PerPeer and *error set.
-StreamPlan parseStreamPlan(const std::string& text, std::string* error);
+constexpr int kMaxSharedCopyStreams = 16;
+// Parses EPX_GIN_STREAMS ("peer", "process", "process:K"; empty = peer); *copyStreams (if given)
+// gets K (1 unless process:K). Unknown text or a bad K: PerPeer and *error set.
+StreamPlan parseStreamPlan(const std::string& text, std::string* error, int* copyStreams = nullptr);
 const char* streamPlanName(StreamPlan plan);
-// Streams a GIN context with `peers` peers (self included) adds to the process under `plan`;
-// `firstOfProcess`: no other context of this CUDA context created the shared streams yet.
-int streamsAdded(StreamPlan plan, int peers, bool firstOfProcess);
+// Streams a GIN context with `peers` peers (self included) adds to the process under `plan` with
+// `copyStreams` shared copy streams; `firstOfProcess`: no other context of this CUDA context
+// created the shared streams yet.
+int streamsAdded(StreamPlan plan, int peers, bool firstOfProcess, int copyStreams = 1);
 
 // FIFO allocator of contiguous blocks in a ring of `capacity` bytes. Blocks are released in the
 // order they were acquired (copies on one stream complete in order).

@@ -43,7 +43,7 @@ constexpr size_t kSignalSlots = 256;            // pinned slots for reading sign
 // EPX_GIN_STREAMS=process: one copy and one signal stream per CUDA context of the process, shared
 // by every GIN context (copy_plan.h, StreamPlan). Created by the first user, destroyed by the last.
 struct SharedStreams {
-  CUstream copy = nullptr;
+  std::vector<CUstream> copy;  // peer p's ops go on copy[p % size]
   CUstream signal = nullptr;
   int users = 0;
 };
@@ -816,9 +816,10 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
     ctx->peers[m.from].in = fd;
     ++accepted;
   }
+  int copyStreams = 1;  // EPX_GIN_STREAMS=process:K
   {
     std::string planError;
-    ctx->streamPlan = parseStreamPlan(envString("EPX_GIN_STREAMS", ""), &planError);
+    ctx->streamPlan = parseStreamPlan(envString("EPX_GIN_STREAMS", ""), &planError, &copyStreams);
     if (!planError.empty()) EPX_WARN(NCCL_NET, "GIN/EPX-ipc: %s", planError.c_str());
   }
   bool firstOfProcess = true;
@@ -827,11 +828,12 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
     SharedStreams& sh = sharedStreams()[ctx->cu];
     firstOfProcess = sh.users == 0;
     if (firstOfProcess) {
-      EPX_CU(ctx, cu->cuStreamCreate(&sh.copy, CU_STREAM_NON_BLOCKING));
+      sh.copy.assign(static_cast<size_t>(copyStreams), nullptr);
+      for (CUstream& s : sh.copy) EPX_CU(ctx, cu->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
       EPX_CU(ctx, cu->cuStreamCreate(&sh.signal, CU_STREAM_NON_BLOCKING));
     }
-    ++sh.users;
-    for (Peer& p : ctx->peers) p.stream = sh.copy;
+    ++sh.users;  // a later context uses the first one's streams (and their count)
+    for (size_t i = 0; i < ctx->peers.size(); ++i) ctx->peers[i].stream = sh.copy[i % sh.copy.size()];
     ctx->signalStream = sh.signal;
   } else {
     for (Peer& p : ctx->peers) EPX_CU(ctx, cu->cuStreamCreate(&p.stream, CU_STREAM_NON_BLOCKING));
@@ -843,7 +845,8 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
     static std::atomic<int> streamsSoFar{0};
     static std::atomic<bool> warned{false};
     const int streams =
-        (streamsSoFar += streamsAdded(ctx->streamPlan, static_cast<int>(ctx->peers.size()), firstOfProcess)) + 2;
+        (streamsSoFar += streamsAdded(ctx->streamPlan, static_cast<int>(ctx->peers.size()), firstOfProcess,
+                                      copyStreams)) + 2;
     const std::string w = hardwareQueueWarning(streams, std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"));
     if (!w.empty() && !warned.exchange(true)) EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: %s", rank, w.c_str());
   }
@@ -1100,7 +1103,7 @@ ncclResult_t ipcCloseColl(void* collComm) {
       std::lock_guard<std::mutex> g(gSharedStreamsMutex);
       auto it = sharedStreams().find(ctx->cu);
       if (it != sharedStreams().end() && --it->second.users == 0) {
-        cu->cuStreamDestroy(it->second.copy);
+        for (CUstream s : it->second.copy) cu->cuStreamDestroy(s);
         cu->cuStreamDestroy(it->second.signal);
         sharedStreams().erase(it);
       }
