@@ -141,8 +141,17 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
   if (g->cfg.lowLatency()) g->ll = epx::computeLlLayout(g->cfg, g->nRanks, g->lsaSize);
 
   const bool network = g->lsaSize < g->nRanks;
-  if (const char* v = std::getenv("EPX_GIN_COMPLETION"); v && std::string(v) == "flush") g->ginFlushCompletion = 1;
-  if (const char* v = std::getenv("EPX_GIN_READY"); v && std::string(v) == "start") g->ginReadyAtStart = 1;
+  {
+    bool flush = false, readyAtStart = false;
+    std::string bad = epx::parseSwitch("EPX_GIN_COMPLETION", std::getenv("EPX_GIN_COMPLETION"), "counter", "flush", &flush);
+    if (bad.empty()) bad = epx::parseSwitch("EPX_GIN_READY", std::getenv("EPX_GIN_READY"), "post", "start", &readyAtStart);
+    if (!bad.empty()) {
+      releaseGroup(g);
+      return fail(ncclInvalidUsage, "ncclEpGroupCreate: " + bad);
+    }
+    g->ginFlushCompletion = flush ? 1 : 0;
+    g->ginReadyAtStart = readyAtStart ? 1 : 0;
+  }
   if (std::string bad = epx::parsePutRounds(std::getenv("EPX_GIN_PUT_ROUNDS"), g->nRanks - g->lsaSize,
                                                   &g->putRounds); !bad.empty()) {
     releaseGroup(g);

@@ -116,6 +116,23 @@ BOOST_AUTO_TEST_CASE(put_rounds_from_the_environment) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(diagnostic_switches_refuse_unknown_values) {
+  bool on = true;
+  BOOST_TEST(epx::parseSwitch("EPX_GIN_READY", nullptr, "post", "start", &on).empty());
+  BOOST_TEST(!on);
+  BOOST_TEST(epx::parseSwitch("EPX_GIN_READY", "", "post", "start", &on).empty());
+  BOOST_TEST(!on);
+  BOOST_TEST(epx::parseSwitch("EPX_GIN_READY", "post", "post", "start", &on).empty());
+  BOOST_TEST(!on);
+  BOOST_TEST(epx::parseSwitch("EPX_GIN_READY", "start", "post", "start", &on).empty());
+  BOOST_TEST(on);
+  for (const char* bad : {"Flush", "1", "start", " flush"}) {
+    const std::string e = epx::parseSwitch("EPX_GIN_COMPLETION", bad, "counter", "flush", &on);
+    BOOST_TEST(!on);
+    BOOST_TEST(e == "EPX_GIN_COMPLETION='" + std::string(bad) + "': expected counter (default) or flush", e);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(window_layout_regions_do_not_overlap) {
   ncclEpConfig_t in = deepseek();
   in.fp8Dispatch = 1;

@@ -173,6 +173,11 @@ BOOST_AUTO_TEST_CASE(plugin_symbol_applies_rules_and_never_fails) {
   BOOST_TEST(tuner->getCollInfo(ctx, ncclFuncAllReduce, 4096, 1, t4.raw(), 7, 3, 0, &ch) == ncclSuccess);
   BOOST_TEST(memcmp(t4.cost, before.cost, sizeof(before.cost)) == 0);
   BOOST_TEST(tuner->finalize(ctx) == ncclSuccess);
+  // A directory is reported the same way (an ifstream opens one and reads nothing).
+  setenv("EPX_TUNER_RULES", "/tmp", 1);
+  BOOST_TEST_REQUIRE(tuner->init(&ctx, 2, 8, 1, captureLog, &nvl, &constants) == ncclSuccess);
+  BOOST_TEST(warned("rules file /tmp is a directory"));
+  BOOST_TEST(tuner->finalize(ctx) == ncclSuccess);
   unsetenv("EPX_TUNER_RULES");
   remove(path.c_str());
 }

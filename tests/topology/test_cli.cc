@@ -235,7 +235,7 @@ BOOST_AUTO_TEST_CASE(bad_files_exit_1_with_one_line) {
 BOOST_AUTO_TEST_CASE(usage_errors_exit_2) {
   for (const std::string& args : {"--bogus", "--nccl-xml a.xml --hwloc-xml b.xml", "--json --tree",
                                   "--num-sms 0", "--topk 300 --experts 8", "--nccl-xml", "--nccl-xml \"\"",
-                                  "--hwloc-xml \"\"", "--group-sl 16", "--group-tc 256"}) {
+                                  "--hwloc-xml \"\"", "--export-nccl-topo \"\"", "--group-sl 16", "--group-tc 256"}) {
     Run r = run(args);
     BOOST_TEST_CONTEXT(args) {
       BOOST_TEST(r.code == 2);

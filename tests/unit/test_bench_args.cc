@@ -164,6 +164,16 @@ BOOST_AUTO_TEST_CASE(csv_that_cannot_be_created) {
   BOOST_TEST(has(o, "is a directory"), o.output);
   o = parse({"--csv", "/etc/passwd/x.csv"});  // a file as the directory
   BOOST_TEST(o.status == 2, o.output);
+  o = parse({"--csv", ""});  // e.g. an unset shell variable: not "no CSV"
+  BOOST_TEST(o.status == 2);
+  BOOST_TEST(has(o, "epx-bench: --csv needs a file name"), o.output);
+}
+
+BOOST_AUTO_TEST_CASE(net_latency_uses_the_plugin_range) {
+  BOOST_TEST(parse({"--net-latency-us", "1e6"}).status == 0);
+  Outcome o = parse({"--net-latency-us", "2e6"});
+  BOOST_TEST(o.status == 2);
+  BOOST_TEST(has(o, "--net-latency-us: '2e6' is not a number in [0, 1e+06]"), o.output);
 }
 
 BOOST_AUTO_TEST_CASE(gin_emu_gbps_uses_the_plugin_range) {

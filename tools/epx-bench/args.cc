@@ -216,10 +216,11 @@ Options parseArgs(int argc, char** argv) {
       o.memFloor = false;
     } else if (!std::strcmp(a, "--csv")) {
       o.csv = val();
+      if (o.csv.empty()) bad("--csv needs a file name");
     } else if (!std::strcmp(a, "--net-gbps")) {
       o.netGBps = toDouble(a, val(), kNicMinGBps, kNicMaxGBps);  // the plugin's NIC range, as EPX_GIN_EMU_GBPS
     } else if (!std::strcmp(a, "--net-latency-us")) {
-      o.netLatencyUs = toDouble(a, val(), 0, 1e7);
+      o.netLatencyUs = toDouble(a, val(), 0, 1e6);  // the plugin's EPX_GIN_EMU_LATENCY_US range
     } else if (!std::strcmp(a, "--algo")) {
       std::string v = val();
       if (v == "low-latency") o.lowLatency = true;

@@ -137,6 +137,15 @@ std::string rankList(const std::vector<int>& ranks) {
 }
 
 int run(const Options& opt) {
+  // One process per rank (EPX_MP_SIZE / EPX_MP_RANK / EPX_MP_ID_FILE, scripts/fake-nodes.sh), or all
+  // ranks in this process, one per GPU. Read first, so that a bad value is an error on every machine.
+  epx::testing::MpEnv mpe;
+  try {
+    mpe = epx::testing::mpEnv();
+  } catch (const std::exception& ex) {
+    std::fprintf(stderr, "epx-bench: %s\n", ex.what());
+    return 2;
+  }
   int nDev = 0;
   const cudaError_t e = cudaGetDeviceCount(&nDev);
   if (e != cudaSuccess || nDev <= 0) {
@@ -150,15 +159,6 @@ int run(const Options& opt) {
     // As one rank of a multi-process job (scripts/fake-nodes.sh), say "skipped" (77, the CTest and
     // fake-nodes convention) so that the job does not report a benchmark that never ran as OK.
     return epx::testing::multiProcessRequested() ? 77 : 0;
-  }
-  // One process per rank (EPX_MP_SIZE / EPX_MP_RANK / EPX_MP_ID_FILE, scripts/fake-nodes.sh), or all
-  // ranks in this process, one per GPU.
-  epx::testing::MpEnv mpe;
-  try {
-    mpe = epx::testing::mpEnv();
-  } catch (const std::exception& ex) {
-    std::fprintf(stderr, "epx-bench: %s\n", ex.what());
-    return 2;
   }
   const bool mp = mpe.enabled;
   int n = 0;

@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "print JSON (schema in docs/topology.md)");
   app.add_flag("--tree", treeOnly, "print only the tree");
   app.add_flag("--matrix", matrixOnly, "print only the GPU x GPU / GPU x NIC matrix");
-  app.add_option("--export-nccl-topo", exportPath, "write an NCCL topology XML reflecting the rails to FILE");
+  auto* ex = app.add_option("--export-nccl-topo", exportPath, "write an NCCL topology XML reflecting the rails to FILE");
   app.add_option("--group-sl", groupSl, "a group's own InfiniBand SL (0..15), as libepx passes it");
   app.add_option("--group-tc", groupTc, "a group's own RoCE traffic class (0..255)");
   app.add_option("--num-sms", est.numSMs, "SMs per GPU for the estimate cap (default 132, H100/H200 SXM)")
@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
                          ->check(CLI::Range(1, kEpMaxExperts));
   app.add_option("--topk", est.topk, "top-k for the estimate (default 8, at most " + std::to_string(kEpMaxTopk) + inLibepx)
       ->check(CLI::Range(1, kEpMaxTopk));
-  app.add_option("--nodes", est.nodes, "nodes in the EP group (default: 2 with RDMA, else 1; NVLink ranks x nodes at most " +
+  app.add_option("--nodes", est.nodes, "nodes in the EP group (default: 2 when the rails' NIC rate is known, else 1; NVLink ranks x nodes at most " +
                                            std::to_string(kEpMaxRanks) + inLibepx)
       ->check(CLI::Range(1, kEpMaxRanks));
   app.set_version_flag("--version", "epx-topo 0.1.0");
@@ -79,6 +79,7 @@ int main(int argc, char** argv) {
   // An empty file name is a mistake (e.g. an unset shell variable), not a request for live discovery.
   if ((hx->count() && hwlocXml.empty()) || (nx->count() && ncclXml.empty()))
     return fail("--hwloc-xml / --nccl-xml need a file name", kExitUsage);
+  if (ex->count() && exportPath.empty()) return fail("--export-nccl-topo needs a file name", kExitUsage);
   Result<Topology> loaded = hx->count() ? loadHwlocXml(hwlocXml) : nx->count() ? loadNcclXml(ncclXml) : loadLive();
   // A topology beyond kMaxTopologyDevices is refused like an out-of-range option.
   if (!loaded.ok()) return fail(loaded.error, loaded.overLimit ? kExitUsage : kExitBadInput);

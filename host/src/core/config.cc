@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 #include "epx/topology/estimate.h"
@@ -34,6 +35,16 @@ std::string parsePutRounds(const char* env, int networkPeers, int* rounds) {
            std::to_string(dev::kMaxPutRounds) + "]";
   *rounds = int(v);
   return "";
+}
+
+std::string parseSwitch(const char* name, const char* env, const char* offValue, const char* onValue, bool* on) {
+  *on = false;
+  if (env == nullptr || *env == '\0' || !std::strcmp(env, offValue)) return "";
+  if (!std::strcmp(env, onValue)) {
+    *on = true;
+    return "";
+  }
+  return std::string(name) + "='" + env + "': expected " + offValue + " (default) or " + onValue;
 }
 
 std::string normalizeConfig(const ncclEpConfig_t* in, int nRanks, GroupConfig* out) {

@@ -40,6 +40,11 @@ struct HandleConfig {
 // default).
 std::string parsePutRounds(const char* env, int networkPeers, int* rounds);
 
+// A diagnostic switch read from the environment: unset or "" = off, `onValue` = on, `offValue` =
+// off (spelled out). Anything else: the error text naming `name`, the value and both choices
+// (*on = false). EPX_GIN_COMPLETION (counter | flush) and EPX_GIN_READY (post | start).
+std::string parseSwitch(const char* name, const char* env, const char* offValue, const char* onValue, bool* on);
+
 // Fills `out` from the user's struct (undefined fields take defaults). Returns "" when valid,
 // else the reason. nRanks is the EP size.
 std::string normalizeConfig(const ncclEpConfig_t* in, int nRanks, GroupConfig* out);

@@ -8,7 +8,7 @@ CopyMode parseCopyMode(const std::string& text, std::string* error) {
   if (text.empty() || text == "ce") return CopyMode::Ce;
   if (text == "staged") return CopyMode::Staged;
   if (text == "memcpy") return CopyMode::Memcpy;
-  if (error != nullptr) *error = "unknown EPX_GIN_COPY value '" + text + "' (ce, staged, memcpy); using ce";
+  if (error != nullptr) *error = "unknown EPX_GIN_COPY value '" + text + "' (ce, staged, memcpy)";
   return CopyMode::Ce;
 }
 
@@ -36,7 +36,7 @@ StreamPlan parseStreamPlan(const std::string& text, std::string* error, int* cop
   }
   if (error != nullptr)
     *error = "unknown EPX_GIN_STREAMS value '" + text + "' (peer, process, process:K with 1 <= K <= " +
-             std::to_string(kMaxSharedCopyStreams) + "); using peer";
+             std::to_string(kMaxSharedCopyStreams) + ")";
   return StreamPlan::PerPeer;
 }
 

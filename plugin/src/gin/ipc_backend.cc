@@ -608,6 +608,15 @@ ncclResult_t warmProgressThread(Context* ctx) {
   return ncclSuccess;
 }
 
+// The first error among EPX_GIN_STREAMS, EPX_GIN_COPY and EPX_GIN_PUMP, or "" when all parse.
+std::string copyPathSettingsError() {
+  std::string error;
+  parseStreamPlan(envString("EPX_GIN_STREAMS", ""), &error);
+  if (error.empty()) parseCopyMode(envString("EPX_GIN_COPY", ""), &error);
+  if (error.empty()) parsePumpMode(envString("EPX_GIN_PUMP", ""), &error);
+  return error;
+}
+
 }  // namespace
 
 ncclResult_t ipcInit(uint64_t commHash, ncclDebugLogger_t logger, void** instance) {
@@ -625,6 +634,11 @@ ncclResult_t ipcInit(uint64_t commHash, ncclDebugLogger_t logger, void** instanc
     return ncclInvalidUsage;
   }
   if (!note.empty()) EPX_WARN(NCCL_INIT | NCCL_NET, "GIN/EPX-ipc: %s", note.c_str());
+  // The copy path's settings likewise: connect reads them again, knowing they parse.
+  if (std::string planBad = copyPathSettingsError(); !planBad.empty()) {
+    EPX_WARN(NCCL_INIT | NCCL_NET, "GIN/EPX-ipc: %s; GIN init refused (see docs/plugins.md)", planBad.c_str());
+    return ncclInvalidUsage;
+  }
   {
     std::lock_guard<std::mutex> lock(gEmulationMutex);
     gEmulation = emulation;

@@ -10,7 +10,7 @@ PumpMode parsePumpMode(const std::string& text, std::string* error) {
   error->clear();
   if (text.empty() || text == "poll") return PumpMode::Poll;
   if (text == "each") return PumpMode::Each;
-  *error = "EPX_GIN_PUMP=\"" + text + "\" is not poll or each; using poll";
+  *error = "EPX_GIN_PUMP=\"" + text + "\" is not poll or each";
   return PumpMode::Poll;
 }
 

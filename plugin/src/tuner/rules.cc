@@ -1,6 +1,7 @@
 #include "rules.h"
 
 #include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -148,6 +149,12 @@ ParseResult parseRules(std::string_view text) {
 }
 
 ParseResult loadRulesFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    ParseResult r;
+    r.errors.push_back("rules file " + path + " is a directory");
+    return r;
+  }
   std::ifstream in(path);
   if (!in) {
     ParseResult r;
