@@ -2,6 +2,7 @@
 #define BOOST_TEST_MODULE plugin_gin_logic
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <deque>
 #include <random>
 
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "gin/copy_plan.h"
+#include "gin/gin_kernels.h"
 #include "gin/ipc_backend.h"
 #include "gin/readable.h"
 #include "gin/registry.h"
@@ -254,6 +256,75 @@ BOOST_AUTO_TEST_CASE(warns_when_streams_outnumber_the_queues) {
   BOOST_TEST(!hardwareQueueWarning(9, "abc").empty());
   BOOST_TEST(!hardwareQueueWarning(9, "64").empty());
   BOOST_TEST(hardwareQueueWarning(9, "16").empty());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(gin_kernels)
+
+BOOST_AUTO_TEST_CASE(copy_and_signal_modes_parse) {
+  using namespace epx::plugin::gin;
+  std::string err;
+  BOOST_TEST((parseCopyMode("kernel", &err) == CopyMode::Kernel));
+  BOOST_TEST(err.empty());
+  BOOST_TEST(std::string(copyModeName(CopyMode::Kernel)) == "kernel");
+  BOOST_TEST((parseCopyMode("kernels", &err) == CopyMode::Ce));
+  BOOST_TEST(err == "unknown EPX_GIN_COPY value 'kernels' (ce, staged, memcpy, kernel)");
+  err.clear();
+  BOOST_TEST((parseSignalApply("", &err) == SignalApply::Readback));
+  BOOST_TEST((parseSignalApply("readback", &err) == SignalApply::Readback));
+  BOOST_TEST((parseSignalApply("kernel", &err) == SignalApply::Kernel));
+  BOOST_TEST(err.empty());
+  BOOST_TEST((parseSignalApply("atomic", &err) == SignalApply::Readback));
+  BOOST_TEST(err == "unknown EPX_GIN_SIGNAL value 'atomic' (readback, kernel)");
+  BOOST_TEST(std::string(signalApplyName(SignalApply::Kernel)) == "kernel");
+  // Only non-empty puts up to the small-put limit go to the kernel; larger ones stay on the engines.
+  BOOST_TEST(usesCopyKernel(CopyMode::Kernel, 1, 65536));
+  BOOST_TEST(usesCopyKernel(CopyMode::Kernel, 65536, 65536));
+  BOOST_TEST(!usesCopyKernel(CopyMode::Kernel, 65537, 65536));
+  BOOST_TEST(!usesCopyKernel(CopyMode::Kernel, 0, 65536));
+  BOOST_TEST(!usesCopyKernel(CopyMode::Ce, 64, 65536));
+  BOOST_TEST(!usesStaging(CopyMode::Kernel, 64, 65536));
+}
+
+BOOST_AUTO_TEST_CASE(copy_shares_cover_the_put_exactly) {
+  using namespace epx::plugin::gin;
+  BOOST_TEST(copyCtas(1) == 1);
+  BOOST_TEST(copyCtas(kCopyBytesPerCta) == 1);
+  BOOST_TEST(copyCtas(kCopyBytesPerCta + 1) == 2);
+  BOOST_TEST(copyCtas(65536) == kCopyMaxCtas);
+  BOOST_TEST(copyCtas(uint64_t(1) << 30) == kCopyMaxCtas);
+  for (uint64_t bytes : {uint64_t(1), uint64_t(15), uint64_t(16), uint64_t(17), uint64_t(4095), uint64_t(16385),
+                         uint64_t(49153), uint64_t(65535), uint64_t(65536)}) {
+    const int ctas = copyCtas(bytes);
+    const uint64_t share = copyShare(bytes, ctas);
+    BOOST_TEST(share % 16 == 0u);
+    uint64_t covered = 0;  // the kernel's split: CTA b takes [b*share, min((b+1)*share, bytes))
+    for (int b = 0; b < ctas; ++b) {
+      const uint64_t begin = share * uint64_t(b);
+      if (begin >= bytes) continue;
+      BOOST_TEST(begin == covered, bytes);
+      covered = std::min(begin + share, bytes);
+    }
+    BOOST_TEST(covered == bytes);
+  }
+  BOOST_TEST(SignalAddBatch::kMax <= kSignalThreads);
+  BOOST_TEST(sizeof(SignalAddBatch) <= 4096u);  // a kernel parameter
+}
+
+BOOST_AUTO_TEST_CASE(the_fatbin_is_embedded) {
+#ifdef EPX_PLUGIN_HAS_GIN_KERNELS
+  using namespace epx::plugin::gin;
+  BOOST_TEST_REQUIRE(kGinKernelsFatbinSize > 16u);
+  // A fatbin starts with its magic 0xBA55ED50 (little endian) and names both entry points.
+  BOOST_TEST((kGinKernelsFatbin[0] == 0x50 && kGinKernelsFatbin[1] == 0xed && kGinKernelsFatbin[2] == 0x55 &&
+              kGinKernelsFatbin[3] == 0xba));
+  const std::string bytes(reinterpret_cast<const char*>(kGinKernelsFatbin), kGinKernelsFatbinSize);
+  BOOST_TEST(bytes.find(kCopyKernelName) != std::string::npos);
+  BOOST_TEST(bytes.find(kSignalAddKernelName) != std::string::npos);
+#else
+  BOOST_TEST(epx::plugin::gin::kGinKernelsFatbinSize == 0u);
+#endif
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -8,15 +8,26 @@ CopyMode parseCopyMode(const std::string& text, std::string* error) {
   if (text.empty() || text == "ce") return CopyMode::Ce;
   if (text == "staged") return CopyMode::Staged;
   if (text == "memcpy") return CopyMode::Memcpy;
-  if (error != nullptr) *error = "unknown EPX_GIN_COPY value '" + text + "' (ce, staged, memcpy)";
+  if (text == "kernel") return CopyMode::Kernel;
+  if (error != nullptr) *error = "unknown EPX_GIN_COPY value '" + text + "' (ce, staged, memcpy, kernel)";
   return CopyMode::Ce;
 }
+
+SignalApply parseSignalApply(const std::string& text, std::string* error) {
+  if (text.empty() || text == "readback") return SignalApply::Readback;
+  if (text == "kernel") return SignalApply::Kernel;
+  if (error != nullptr) *error = "unknown EPX_GIN_SIGNAL value '" + text + "' (readback, kernel)";
+  return SignalApply::Readback;
+}
+
+const char* signalApplyName(SignalApply apply) { return apply == SignalApply::Kernel ? "kernel" : "readback"; }
 
 const char* copyModeName(CopyMode mode) {
   switch (mode) {
     case CopyMode::Ce: return "ce";
     case CopyMode::Staged: return "staged";
     case CopyMode::Memcpy: return "memcpy";
+    case CopyMode::Kernel: return "kernel";
   }
   return "?";
 }
@@ -62,8 +73,12 @@ std::string hardwareQueueWarning(int streams, const char* envValue) {
          "set CUDA_DEVICE_MAX_CONNECTIONS=32 (scripts/fake-nodes.sh does)";
 }
 
-bool usesStaging(CopyMode mode, size_t bytes, size_t stagingLimit) {
-  return mode == CopyMode::Staged && bytes > 0 && bytes <= stagingLimit;
+bool usesStaging(CopyMode mode, size_t bytes, size_t smallPutLimit) {
+  return mode == CopyMode::Staged && bytes > 0 && bytes <= smallPutLimit;
+}
+
+bool usesCopyKernel(CopyMode mode, size_t bytes, size_t smallPutLimit) {
+  return mode == CopyMode::Kernel && bytes > 0 && bytes <= smallPutLimit;
 }
 
 size_t StagingRing::acquire(size_t bytes) {

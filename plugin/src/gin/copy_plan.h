@@ -15,15 +15,28 @@ namespace epx::plugin::gin {
 
 enum class CopyMode {
   Ce,      // cuMemcpyBatchAsync + PREFER_OVERLAP_WITH_COMPUTE (default); cuMemcpyAsync if absent
-  Staged,  // puts below the staging limit through a pinned host ring (two CE copies); others as Ce
+  Staged,  // puts below the small-put limit through a pinned host ring (two CE copies); others as Ce
   Memcpy,  // plain cuMemcpyAsync (the driver picks the engine): for comparison only
+  Kernel,  // puts below the small-put limit by the backend's copy kernel (gin_kernels.cu); others as Ce
 };
 
-// Parses EPX_GIN_COPY ("ce", "staged", "memcpy"; empty = ce). Unknown text: Ce and *error set.
+// Parses EPX_GIN_COPY ("ce", "staged", "memcpy", "kernel"; empty = ce). Unknown text: Ce and *error set.
 CopyMode parseCopyMode(const std::string& text, std::string* error);
 const char* copyModeName(CopyMode mode);
 // Whether a put of `bytes` goes through the staging ring in `mode`.
-bool usesStaging(CopyMode mode, size_t bytes, size_t stagingLimit);
+bool usesStaging(CopyMode mode, size_t bytes, size_t smallPutLimit);
+// Whether a put of `bytes` is copied by the backend's copy kernel in `mode`.
+bool usesCopyKernel(CopyMode mode, size_t bytes, size_t smallPutLimit);
+
+// How received signal updates reach device memory (EPX_GIN_SIGNAL):
+//   readback (default) copy the current values to pinned host memory, wait, write value + delta
+//            with cuStreamWriteValue64 (one round trip through the copy engine per batch);
+//   kernel   one launch of the backend's signal kernel per batch: a device atomic add per signal,
+//            no read-back and no wait.
+enum class SignalApply { Readback, Kernel };
+// Parses EPX_GIN_SIGNAL ("readback", "kernel"; empty = readback). Unknown: Readback and *error set.
+SignalApply parseSignalApply(const std::string& text, std::string* error);
+const char* signalApplyName(SignalApply apply);
 
 // Hardware queues. CUDA maps a process's streams onto CUDA_DEVICE_MAX_CONNECTIONS hardware queues
 // (default 8), round robin; work in one queue runs in order. When one of the backend's copy or

@@ -72,6 +72,10 @@ void load() {
   EPX_CU_GET(cuMemFreeHost)
   EPX_CU_GET(cuMemcpyHtoDAsync)
   EPX_CU_GET(cuMemHostGetDevicePointer)
+  EPX_CU_GET(cuModuleLoadData)
+  EPX_CU_GET(cuModuleUnload)
+  EPX_CU_GET(cuModuleGetFunction)
+  EPX_CU_GET(cuLaunchKernel)
 #undef EPX_CU_GET
   if (!ok) return;
   {

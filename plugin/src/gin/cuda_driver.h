@@ -45,6 +45,10 @@ struct CudaDriver {
   EPX_CU_FN(cuMemFreeHost)
   EPX_CU_FN(cuMemcpyHtoDAsync)
   EPX_CU_FN(cuMemHostGetDevicePointer)
+  EPX_CU_FN(cuModuleLoadData)
+  EPX_CU_FN(cuModuleUnload)
+  EPX_CU_FN(cuModuleGetFunction)
+  EPX_CU_FN(cuLaunchKernel)
 #undef EPX_CU_FN
   // Optional (null when the driver lacks them): cuMemcpyBatchAsync of CUDA 13.0 (no failIdx) or,
   // failing that, of CUDA 12.8 (with failIdx).

@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "gin/copy_plan.h"
 #include "gin/cuda_driver.h"
+#include "gin/gin_kernels.h"
 #include "gin/ipc_stats.h"
 #include "gin/nic_pacer.h"
 #include "gin/readable.h"
@@ -36,7 +37,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr uint32_t kHandleMagic = 0x45504749;  // "EPGI"
 constexpr int kGinMaxRecvs = 8;
-constexpr size_t kStagingLimit = 65536;         // puts up to this size are staged in "staged" mode
+constexpr size_t kSmallPutLimit = 65536;        // puts up to this size are staged ("staged") or kernel-copied ("kernel")
 constexpr size_t kStagingRingBytes = 1 << 20;   // per (context, peer)
 constexpr size_t kSignalSlots = 256;            // pinned slots for reading signals in applySignals
 
@@ -163,6 +164,8 @@ struct Context {
   CopyMode copyMode = CopyMode::Ce;
   StreamPlan streamPlan = StreamPlan::PerPeer;  // PerProcess: the streams belong to sharedStreams()
   PumpMode pumpMode = PumpMode::Poll;            // EPX_GIN_PUMP (readable.h)
+  SignalApply signalApply = SignalApply::Readback;  // EPX_GIN_SIGNAL
+  GinKernels kernels;  // loaded when copyMode or signalApply is Kernel
   std::vector<int> inFds, readable;              // progress: the peers' receive sockets, and which have data
   std::recursive_mutex mutex;
   std::string error;
@@ -367,6 +370,21 @@ ncclResult_t applySignals(Context* ctx) {
     }
     device.emplace_back(address, delta);
   }
+  if (ctx->signalApply == SignalApply::Kernel) {  // device atomics, no read-back and no wait
+    auto start = Clock::now();
+    for (size_t first = 0; first < device.size(); first += SignalAddBatch::kMax) {
+      SignalAddBatch batch;
+      batch.count = static_cast<uint32_t>(std::min<size_t>(SignalAddBatch::kMax, device.size() - first));
+      for (uint32_t i = 0; i < batch.count; ++i) {
+        batch.address[i] = device[first + i].first;
+        batch.delta[i] = device[first + i].second;
+      }
+      EPX_CU(ctx, ctx->kernels.signalAdd(ctx->signalStream, batch));
+    }
+    if (!device.empty())
+      ctx->stats->applyBatch(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count()));
+    device.clear();
+  }
   // The owner's progress thread is the only remote writer of its signals, and NCCL forbids a
   // device reset racing with updates, so a read-modify-write through the copy engine is safe.
   // The reads land in pinned memory (a pageable destination would make CUDA stage the copy and
@@ -462,7 +480,7 @@ ncclResult_t advance(Context* ctx) {
 // Issues a put's copy on the peer's stream, on a copy engine (see copy_plan.h).
 ncclResult_t issueCopy(Context* ctx, Peer& p, CUdeviceptr dst, CUdeviceptr src, size_t size, bool* staged) {
   *staged = false;
-  if (usesStaging(ctx->copyMode, size, kStagingLimit) && p.stagingHost != nullptr) {
+  if (usesStaging(ctx->copyMode, size, kSmallPutLimit) && p.stagingHost != nullptr) {
     size_t at = p.staging.acquire(size);
     if (at != StagingRing::kNone) {
       unsigned char* slot = p.stagingHost + at;
@@ -472,6 +490,10 @@ ncclResult_t issueCopy(Context* ctx, Peer& p, CUdeviceptr dst, CUdeviceptr src, 
       return ncclSuccess;
     }
     // Ring full: fall through to a direct copy-engine copy.
+  }
+  if (usesCopyKernel(ctx->copyMode, size, kSmallPutLimit)) {
+    EPX_CU(ctx, ctx->kernels.copy(p.stream, dst, src, size));
+    return ncclSuccess;
   }
   if (ctx->copyMode != CopyMode::Memcpy && (cu->memcpyBatchAsync13 != nullptr || cu->memcpyBatchAsync128 != nullptr)) {
     CUmemcpyAttributes attr{};
@@ -517,6 +539,14 @@ ncclResult_t warmUp(Context* ctx, CUdeviceptr src, size_t srcSize) {
     }
     EPX_CU(ctx, cu->cuStreamWriteValue64(p.stream, ctx->warmWord, 0, CU_STREAM_WRITE_VALUE_DEFAULT));
     EPX_CU(ctx, cu->cuStreamSynchronize(p.stream));
+  }
+  if (ctx->signalApply == SignalApply::Kernel) {
+    SignalAddBatch batch;
+    batch.count = 1;
+    batch.address[0] = ctx->scratch;  // adds 0
+    EPX_CU(ctx, ctx->kernels.signalAdd(ctx->signalStream, batch));
+    EPX_CU(ctx, cu->cuStreamSynchronize(ctx->signalStream));
+    return ncclSuccess;
   }
   EPX_CU(ctx, cu->cuMemcpyDtoHAsync(ctx->signalHost, ctx->scratch, sizeof(uint64_t), ctx->signalStream));
   EPX_CU(ctx, cu->cuStreamSynchronize(ctx->signalStream));
@@ -608,12 +638,13 @@ ncclResult_t warmProgressThread(Context* ctx) {
   return ncclSuccess;
 }
 
-// The first error among EPX_GIN_STREAMS, EPX_GIN_COPY and EPX_GIN_PUMP, or "" when all parse.
+// The first error among EPX_GIN_STREAMS, EPX_GIN_COPY, EPX_GIN_PUMP and EPX_GIN_SIGNAL, or "".
 std::string copyPathSettingsError() {
   std::string error;
   parseStreamPlan(envString("EPX_GIN_STREAMS", ""), &error);
   if (error.empty()) parseCopyMode(envString("EPX_GIN_COPY", ""), &error);
   if (error.empty()) parsePumpMode(envString("EPX_GIN_PUMP", ""), &error);
+  if (error.empty()) parseSignalApply(envString("EPX_GIN_SIGNAL", ""), &error);
   return error;
 }
 
@@ -889,6 +920,15 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
   if (!modeError.empty()) EPX_WARN(NCCL_NET, "GIN/EPX-ipc: %s", modeError.c_str());
   ctx->pumpMode = parsePumpMode(envString("EPX_GIN_PUMP", ""), &modeError);
   if (!modeError.empty()) EPX_WARN(NCCL_NET, "GIN/EPX-ipc: %s", modeError.c_str());
+  ctx->signalApply = parseSignalApply(envString("EPX_GIN_SIGNAL", ""), &modeError);
+  if (!modeError.empty()) EPX_WARN(NCCL_NET, "GIN/EPX-ipc: %s", modeError.c_str());
+  if (ctx->copyMode == CopyMode::Kernel || ctx->signalApply == SignalApply::Kernel) {
+    if (std::string why = ctx->kernels.load(cu); !why.empty()) {
+      EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: EPX_GIN_COPY=%s / EPX_GIN_SIGNAL=%s need the backend's kernels: %s",
+               rank, copyModeName(ctx->copyMode), signalApplyName(ctx->signalApply), why.c_str());
+      return cleanup(ncclSystemError);
+    }
+  }
   if (ctx->copyMode == CopyMode::Staged) {
     for (Peer& p : ctx->peers) {
       void* host = nullptr;
@@ -1122,6 +1162,7 @@ ncclResult_t ipcCloseColl(void* collComm) {
         sharedStreams().erase(it);
       }
     }
+    ctx->kernels.unload();  // after the streams above are synchronized
     if (ctx->doneWords != nullptr) cu->cuMemFreeHost(ctx->doneWords);
     if (ctx->scratch != 0) cu->cuMemFree(ctx->scratch);
     if (ctx->signalHost != nullptr) cu->cuMemFreeHost(ctx->signalHost);
