@@ -139,8 +139,8 @@ BOOST_AUTO_TEST_CASE(copy_mode_parsing_and_staging_choice) {
   BOOST_TEST((parseCopyMode("staged", &err) == CopyMode::Staged));
   BOOST_TEST((parseCopyMode("memcpy", &err) == CopyMode::Memcpy));
   BOOST_TEST(err.empty());
-  BOOST_TEST((parseCopyMode("kernel", &err) == CopyMode::Ce));
-  BOOST_TEST(err.find("kernel") != std::string::npos);
+  BOOST_TEST((parseCopyMode("sm", &err) == CopyMode::Ce));
+  BOOST_TEST(err.find("'sm'") != std::string::npos);
   BOOST_TEST(std::string(copyModeName(CopyMode::Staged)) == "staged");
   BOOST_TEST(usesStaging(CopyMode::Staged, 8, 65536));
   BOOST_TEST(usesStaging(CopyMode::Staged, 65536, 65536));
