@@ -164,7 +164,7 @@ struct Context {
   CopyMode copyMode = CopyMode::Ce;
   StreamPlan streamPlan = StreamPlan::PerPeer;  // PerProcess: the streams belong to sharedStreams()
   PumpMode pumpMode = PumpMode::Poll;            // EPX_GIN_PUMP (readable.h)
-  SignalApply signalApply = SignalApply::Readback;  // EPX_GIN_SIGNAL
+  SignalApply signalApply = SignalApply::Readback;  // EPX_GIN_SIGNAL (Auto resolved at connect)
   GinKernels kernels;  // loaded when copyMode or signalApply is Kernel
   std::vector<int> inFds, readable;              // progress: the peers' receive sockets, and which have data
   std::recursive_mutex mutex;
@@ -922,13 +922,18 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
   if (!modeError.empty()) EPX_WARN(NCCL_NET, "GIN/EPX-ipc: %s", modeError.c_str());
   ctx->signalApply = parseSignalApply(envString("EPX_GIN_SIGNAL", ""), &modeError);
   if (!modeError.empty()) EPX_WARN(NCCL_NET, "GIN/EPX-ipc: %s", modeError.c_str());
-  if (ctx->copyMode == CopyMode::Kernel || ctx->signalApply == SignalApply::Kernel) {
+  if (ctx->copyMode == CopyMode::Kernel || ctx->signalApply != SignalApply::Readback) {
     if (std::string why = ctx->kernels.load(cu); !why.empty()) {
-      EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: EPX_GIN_COPY=%s / EPX_GIN_SIGNAL=%s need the backend's kernels: %s",
-               rank, copyModeName(ctx->copyMode), signalApplyName(ctx->signalApply), why.c_str());
-      return cleanup(ncclSystemError);
+      if (ctx->copyMode == CopyMode::Kernel || ctx->signalApply == SignalApply::Kernel) {  // asked for
+        EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: EPX_GIN_COPY=%s / EPX_GIN_SIGNAL=%s need the backend's kernels: %s",
+                 rank, copyModeName(ctx->copyMode), signalApplyName(ctx->signalApply), why.c_str());
+        return cleanup(ncclSystemError);
+      }
+      EPX_INFO(NCCL_NET, "GIN/EPX-ipc rank %d: signals by read-back (the backend's kernels: %s)", rank, why.c_str());
     }
   }
+  if (ctx->signalApply == SignalApply::Auto)
+    ctx->signalApply = ctx->kernels.loaded() ? SignalApply::Kernel : SignalApply::Readback;
   if (ctx->copyMode == CopyMode::Staged) {
     for (Peer& p : ctx->peers) {
       void* host = nullptr;
