@@ -216,6 +216,8 @@ BOOST_AUTO_TEST_CASE(latency_counters) {
   a->opDone(1, true, 2000, 5000);
   a->opDone(1, false, 0, 1000);  // a signal-only op: no copy
   a->opDone(2, true, 4000, 9000);
+  a->opIssued(1, 150);
+  a->opIssued(1, 50);
   a->signalApplied(2, 700);
   a->signalApplied(2, 300);
   a->progressCall(1000000);  // first call: no gap yet
@@ -228,6 +230,8 @@ BOOST_AUTO_TEST_CASE(latency_counters) {
   BOOST_TEST(s[1].completed == 2u);
   BOOST_TEST(s[1].copied == 1u);
   BOOST_TEST(s[1].copyNs == 2000u);
+  BOOST_TEST(s[1].issueNs == 200u);
+  BOOST_TEST(s[2].issueNs == 0u);
   BOOST_TEST(s[1].doneNs == 6000u);
   BOOST_TEST(s[2].completed == 1u);
   BOOST_TEST(s[2].signalsIn == 2u);

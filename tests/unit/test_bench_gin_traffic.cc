@@ -76,6 +76,8 @@ BOOST_AUTO_TEST_CASE(latency_means) {
         e.copied = 1;
         e.copyNs = 10000;
         e.doneNs = 30000;
+        e.ops = 4;
+        e.issueNs = 6000;
         e.signalsIn = 1;
         e.signalInNs = 5000;
       } else {  // self: ops here never reach a NIC and are left out
@@ -87,6 +89,7 @@ BOOST_AUTO_TEST_CASE(latency_means) {
   const epxbench::GinLatency l = epxbench::ginLatency(v.data(), int(v.size()));
   BOOST_TEST(l.completed == 8.0);
   BOOST_TEST(l.copyUs == 10.0);
+  BOOST_TEST(l.issueUs == 1.5);  // 4 entries x 6 us over 4 x 4 ops
   BOOST_TEST(l.doneUs == 15.0);
   BOOST_TEST(l.signalsIn == 4.0);
   BOOST_TEST(l.signalInUs == 5.0);

@@ -27,7 +27,7 @@ GinTraffic sumGinTraffic(const epxGinIpcStats* entries, int count) {
 
 GinLatency ginLatency(const epxGinIpcStats* entries, int count) {
   GinLatency l;
-  double copied = 0, copyNs = 0, doneNs = 0, inNs = 0, applyNs = 0, contexts = 0;
+  double copied = 0, copyNs = 0, doneNs = 0, inNs = 0, applyNs = 0, contexts = 0, ops = 0, issueNs = 0;
   for (int i = 0; i < count; ++i) {
     const epxGinIpcStats& e = entries[i];
     if (e.peer == e.rank) {  // one entry per context: its progress counters
@@ -40,6 +40,8 @@ GinLatency ginLatency(const epxGinIpcStats* entries, int count) {
       continue;
     }
     l.completed += double(e.completed);
+    ops += double(e.ops);
+    issueNs += double(e.issueNs);
     copied += double(e.copied);
     copyNs += double(e.copyNs);
     doneNs += double(e.doneNs);
@@ -48,6 +50,7 @@ GinLatency ginLatency(const epxGinIpcStats* entries, int count) {
   }
   auto mean = [](double ns, double n) { return n > 0 ? ns / n / 1e3 : 0.0; };
   l.copyUs = mean(copyNs, copied);
+  l.issueUs = mean(issueNs, ops);
   l.doneUs = mean(doneNs, l.completed);
   l.signalInUs = mean(inNs, l.signalsIn);
   l.applyUs = mean(applyNs, l.applyBatches);

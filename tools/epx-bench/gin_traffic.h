@@ -23,11 +23,12 @@ struct GinTraffic {
 // Sums the entries whose peer is another rank (puts to self never reach a NIC).
 GinTraffic sumGinTraffic(const epxGinIpcStats* entries, int count);
 
-// Where a GIN operation's time goes in the ipc backend (epxGinIpcStats version 2), averaged over
+// Where a GIN operation's time goes in the ipc backend (epxGinIpcStats version 3), averaged over
 // this process's ops to and signals from other ranks since the last reset, in microseconds.
 struct GinLatency {
   double completed = 0;     // ops reported done
   double copyUs = 0;        // mean: op issued by NCCL's proxy -> its copy seen complete
+  double issueUs = 0;       // mean: op issued -> its CUDA work queued (the put call's own time)
   double doneUs = 0;        // mean: issued -> reported done (signal sent; includes the emulated NIC)
   double signalsIn = 0;     // signals received
   double signalInUs = 0;    // mean: signal message received -> applied (write queued on the GPU)

@@ -120,8 +120,9 @@ int runLowLatency(const Options& opt, epx::testing::MultiGpu& mg, int n, int ran
     ginOn = maxOf(mg.gatherPerRank(missing)) == 0;
   }
   if (printer && ginOn)
-    std::printf("# gin: per configuration, the worst rank's means from the ipc backend (us): op issued by NCCL's proxy -> copy done\n"
-                "#      (copy) and -> reported done (done); signal received -> applied (apply); signal read-back (readback);\n"
+    std::printf("# gin: per configuration, the worst rank's means from the ipc backend (us): op issued by NCCL's proxy -> its CUDA\n"
+                "#      work queued (issue), -> copy done (copy) and -> reported done (done); signal received -> applied (apply);\n"
+                "#      one signal apply batch (readback: the read-back, or the kernel launch with EPX_GIN_SIGNAL=kernel);\n"
                 "#      the mean and the longest gap between two progress calls of a context (gapMean, gapMax) and gaps over\n"
                 "#      1 ms (gaps1ms, sum over ranks)\n");
   std::vector<ncclEpGroup_t> groups(size_t(n), nullptr);
@@ -247,13 +248,14 @@ int runLowLatency(const Options& opt, epx::testing::MultiGpu& mg, int n, int ran
           for (double x : all) m = sum ? m + x : std::max(m, x);
           return m;
         };
+        const double issue = worst(&GinLatency::issueUs, false);
         const double copy = worst(&GinLatency::copyUs, false), done = worst(&GinLatency::doneUs, false),
                      apply = worst(&GinLatency::signalInUs, false), readback = worst(&GinLatency::applyUs, false),
                      gapMax = worst(&GinLatency::gapMaxUs, false), gaps = worst(&GinLatency::gaps1ms, true),
                      gapMean = worst(&GinLatency::gapMeanUs, false);
         if (printer)
-          std::printf("# gin %5d %5s: copy %.1f  done %.1f  apply %.1f  readback %.1f  gapMean %.1f  gapMax %.0f  gaps1ms %.0f\n",
-                      T, fp8 ? "fp8" : "bf16", copy, done, apply, readback, gapMean, gapMax, gaps);
+          std::printf("# gin %5d %5s: issue %.1f  copy %.1f  done %.1f  apply %.1f  readback %.1f  gapMean %.1f  gapMax %.0f  gaps1ms %.0f\n",
+                      T, fp8 ? "fp8" : "bf16", issue, copy, done, apply, readback, gapMean, gapMax, gaps);
       }
       std::fflush(stdout);
     }

@@ -42,7 +42,7 @@
 extern "C" {
 #endif
 
-#define EPX_GIN_IPC_STATS_VERSION 2
+#define EPX_GIN_IPC_STATS_VERSION 3
 
 /* One (GIN context, peer) of this process. Entries exist for every context connected since the
  * plugin was loaded or last reset, closed ones included (closed = 1) until the next reset. They
@@ -81,6 +81,9 @@ typedef struct epxGinIpcStats {
   uint64_t progressGaps1ms;   /* gaps longer than 1 ms */
   uint64_t applyBatches;      /* signal read-backs (one device-to-host copy and a synchronisation each) */
   uint64_t applyNs;           /* their total time */
+  /* Version 3. */
+  uint64_t issueNs;      /* sum over this peer's ops: time inside the put call (queuing the copy and the
+                            completion write on the stream) - issued; the rest of copyNs is the stream */
 } epxGinIpcStats;
 
 /* EPX_GIN_IPC_STATS_VERSION of the plugin. */

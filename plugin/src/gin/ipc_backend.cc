@@ -1253,6 +1253,7 @@ ncclResult_t ipcPut(void* collComm, uint64_t srcOff, void* srcMhandle, size_t si
     EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: the completion write for an op to rank %u took %lld ms", ctx->rank, rank,
              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
   ctx->stats->count(static_cast<int>(rank), size, withSignal);
+  ctx->stats->opIssued(static_cast<int>(rank), elapsedNs(issued, Clock::now()));
   if (ctx->nic != nullptr) {
     // The copy is already queued and may finish at once; advance() holds the op until the
     // emulated NIC has sent it (no signal) or delivered it (with a signal).

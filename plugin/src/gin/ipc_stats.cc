@@ -66,6 +66,10 @@ void ContextStats::opDone(int peer, bool withPayload, uint64_t copyNs, uint64_t 
   }
 }
 
+void ContextStats::opIssued(int peer, uint64_t ns) {
+  peers_[static_cast<size_t>(peer)].issueNs.fetch_add(ns, std::memory_order_relaxed);
+}
+
 void ContextStats::signalApplied(int peer, uint64_t ns) {
   PeerCounters& c = peers_[static_cast<size_t>(peer)];
   c.signalsIn.fetch_add(1, std::memory_order_relaxed);
@@ -93,7 +97,7 @@ void ContextStats::reset() {
   for (int j = 0; j < id_.nRanks; ++j) {
     PeerCounters& c = peers_[static_cast<size_t>(j)];
     for (std::atomic<uint64_t>* a : {&c.puts, &c.putSignals, &c.signalOnly, &c.bytes, &c.wireBytes, &c.completed,
-                                     &c.copied, &c.copyNs, &c.doneNs, &c.signalsIn, &c.signalInNs})
+                                     &c.copied, &c.copyNs, &c.doneNs, &c.signalsIn, &c.signalInNs, &c.issueNs})
       a->store(0, std::memory_order_relaxed);
   }
   ProgressCounters& p = progress_;
@@ -124,6 +128,7 @@ void ContextStats::fill(int peer, epxGinIpcStats* out) const {
   out->doneNs = load(c.doneNs);
   out->signalsIn = load(c.signalsIn);
   out->signalInNs = load(c.signalInNs);
+  out->issueNs = load(c.issueNs);
   out->progressCalls = load(progress_.calls);
   out->progressGapMaxNs = load(progress_.gapMaxNs);
   out->progressGaps1ms = load(progress_.gaps1ms);

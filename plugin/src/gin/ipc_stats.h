@@ -36,6 +36,8 @@ class ContextStats {
   // Latency accounting (epxGinIpcStats version 2), all in ns. An op to `peer` reported done
   // doneNs after it was issued; with a payload, its copy was seen complete copyNs after.
   void opDone(int peer, bool withPayload, uint64_t copyNs, uint64_t doneNs);
+  // An op to `peer` took ns inside the put call (its CUDA work queued).
+  void opIssued(int peer, uint64_t ns);
   // A signal from `peer` applied ns after its message was received.
   void signalApplied(int peer, uint64_t ns);
   // A progress call at host time nowNs (steady clock), to find the gaps between calls.
@@ -56,7 +58,7 @@ class ContextStats {
  private:
   struct PeerCounters {
     std::atomic<uint64_t> puts{0}, putSignals{0}, signalOnly{0}, bytes{0}, wireBytes{0};
-    std::atomic<uint64_t> completed{0}, copied{0}, copyNs{0}, doneNs{0}, signalsIn{0}, signalInNs{0};
+    std::atomic<uint64_t> completed{0}, copied{0}, copyNs{0}, doneNs{0}, signalsIn{0}, signalInNs{0}, issueNs{0};
   };
   struct ProgressCounters {
     std::atomic<uint64_t> calls{0}, lastNs{0}, gapMaxNs{0}, gaps1ms{0}, applyBatches{0}, applyNs{0};
