@@ -18,8 +18,8 @@
 # RDMA ports the plugin would otherwise pick its never-run verbs transport), NCCL_NVLS_ENABLE=0 NCCL_MNNVL_ENABLE=0,
 # CUDA_MODULE_LOADING=EAGER (a lazily loaded kernel launched while a GIN kernel spins stalls:
 # docs/plugins.md), EPX_MP_PROCS_PER_GPU (the test harness caps SM budgets at min(24, (SMs-16) / that), so that the
-# spinning CTAs of all processes fit on the GPU at once), EPX_GIN_STREAMS=process and EPX_GIN_COPY=kernel
-# with more than 2 processes per GPU (each unless set), and one EPX_TEST_SEED for all (the caller's, else random). Everything else in the
+# spinning CTAs of all processes fit on the GPU at once), EPX_GIN_STREAMS=process with more than 2
+# processes per GPU (unless set), and one EPX_TEST_SEED for all (the caller's, else random). Everything else in the
 # environment passes through (EPX_GIN_EMU_GBPS, EPX_GIN_EMU_LATENCY_US, NCCL_DEBUG,
 # CUDA_DEVICE_MAX_CONNECTIONS: unless set, 32 with up to 2 processes per GPU, 16 with up to 4, else 12 —
 # see "Hardware queues" below,
@@ -137,10 +137,6 @@ fi
 # (docs/fake-nodes.md). (At 4 processes with per-peer streams, the Python test's overlap case — epx
 # on a side stream — stalled in GIN completion; with EPX_GIN_STREAMS=process it passed.)
 if [ "$per_gpu" -gt 2 ] && [ -z "${EPX_GIN_STREAMS:-}" ]; then export EPX_GIN_STREAMS=process; fi
-# Same threshold: small puts by the backend's copy kernel (EPX_GIN_COPY=kernel, docs/plugins.md);
-# at 8 fake nodes with kernel signals it cut the low-latency call from ~1.4 to 0.7-1.1 ms and the
-# high-throughput dispatch from 1.22 to 1.14 x the floor (docs/low-latency.md, docs/performance.md).
-if [ "$per_gpu" -gt 2 ] && [ -z "${EPX_GIN_COPY:-}" ]; then export EPX_GIN_COPY=kernel; fi
 # SMs: epx's dispatch/combine CTAs spin on peers, so the CTAs of ALL processes on a GPU must be
 # resident at once. The test harness caps each group's SM budget at min(24, (SMs - 16) / processes
 # per GPU) (EPX_MP_PROCS_PER_GPU; EPX_TEST_MAX_SMS overrides); epx-bench takes --sms.

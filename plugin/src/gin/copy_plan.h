@@ -29,12 +29,11 @@ bool usesStaging(CopyMode mode, size_t bytes, size_t smallPutLimit);
 bool usesCopyKernel(CopyMode mode, size_t bytes, size_t smallPutLimit);
 
 // How received signal updates reach device memory (EPX_GIN_SIGNAL):
-//   kernel   (default when the plugin has its kernels) one launch of the backend's signal kernel
-//            per batch: a device atomic add per signal, no read-back and no wait;
-//   readback copy the current values to pinned host memory, wait, write value + delta with
-//            cuStreamWriteValue64 (one round trip per batch; the default without the kernels, and
-//            the fallback when they do not load and EPX_GIN_SIGNAL is unset).
-// Unset (Auto) resolves at connect.
+//   readback (default) copy the current values to pinned host memory, wait, write value + delta
+//            with cuStreamWriteValue64 (one round trip per batch);
+//   kernel   one launch of the backend's signal kernel per batch: a device atomic add per signal,
+//            no read-back and no wait (opt-in: see docs/low-latency.md for a failure not yet explained).
+// Unset (Auto) resolves to readback at connect.
 enum class SignalApply { Auto, Readback, Kernel };
 // Parses EPX_GIN_SIGNAL ("readback", "kernel"; empty = Auto). Unknown: Auto and *error set.
 SignalApply parseSignalApply(const std::string& text, std::string* error);

@@ -922,18 +922,16 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
   if (!modeError.empty()) EPX_WARN(NCCL_NET, "GIN/EPX-ipc: %s", modeError.c_str());
   ctx->signalApply = parseSignalApply(envString("EPX_GIN_SIGNAL", ""), &modeError);
   if (!modeError.empty()) EPX_WARN(NCCL_NET, "GIN/EPX-ipc: %s", modeError.c_str());
-  if (ctx->copyMode == CopyMode::Kernel || ctx->signalApply != SignalApply::Readback) {
+  if (ctx->copyMode == CopyMode::Kernel || ctx->signalApply == SignalApply::Kernel) {
     if (std::string why = ctx->kernels.load(cu); !why.empty()) {
-      if (ctx->copyMode == CopyMode::Kernel || ctx->signalApply == SignalApply::Kernel) {  // asked for
-        EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: EPX_GIN_COPY=%s / EPX_GIN_SIGNAL=%s need the backend's kernels: %s",
-                 rank, copyModeName(ctx->copyMode), signalApplyName(ctx->signalApply), why.c_str());
-        return cleanup(ncclSystemError);
-      }
-      EPX_INFO(NCCL_NET, "GIN/EPX-ipc rank %d: signals by read-back (the backend's kernels: %s)", rank, why.c_str());
+      EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: EPX_GIN_COPY=%s / EPX_GIN_SIGNAL=%s need the backend's kernels: %s",
+               rank, copyModeName(ctx->copyMode), signalApplyName(ctx->signalApply), why.c_str());
+      return cleanup(ncclSystemError);
     }
   }
-  if (ctx->signalApply == SignalApply::Auto)
-    ctx->signalApply = ctx->kernels.loaded() ? SignalApply::Kernel : SignalApply::Readback;
+  // Unset = read-back: with the kernel, 2 of 3 runs of the low_latency suite at 2 fake nodes got a
+  // wrong combine value (split, zero-copy case; docs/low-latency.md); not explained yet.
+  if (ctx->signalApply == SignalApply::Auto) ctx->signalApply = SignalApply::Readback;
   if (ctx->copyMode == CopyMode::Staged) {
     for (Peer& p : ctx->peers) {
       void* host = nullptr;
