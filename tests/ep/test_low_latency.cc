@@ -437,6 +437,22 @@ BOOST_AUTO_TEST_CASE(max_tokens_per_rank) {
   destroyGroups(groups);
 }
 
+// Groups created and destroyed back to back, one checked call each: a signal still in flight from
+// a destroyed group (e.g. the last receive half's bank frees) must not count for the next group,
+// which may get the same NCCL signal ids (docs/low-latency.md, "why the kernels are opt-in").
+BOOST_AUTO_TEST_CASE(group_churn) {
+  LlSpec s;
+  s.experts = expertsFor(4, s.topk);
+  const int groupsInARow = quick() ? 10 : 40;
+  for (int i = 0; i < groupsInARow; ++i) {
+    auto groups = createLlGroups(s);
+    LlCase cs;
+    cs.fp8 = i % 2 == 1;
+    BOOST_TEST_CONTEXT("group " << i) { expectCase(s, groups, cs); }
+    destroyGroups(groups);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(send_receive_split) {
   LlSpec s;
   s.experts = expertsFor(4, s.topk);
