@@ -14,21 +14,13 @@ CopyMode parseCopyMode(const std::string& text, std::string* error) {
 }
 
 SignalApply parseSignalApply(const std::string& text, std::string* error) {
-  if (text.empty()) return SignalApply::Auto;
-  if (text == "readback") return SignalApply::Readback;
+  if (text.empty() || text == "readback") return SignalApply::Readback;
   if (text == "kernel") return SignalApply::Kernel;
   if (error != nullptr) *error = "unknown EPX_GIN_SIGNAL value '" + text + "' (readback, kernel)";
-  return SignalApply::Auto;
+  return SignalApply::Readback;
 }
 
-const char* signalApplyName(SignalApply apply) {
-  switch (apply) {
-    case SignalApply::Auto: return "auto";
-    case SignalApply::Readback: return "readback";
-    case SignalApply::Kernel: return "kernel";
-  }
-  return "?";
-}
+const char* signalApplyName(SignalApply apply) { return apply == SignalApply::Kernel ? "kernel" : "readback"; }
 
 const char* copyModeName(CopyMode mode) {
   switch (mode) {

@@ -164,7 +164,7 @@ struct Context {
   CopyMode copyMode = CopyMode::Ce;
   StreamPlan streamPlan = StreamPlan::PerPeer;  // PerProcess: the streams belong to sharedStreams()
   PumpMode pumpMode = PumpMode::Poll;            // EPX_GIN_PUMP (readable.h)
-  SignalApply signalApply = SignalApply::Readback;  // EPX_GIN_SIGNAL (Auto resolved at connect)
+  SignalApply signalApply = SignalApply::Readback;  // EPX_GIN_SIGNAL
   GinKernels kernels;  // loaded when copyMode or signalApply is Kernel
   std::vector<int> inFds, readable;              // progress: the peers' receive sockets, and which have data
   std::recursive_mutex mutex;
@@ -189,9 +189,19 @@ std::mutex gInstancesMutex;
 std::deque<std::unique_ptr<Instance>> gInstances;
 std::atomic<int> gUnknownInstanceContexts{0};
 
-// NIC emulation settings from the environment, read at every init (a bad value refuses init).
+// The copy path's settings (EPX_GIN_STREAMS, EPX_GIN_COPY, EPX_GIN_PUMP, EPX_GIN_SIGNAL).
+struct CopyPathSettings {
+  StreamPlan streamPlan = StreamPlan::PerPeer;
+  int copyStreams = 1;  // EPX_GIN_STREAMS=process:K
+  CopyMode copyMode = CopyMode::Ce;
+  PumpMode pumpMode = PumpMode::Poll;
+  SignalApply signalApply = SignalApply::Readback;
+};
+
+// Settings from the environment, read at every init (a bad value refuses init); connect uses them.
 std::mutex gEmulationMutex;
 NicEmulation gEmulation;
+CopyPathSettings gCopyPath;
 
 const CudaDriver* cu = nullptr;
 
@@ -348,47 +358,34 @@ CUresult spinSynchronize(CUstream stream) {
   }
 }
 
-ncclResult_t applySignals(Context* ctx) {
-  if (ctx->incoming.empty()) return ncclSuccess;
-  std::vector<SignalUpdate> updates;
-  updates.swap(ctx->incoming);
-  std::vector<std::pair<int, Clock::time_point>> from;
-  from.swap(ctx->incomingFrom);
-  for (const SignalUpdate& u : updates) {
-    Registration* r = ctx->registry.byIndex(u.registration);
-    if (r == nullptr) return fail(ctx, "signal for unknown registration " + std::to_string(u.registration));
-    std::string bad = validateSignal(u, r->size);
-    if (!bad.empty()) return fail(ctx, bad);
-  }
-  std::vector<std::pair<CUdeviceptr, uint64_t>> device;  // (address, delta)
-  for (const auto& [key, delta] : coalesce(updates)) {
-    Registration* r = ctx->registry.byIndex(key.first);
-    CUdeviceptr address = static_cast<CUdeviceptr>(r->base + key.second);
-    if (r->placement == Placement::Host) {
-      __atomic_fetch_add(reinterpret_cast<uint64_t*>(address), delta, __ATOMIC_SEQ_CST);
-      continue;
+uint64_t elapsedNs(Clock::time_point from, Clock::time_point to) {
+  return to > from ? static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(to - from).count()) : 0;
+}
+
+using DeviceSignalAdds = std::vector<std::pair<CUdeviceptr, uint64_t>>;  // (address, delta)
+
+// EPX_GIN_SIGNAL=kernel: the backend's signal kernel adds the deltas with device atomics, in
+// batches of SignalAddBatch::kMax; nothing is waited for.
+ncclResult_t addByKernel(Context* ctx, const DeviceSignalAdds& device) {
+  const auto start = Clock::now();
+  for (size_t first = 0; first < device.size(); first += SignalAddBatch::kMax) {
+    SignalAddBatch batch;
+    batch.count = static_cast<uint32_t>(std::min<size_t>(SignalAddBatch::kMax, device.size() - first));
+    for (uint32_t i = 0; i < batch.count; ++i) {
+      batch.address[i] = device[first + i].first;
+      batch.delta[i] = device[first + i].second;
     }
-    device.emplace_back(address, delta);
+    EPX_CU(ctx, ctx->kernels.signalAdd(ctx->signalStream, batch));
   }
-  if (ctx->signalApply == SignalApply::Kernel) {  // device atomics, no read-back and no wait
-    auto start = Clock::now();
-    for (size_t first = 0; first < device.size(); first += SignalAddBatch::kMax) {
-      SignalAddBatch batch;
-      batch.count = static_cast<uint32_t>(std::min<size_t>(SignalAddBatch::kMax, device.size() - first));
-      for (uint32_t i = 0; i < batch.count; ++i) {
-        batch.address[i] = device[first + i].first;
-        batch.delta[i] = device[first + i].second;
-      }
-      EPX_CU(ctx, ctx->kernels.signalAdd(ctx->signalStream, batch));
-    }
-    if (!device.empty())
-      ctx->stats->applyBatch(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count()));
-    device.clear();
-  }
-  // The owner's progress thread is the only remote writer of its signals, and NCCL forbids a
-  // device reset racing with updates, so a read-modify-write through the copy engine is safe.
-  // The reads land in pinned memory (a pageable destination would make CUDA stage the copy and
-  // block); one synchronisation per batch of kSignalSlots signals.
+  ctx->stats->applyBatch(elapsedNs(start, Clock::now()));
+  return ncclSuccess;
+}
+
+// EPX_GIN_SIGNAL=readback (default). The owner's progress thread is the only remote writer of its
+// signals, and NCCL forbids a device reset racing with updates, so a read-modify-write through the
+// copy engine is safe. The reads land in pinned memory (a pageable destination would make CUDA stage
+// the copy and block); one synchronisation per batch of kSignalSlots signals.
+ncclResult_t addByReadback(Context* ctx, const DeviceSignalAdds& device) {
   for (size_t first = 0; first < device.size(); first += kSignalSlots) {
     size_t n = std::min(kSignalSlots, device.size() - first);
     auto start = Clock::now();
@@ -405,14 +402,40 @@ ncclResult_t applySignals(Context* ctx) {
       EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: applying %zu signal(s) took %lld ms", ctx->rank, n,
                static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
   }
+  return ncclSuccess;
+}
+
+ncclResult_t applySignals(Context* ctx) {
+  if (ctx->incoming.empty()) return ncclSuccess;
+  std::vector<SignalUpdate> updates;
+  updates.swap(ctx->incoming);
+  std::vector<std::pair<int, Clock::time_point>> from;
+  from.swap(ctx->incomingFrom);
+  for (const SignalUpdate& u : updates) {
+    Registration* r = ctx->registry.byIndex(u.registration);
+    if (r == nullptr) return fail(ctx, "signal for unknown registration " + std::to_string(u.registration));
+    std::string bad = validateSignal(u, r->size);
+    if (!bad.empty()) return fail(ctx, bad);
+  }
+  DeviceSignalAdds device;
+  for (const auto& [key, delta] : coalesce(updates)) {
+    Registration* r = ctx->registry.byIndex(key.first);
+    CUdeviceptr address = static_cast<CUdeviceptr>(r->base + key.second);
+    if (r->placement == Placement::Host) {
+      __atomic_fetch_add(reinterpret_cast<uint64_t*>(address), delta, __ATOMIC_SEQ_CST);
+      continue;
+    }
+    device.emplace_back(address, delta);
+  }
+  if (!device.empty()) {
+    const ncclResult_t r =
+        ctx->signalApply == SignalApply::Kernel ? addByKernel(ctx, device) : addByReadback(ctx, device);
+    if (r != ncclSuccess) return r;
+  }
   const auto applied = Clock::now();
   for (const auto& [peer, received] : from)
     ctx->stats->signalApplied(peer, static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(applied - received).count()));
   return ncclSuccess;
-}
-
-uint64_t elapsedNs(Clock::time_point from, Clock::time_point to) {
-  return to > from ? static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(to - from).count()) : 0;
 }
 
 ncclResult_t advance(Context* ctx) {
@@ -638,13 +661,13 @@ ncclResult_t warmProgressThread(Context* ctx) {
   return ncclSuccess;
 }
 
-// The first error among EPX_GIN_STREAMS, EPX_GIN_COPY, EPX_GIN_PUMP and EPX_GIN_SIGNAL, or "".
-std::string copyPathSettingsError() {
+// Reads the copy path's settings from the environment: "" or the first bad value's error.
+std::string readCopyPathSettings(CopyPathSettings* s) {
   std::string error;
-  parseStreamPlan(envString("EPX_GIN_STREAMS", ""), &error);
-  if (error.empty()) parseCopyMode(envString("EPX_GIN_COPY", ""), &error);
-  if (error.empty()) parsePumpMode(envString("EPX_GIN_PUMP", ""), &error);
-  if (error.empty()) parseSignalApply(envString("EPX_GIN_SIGNAL", ""), &error);
+  s->streamPlan = parseStreamPlan(envString("EPX_GIN_STREAMS", ""), &error, &s->copyStreams);
+  if (error.empty()) s->copyMode = parseCopyMode(envString("EPX_GIN_COPY", ""), &error);
+  if (error.empty()) s->pumpMode = parsePumpMode(envString("EPX_GIN_PUMP", ""), &error);
+  if (error.empty()) s->signalApply = parseSignalApply(envString("EPX_GIN_SIGNAL", ""), &error);
   return error;
 }
 
@@ -665,14 +688,16 @@ ncclResult_t ipcInit(uint64_t commHash, ncclDebugLogger_t logger, void** instanc
     return ncclInvalidUsage;
   }
   if (!note.empty()) EPX_WARN(NCCL_INIT | NCCL_NET, "GIN/EPX-ipc: %s", note.c_str());
-  // The copy path's settings likewise: connect reads them again, knowing they parse.
-  if (std::string planBad = copyPathSettingsError(); !planBad.empty()) {
+  // The copy path's settings likewise.
+  CopyPathSettings copyPath;
+  if (std::string planBad = readCopyPathSettings(&copyPath); !planBad.empty()) {
     EPX_WARN(NCCL_INIT | NCCL_NET, "GIN/EPX-ipc: %s; GIN init refused (see docs/plugins.md)", planBad.c_str());
     return ncclInvalidUsage;
   }
   {
     std::lock_guard<std::mutex> lock(gEmulationMutex);
     gEmulation = emulation;
+    gCopyPath = copyPath;
   }
   std::string why;
   cu = cudaDriver(&why);
@@ -861,12 +886,16 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
     ctx->peers[m.from].in = fd;
     ++accepted;
   }
-  int copyStreams = 1;  // EPX_GIN_STREAMS=process:K
+  CopyPathSettings copyPath;  // as read by init
   {
-    std::string planError;
-    ctx->streamPlan = parseStreamPlan(envString("EPX_GIN_STREAMS", ""), &planError, &copyStreams);
-    if (!planError.empty()) EPX_WARN(NCCL_NET, "GIN/EPX-ipc: %s", planError.c_str());
+    std::lock_guard<std::mutex> lock(gEmulationMutex);
+    copyPath = gCopyPath;
   }
+  const int copyStreams = copyPath.copyStreams;
+  ctx->streamPlan = copyPath.streamPlan;
+  ctx->copyMode = copyPath.copyMode;
+  ctx->pumpMode = copyPath.pumpMode;
+  ctx->signalApply = copyPath.signalApply;
   bool firstOfProcess = true;
   if (ctx->streamPlan == StreamPlan::PerProcess) {
     std::lock_guard<std::mutex> g(gSharedStreamsMutex);
@@ -915,13 +944,6 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
       p.doneDev = dev + static_cast<CUdeviceptr>(j) * sizeof(uint64_t);
     }
   }
-  std::string modeError;
-  ctx->copyMode = parseCopyMode(envString("EPX_GIN_COPY", ""), &modeError);
-  if (!modeError.empty()) EPX_WARN(NCCL_NET, "GIN/EPX-ipc: %s", modeError.c_str());
-  ctx->pumpMode = parsePumpMode(envString("EPX_GIN_PUMP", ""), &modeError);
-  if (!modeError.empty()) EPX_WARN(NCCL_NET, "GIN/EPX-ipc: %s", modeError.c_str());
-  ctx->signalApply = parseSignalApply(envString("EPX_GIN_SIGNAL", ""), &modeError);
-  if (!modeError.empty()) EPX_WARN(NCCL_NET, "GIN/EPX-ipc: %s", modeError.c_str());
   if (ctx->copyMode == CopyMode::Kernel || ctx->signalApply == SignalApply::Kernel) {
     if (std::string why = ctx->kernels.load(cu); !why.empty()) {
       EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: EPX_GIN_COPY=%s / EPX_GIN_SIGNAL=%s need the backend's kernels: %s",
@@ -929,9 +951,6 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
       return cleanup(ncclSystemError);
     }
   }
-  // Unset = read-back: with the kernel, 2 of 3 runs of the low_latency suite at 2 fake nodes got a
-  // wrong combine value (split, zero-copy case; docs/low-latency.md); not explained yet.
-  if (ctx->signalApply == SignalApply::Auto) ctx->signalApply = SignalApply::Readback;
   if (ctx->copyMode == CopyMode::Staged) {
     for (Peer& p : ctx->peers) {
       void* host = nullptr;
