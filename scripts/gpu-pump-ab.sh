@@ -10,19 +10,15 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/devbuild-env.sh
 log="$OUT/pump-ab.txt"
+. scripts/gpu-ab-lib.sh
 for mode in each poll; do
-  export EPX_GIN_PUMP=$mode
-  scripts/gpu-fn-bench.sh 8 150 ll-$mode --algo low-latency --ll-tokens 0,1,128 --hidden 7168 --topk 8 \
-    --experts 256 --sms 8 --iters 20 --warmup 5 > /dev/null
-  grep -E "^ +[0-9]|^# gin " "$OUT/bench-fn8-ll-$mode.txt" | sed "s/^/ll8 $mode: /" | tee -a "$log"
-  scripts/gpu-fn-bench.sh 8 200 ht-$mode --tokens 4096 --hidden 7168 --topk 8 --experts 256 --routing uniform \
-    --layout dedup --mode capacity --sms 14 --iters 6 --warmup 2 --no-baseline > /dev/null
-  grep -E "^  uniform" "$OUT/bench-fn8-ht-$mode.txt" | sed "s/^/ht8 $mode: /" | tee -a "$log"
+  ab_ll 8 "$mode" 0,1,128 EPX_GIN_PUMP=$mode
+  ab_ht "$mode" EPX_GIN_PUMP=$mode
   scripts/gpu-fn-suites.sh 4 120 coll_perf/pp_send_recv EPX_GIN_EMU_GBPS=50 EPX_GIN_EMU_LATENCY_US=3 \
-    EPX_COLL_PERF_CTAS=4 > /dev/null
-  grep -h "pp .*epx" "$OUT/fn4-coll_perf_pp_send_recv/rank0.log" | sed "s/^/pp4 $mode: /" | tee -a "$log"
+    EPX_COLL_PERF_CTAS=4 EPX_GIN_PUMP=$mode > /dev/null
+  grep -h "pp .*epx" "$OUT/fn4-coll_perf_pp_send_recv/rank0.log" | sed "s/^/pp4 $mode: /" >> "$log"
 done
-unset EPX_GIN_PUMP
 for n in 2 8; do
-  EPX_TEST_QUICK=1 scripts/gpu-fn-suites.sh "$n" 150 modes,low_latency,pp EPX_TEST_QUICK=1 | grep -E "exit" | tee -a "$log"
+  EPX_TEST_QUICK=1 scripts/gpu-fn-suites.sh "$n" 150 modes,low_latency,pp EPX_TEST_QUICK=1 | grep -E "exit" >> "$log"
 done
+cat "$log"
