@@ -199,10 +199,11 @@ extern "C" ncclResult_t ncclEpBucketDestroy(ncclEpBucket_t b) {
   if (!b) return ncclSuccess;
   cudaSetDevice(b->link.cudaDev);
   const cudaError_t ce = cudaDeviceSynchronize();
+  const ncclResult_t drained = ce == cudaSuccess ? epx::linkDrain(&b->link, "ncclEpBucketDestroy") : ncclSuccess;
   release(b);
   if (ce != cudaSuccess)
     return fail(ncclUnhandledCudaError, std::string("ncclEpBucketDestroy: pending work failed: ") + cudaGetErrorString(ce));
-  return ncclSuccess;
+  return drained;
 }
 
 extern "C" ncclResult_t ncclEpBucketGetTensor(ncclEpBucket_t b, int index, void** ptr) {

@@ -216,9 +216,11 @@ extern "C" ncclResult_t ncclEpGroupDestroy(ncclEpGroup_t g) {
   if (!g) return ncclSuccess;
   cudaSetDevice(g->cudaDev);
   cudaError_t ce = cudaDeviceSynchronize();
+  // No GIN signal of this group's kernels may land on the next device communicator's signals.
+  const ncclResult_t drained = ce == cudaSuccess ? epx::linkDrain(&g->link, "ncclEpGroupDestroy") : ncclSuccess;
   releaseGroup(g);
   if (ce != cudaSuccess) return fail(ncclUnhandledCudaError, cudaMsg("ncclEpGroupDestroy: pending work failed", ce));
-  return ncclSuccess;
+  return drained;
 }
 
 extern "C" ncclResult_t ncclEpGroupGetSmCount(ncclEpGroup_t g, int* sms) {

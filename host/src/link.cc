@@ -103,6 +103,18 @@ void linkClose(WindowLink* l) {
   l->error = l->errorDev = nullptr;
 }
 
+ncclResult_t linkDrain(WindowLink* l, const char* who) {
+  if (!l->network() || l->ginContexts == 0 || l->error == nullptr) return ncclSuccess;
+  auto timedOut = [&] { return reinterpret_cast<const volatile int*>(&l->error->timeout.code)[0] != 0; };
+  const bool wait = !timedOut();
+  cudaError_t ce = dev::launchDrainGin(linkCommon(*l, 0, 1), l->drainSignal, wait, nullptr);
+  if (ce == cudaSuccess) ce = cudaDeviceSynchronize();
+  if (ce != cudaSuccess) return fail(ncclUnhandledCudaError, cudaMsg(who, "draining GIN signals", ce));
+  std::string text;
+  if (ncclResult_t r = linkAsyncError(*l, &text); wait && timedOut()) return fail(r, std::string(who) + ": " + text);
+  return ncclSuccess;
+}
+
 ncclResult_t linkOpen(const LinkRequest& req, WindowLink* l) {
   const std::string who = req.who;
   l->bytes = req.bytes;
@@ -124,7 +136,8 @@ ncclResult_t linkOpen(const LinkRequest& req, WindowLink* l) {
                    "(needs CUDA P2P between all ranks, cuMem, NCCL_WIN_ENABLE=1)");
   const bool network = l->network();
   l->ginCounters = network ? req.ginCounters : 0;
-  l->ginSignals = network ? req.ginSignals : 0;
+  l->drainSignal = uint32_t(req.ginSignals);
+  l->ginSignals = network ? req.ginSignals + l->nRanks : 0;
   if ((r = devCommCreate(l->comm, l->ginSignals, l->ginCounters, &l->devComm, &l->ginContexts)) !=
       ncclSuccess) {
     l->devComm = nullptr;

@@ -28,7 +28,8 @@ ncclResult_t linkGather(ncclComm_t comm, int rank, int nRanks, const void* mine,
 struct LinkRequest {
   uint64_t bytes = 0;         // window size (ncclMemAlloc)
   uint64_t zeroedPrefix = 0;  // bytes zeroed before registration (flags any peer may write)
-  int ginSignals = 0;         // GIN signals when some peer is a network peer (else none are requested)
+  int ginSignals = 0;         // GIN signals of the user's protocol when some peer is a network peer
+                              // (else none are requested); the link adds nRanks drain signals after them
   int ginCounters = 0;        // GIN counters per context (one per CTA of the window's kernels)
   int timeoutMs = 10000;
   const char* who = "epx";    // API call named in errors
@@ -39,7 +40,8 @@ struct WindowLink {
   ncclComm_t comm = nullptr;
   int rank = 0, nRanks = 0, cudaDev = -1;
   int lsaRank = 0, lsaSize = 1;
-  int ginContexts = 0, ginCounters = 0, ginSignals = 0;
+  int ginContexts = 0, ginCounters = 0, ginSignals = 0;  // ginSignals: the user's and the drain signals
+  uint32_t drainSignal = 0;                              // first drain signal id (source rank r: + r)
   uint64_t bytes = 0;
   int timeoutMs = 10000;
   void* buffer = nullptr;
@@ -60,6 +62,17 @@ std::string linkQuery(ncclComm_t comm, WindowLink* l);
 // released again and the reason is in ncclEpGetLastError().
 ncclResult_t linkOpen(const LinkRequest& req, WindowLink* l);
 void linkClose(WindowLink* l);
+
+// Collective over l->comm, at destroy, after this rank's work on the link has finished
+// (cudaDeviceSynchronize) and before linkClose: waits until no GIN signal of an earlier kernel is
+// still in flight between this rank and any network peer (dev::launchDrainGin), bounded by the
+// link's timeout. Signals that land after ncclDevCommDestroy would add to the ids that NCCL's pool
+// hands the next device communicator of the communicator (a low-latency bank freed twice, a count
+// one ahead). Nothing to do without network peers. After the link recorded a timeout this rank
+// only posts its own drain signals (the live peers wait for them; a peer that stalled or died
+// cannot drain, and the communicator is to be aborted). A drain that times out is an error naming
+// the peer (ncclRemoteError); the caller still closes the link.
+ncclResult_t linkDrain(WindowLink* l, const char* who);
 
 // The transport-layer arguments of l (Common without the EP-specific fields): flags at
 // `flagsOffset` of the window; nCtas CTAs per kernel; state / arrived may be null.

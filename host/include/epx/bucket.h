@@ -94,6 +94,8 @@ ncclResult_t ncclEpBucketGetBufferSizeHint(const ncclEpBucketTensor_t* tensors, 
  * ncclInvalidUsage (ranks differ, no symmetric memory, no GIN for network peers). */
 ncclResult_t ncclEpBucketCreate(ncclComm_t comm, const ncclEpBucketTensor_t* tensors, int numTensors,
                                 const ncclEpBucketConfig_t* config, ncclEpBucket_t* bucket);
+/* Collective over comm, with the same drain of in-flight GIN signals and the same errors as
+ * ncclEpGroupDestroy (ep.h). NULL is ignored. */
 ncclResult_t ncclEpBucketDestroy(ncclEpBucket_t bucket);
 
 /* Device pointer of tensor `index` (the whole tensor; valid for the bucket's lifetime). */

@@ -303,7 +303,14 @@ ncclResult_t ncclEpGetBufferSizeHint(const ncclEpConfig_t* config, int nRanks, s
  */
 ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t* config, ncclEpGroup_t* group);
 
-/* Destroy a group (waits for its work on the device; not collective). NULL is ignored. */
+/* Destroy a group. NULL is ignored. Collective over the group's communicator, like NCCL's window
+ * deregistration inside it: waits for the group's work on this device, then (ranks spanning
+ * NVLink domains) until every GIN signal a peer's kernels sent to this rank has landed, so that
+ * none reaches the signals NCCL hands the next group (bounded by timeoutMs). The group is released
+ * whatever the result. Errors: ncclRemoteError when a network peer did not destroy its group
+ * within timeoutMs (message: the peer; ncclEpGetLastError), ncclUnhandledCudaError when the
+ * group's pending work failed. After the group recorded a timeout, this rank does not wait for
+ * the peers' drain (a peer that stalled cannot drain; abort the communicator), it only sends its own. */
 ncclResult_t ncclEpGroupDestroy(ncclEpGroup_t group);
 
 /* Number of CTAs the group's kernels launch (the SM budget actually used). */

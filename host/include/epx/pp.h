@@ -66,6 +66,8 @@ ncclResult_t ncclEpPpGetBufferSizeHint(const ncclEpPpConfig_t* config, int nRank
 /* Collective over comm. Errors: ncclInvalidArgument (config), ncclInvalidUsage (configs differ
  * between ranks, no symmetric memory, no GIN for network peers), CUDA/NCCL failures. */
 ncclResult_t ncclEpPpChannelCreate(ncclComm_t comm, const ncclEpPpConfig_t* config, ncclEpPpChannel_t* channel);
+/* Collective over comm: waits until the channel's last sends left their stage, then drains the
+ * GIN signals in flight as ncclEpGroupDestroy does (ep.h; same errors). NULL is ignored. */
 ncclResult_t ncclEpPpChannelDestroy(ncclEpPpChannel_t channel);
 
 /* Sends bytes (0 .. maxMessageBytes) of buf (device memory, 16-byte aligned unless bytes == 0) to

@@ -11,6 +11,7 @@ const char* phaseName(int phase) {
     case dev::kPhaseBucketData: return "bucket collective data";
     case dev::kPhasePpSlot: return "PP send (waiting for the receiver to free a slot)";
     case dev::kPhasePpData: return "PP recv (waiting for the message)";
+    case dev::kPhaseLinkDrain: return "destroy (draining GIN signals; the peer has not called destroy)";
     case dev::kPhaseCounts: return "count exchange (ncclEpDispatchLayout)";
     case dev::kPhaseDispatchReady: return "dispatch start";
     case dev::kPhaseDispatchData: return "dispatch data";

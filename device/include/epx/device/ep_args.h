@@ -46,7 +46,8 @@ enum CollPhase : int {
   kPhaseBucketData = 17,     // peer's contribution to the bucket collective did not arrive
   kPhasePpSlot = 18,         // PP send: the receiving peer has not freed a slot
   kPhasePpData = 19,         // PP recv: the sending peer's message did not arrive
-  kPhasePpRecvTooSmall = 20  // not a wait: a PP message larger than the receive buffer (dropped)
+  kPhasePpRecvTooSmall = 20,  // not a wait: a PP message larger than the receive buffer (dropped)
+  kPhaseLinkDrain = 21        // destroy: the peer's drain signal did not arrive (it has not destroyed)
 };
 
 // How the stalled peer is reached (ErrorRecord::transport).

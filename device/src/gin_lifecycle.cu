@@ -1,0 +1,58 @@
+// The GIN lifecycle kernels of a window link (host/src/link.cc): zeroing its signals and counters
+// when it opens, draining the signals in flight between ranks before it closes.
+#include <nccl_device.h>
+
+#include "epx/device/launch.h"
+#include "epx/device/transport.cuh"
+
+namespace epx::dev {
+
+namespace {
+
+// Zeroes the link's GIN signals (all ids it uses) and completion counters on every context.
+__global__ void resetGinSignalsKernel(const __grid_constant__ Common c) {
+  const Transport tr(c);
+  const int n = c.ginSignals;
+  for (int ctx = 0; ctx < c.ginContexts; ++ctx) {
+    ncclGin gin(tr.devComm(), ctx);
+    for (int id = blockIdx.x * blockDim.x + threadIdx.x; id < n; id += gridDim.x * blockDim.x) gin.resetSignal(id);
+    for (int id = blockIdx.x * blockDim.x + threadIdx.x; id < c.ginCounters; id += gridDim.x * blockDim.x)
+      gin.resetCounter(id);
+  }
+}
+
+// One CTA; a thread per network peer. Each (context, peer) pair carries exactly one drain add, so
+// the drain word of src summed over contexts reaches ginContexts once all of them arrived.
+__global__ void drainGinKernel(const __grid_constant__ Common c, uint32_t drainBase, bool wait) {
+  const Transport tr(c);
+  for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x) {
+    if (p == c.rank || tr.lsa(p)) continue;
+    __threadfence_system();
+    for (int ctx = 0; ctx < c.ginContexts; ++ctx) {
+      ncclGin gin(tr.devComm(), ctx);
+      gin.signal(ncclTeamWorld(tr.devComm()), p, ncclGin_SignalAdd{drainBase + uint32_t(c.rank), 1});
+    }
+  }
+  for (int p = threadIdx.x; p < c.nRanks && wait; p += blockDim.x) {
+    if (p == c.rank || tr.lsa(p)) continue;
+    if (!tr.waitWord(drainBase + uint32_t(p), p, uint32_t(c.ginContexts), kPhaseLinkDrain)) break;
+  }
+}
+
+constexpr int kLifecycleThreads = 256;
+
+}  // namespace
+
+cudaError_t launchResetGinSignals(const Common& c, cudaStream_t stream) {
+  if (c.ginContexts == 0) return cudaSuccess;
+  resetGinSignalsKernel<<<1, kLifecycleThreads, 0, stream>>>(c);
+  return cudaGetLastError();
+}
+
+cudaError_t launchDrainGin(const Common& c, uint32_t drainBase, bool wait, cudaStream_t stream) {
+  if (c.ginContexts == 0) return cudaSuccess;
+  drainGinKernel<<<1, kLifecycleThreads, 0, stream>>>(c, drainBase, wait);
+  return cudaGetLastError();
+}
+
+}  // namespace epx::dev
