@@ -400,3 +400,15 @@ BOOST_AUTO_TEST_CASE(async_error_gin_completion_timeout) {
   BOOST_TEST(msg.find("48 of this rank's own GIN puts posted, only 40 completed") != std::string::npos);
   BOOST_TEST(groupBroken(e));
 }
+
+// A peer that does not drain at destroy (host/src/link.cc linkDrain) is named with what arrived.
+BOOST_AUTO_TEST_CASE(link_drain_timeout_words) {
+  dev::AsyncError e;
+  std::memset(&e, 0, sizeof(e));
+  e.timeoutClaim = 1;
+  e.timeout = dev::ErrorRecord{6, dev::kPhaseLinkDrain, 5, 2, dev::kTransportGin, 0, 4, 1};
+  std::string msg;
+  BOOST_TEST(describeAsyncError(e, 300, &msg) == ncclRemoteError);
+  BOOST_TEST(msg.find("rank 2: timed out after 300 ms at destroy waiting for peer rank 5's GIN drain signals (1 of 4 "
+                      "contexts arrived)") == 0u, msg);
+}

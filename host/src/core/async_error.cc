@@ -11,7 +11,6 @@ const char* phaseName(int phase) {
     case dev::kPhaseBucketData: return "bucket collective data";
     case dev::kPhasePpSlot: return "PP send (waiting for the receiver to free a slot)";
     case dev::kPhasePpData: return "PP recv (waiting for the message)";
-    case dev::kPhaseLinkDrain: return "destroy (draining GIN signals; the peer has not called destroy)";
     case dev::kPhaseCounts: return "count exchange (ncclEpDispatchLayout)";
     case dev::kPhaseDispatchReady: return "dispatch start";
     case dev::kPhaseDispatchData: return "dispatch data";
@@ -38,6 +37,12 @@ ncclResult_t describeAsyncError(const dev::AsyncError& e, int timeoutMs, std::st
                     "%lld completed locally (the network or NCCL's GIN proxy stalled, or a peer's connection was "
                     "lost); the group must be destroyed",
                     t.rank, timeoutMs, t.detail0, t.detail1);
+    else if (t.phase == dev::kPhaseLinkDrain)
+      std::snprintf(buf, sizeof(buf),
+                    "rank %d: timed out after %d ms at destroy waiting for peer rank %d's GIN drain signals (%lld of "
+                    "%lld contexts arrived): the peer has not destroyed its side, or died; released anyway, but "
+                    "signals still in flight from it may reach the communicator's next device communicator",
+                    t.rank, timeoutMs, t.peer, t.detail1, t.detail0);
     else
       std::snprintf(buf, sizeof(buf),
                     "rank %d: timed out after %d ms in %s waiting for peer rank %d over %s (expected %lld, saw %lld; "
