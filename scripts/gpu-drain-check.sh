@@ -49,6 +49,6 @@ churn new "$reps"
 for i in $(seq "$reps"); do one "new-ll$i" 150 low_latency EPX_GIN_SIGNAL=kernel; done
 one new-llrb 150 low_latency EPX_GIN_SIGNAL=readback
 dead new
-for s in modes pp bucket; do one new-def 200 $s; done
+for s in timeout modes pp bucket; do one new-def 200 $s; done
 echo "total $(( $(date +%s) - t0 )) s" >> "$sum"
 cat "$sum"
