@@ -155,8 +155,9 @@ BOOST_AUTO_TEST_CASE(last_rank_exits_before_dispatch, *boost::unit_test::precond
     x.reserve(size_t(T) * gs.hidden * 2);
     recvX.reserve(size_t(std::max(cap, 1)) * gs.hidden * 2);
     recvIdx.reserve(size_t(std::max(cap, 1)) * K * 4);
-    EPX_CHECK_CUDA(cudaMemcpy(ids.ptr(), host.data(), host.size() * 4, cudaMemcpyHostToDevice));
-    EPX_CHECK_CUDA(cudaMemset(x.ptr(), 0, x.size()));
+    // On the op's stream (non-blocking: it does not wait for the legacy stream's copies).
+    EPX_CHECK_CUDA(cudaMemcpyAsync(ids.ptr(), host.data(), host.size() * 4, cudaMemcpyHostToDevice, c.stream));
+    EPX_CHECK_CUDA(cudaMemsetAsync(x.ptr(), 0, x.size(), c.stream));
     ncclEpRouting_t rt{ids.ptr(), ncclInt32, T};
 
     const auto t0 = std::chrono::steady_clock::now();

@@ -341,7 +341,9 @@ std::string runLlCase(const LlSpec& s, const std::vector<ncclEpGroup_t>& groups,
     const std::vector<uint16_t> y = expertOutputs(s, cs, in, c.rank, o);
     void* combX = b.combIn.ptr();
     if (cs.zeroCopy) EPX_CHECK_EP(ncclEpLowLatencyGetCombineBuffer(groups[c.rank], &combX));
-    EPX_CHECK_CUDA(cudaMemcpy(combX, y.data(), y.size() * 2, cudaMemcpyHostToDevice));
+    // On the op's stream: a blocking cudaMemcpy from pageable memory may return before its DMA
+    // lands, and c.stream does not wait for the legacy stream (it is non-blocking).
+    EPX_CHECK_CUDA(cudaMemcpyAsync(combX, y.data(), y.size() * 2, cudaMemcpyHostToDevice, c.stream));
     ncclEpLowLatencyCombineInputs_t cin{combX, b.w.as<float>()};
     ncclEpLowLatencyCombineOutputs_t cout{b.out.ptr()};
     runHalves(cs.split, c.stream, scratch, [&](int f, cudaStream_t st) { return ncclEpLowLatencyCombine(h, &cin, &cout, f, st); });
@@ -538,8 +540,8 @@ BOOST_AUTO_TEST_CASE(two_handles_alternating) {
       errs[c.rank] = checkDispatch(s, ca, ia, c.rank, oa);
       if (errs[c.rank].empty()) errs[c.rank] = checkDispatch(s, cb, ib, c.rank, ob);
       const auto ya = expertOutputs(s, ca, ia, c.rank, oa), yb = expertOutputs(s, cb, ib, c.rank, ob);
-      EPX_CHECK_CUDA(cudaMemcpy(ba.combIn.ptr(), ya.data(), ya.size() * 2, cudaMemcpyHostToDevice));
-      EPX_CHECK_CUDA(cudaMemcpy(bb.combIn.ptr(), yb.data(), yb.size() * 2, cudaMemcpyHostToDevice));
+      EPX_CHECK_CUDA(cudaMemcpyAsync(ba.combIn.ptr(), ya.data(), ya.size() * 2, cudaMemcpyHostToDevice, c.stream));
+      EPX_CHECK_CUDA(cudaMemcpyAsync(bb.combIn.ptr(), yb.data(), yb.size() * 2, cudaMemcpyHostToDevice, c.stream));
       ncclEpLowLatencyCombineInputs_t cina{ba.combIn.ptr(), ba.w.as<float>()}, cinb{bb.combIn.ptr(), bb.w.as<float>()};
       ncclEpLowLatencyCombineOutputs_t couta{ba.out.ptr()}, coutb{bb.out.ptr()};
       EPX_CHECK_EP(ncclEpLowLatencyCombine(ha, &cina, &couta, NCCL_EP_LL_SEND, c.stream));

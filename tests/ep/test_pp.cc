@@ -190,7 +190,7 @@ BOOST_AUTO_TEST_CASE(many_iterations) {
     DevBuf send, recv;
     send.reserve(kBytes);
     recv.reserve(kBytes * size_t(iters));
-    EPX_CHECK_CUDA(cudaMemset(recv.ptr(), kPoison, kBytes * size_t(iters)));
+    EPX_CHECK_CUDA(cudaMemsetAsync(recv.ptr(), kPoison, kBytes * size_t(iters), c.stream));  // stream order: c.stream is non-blocking
     for (int it = 0; it < iters; ++it) {
       EPX_CHECK_CUDA(launchFillPattern(send.ptr(), kBytes, seedOf(c.rank, it), c.stream));
       EPX_CHECK_EP(ncclEpPpSend(ch[c.rank], send.ptr(), kBytes, next, c.stream));
@@ -303,7 +303,7 @@ BOOST_AUTO_TEST_CASE(receive_buffer_too_small) {
     send.reserve(kMsg);
     recv.reserve(kMsg);
     size.reserve(8);
-    EPX_CHECK_CUDA(cudaMemset(recv.ptr(), kPoison, kMsg));
+    EPX_CHECK_CUDA(cudaMemsetAsync(recv.ptr(), kPoison, kMsg, c.stream));
     EPX_CHECK_CUDA(launchFillPattern(send.ptr(), kMsg, seed, c.stream));
     EPX_CHECK_EP(ncclEpPpSend(ch[c.rank], send.ptr(), kMsg, next, c.stream));
     EPX_CHECK_EP(ncclEpPpRecv(ch[c.rank], recv.ptr(), kCap, prev, size.as<size_t>(), c.stream));

@@ -37,7 +37,7 @@ void runLonelyLayout(int mode) {
     std::vector<int32_t> host(64 * 4);
     for (int t = 0; t < 64; ++t)
       for (int k = 0; k < 4; ++k) host[t * 4 + k] = (t + 4 * k) % 16;
-    EPX_CHECK_CUDA(cudaMemcpy(ids.ids, host.data(), host.size() * 4, cudaMemcpyHostToDevice));
+    EPX_CHECK_CUDA(cudaMemcpyAsync(ids.ids, host.data(), host.size() * 4, cudaMemcpyHostToDevice, c.stream));
     ncclEpRouting_t rt{ids.ids, ncclInt32, 64};
     const auto start = std::chrono::steady_clock::now();
     const ncclResult_t r = ncclEpDispatchLayout(h, &rt, c.stream);

@@ -158,6 +158,9 @@ int runLowLatency(const Options& opt, epx::testing::MultiGpu& mg, int n, int ran
           BENCH_CUDA(cudaMemcpy(w.get(), hw.data(), hw.size() * 4, cudaMemcpyHostToDevice));
         }
         BENCH_CUDA(cudaMemset(combIn.get(), 0, combIn.bytes()));
+        // The copies above run on the legacy stream, which the ranks' non-blocking streams do not wait
+        // for (a pageable cudaMemcpy may even return before its DMA lands).
+        BENCH_CUDA(cudaDeviceSynchronize());
         ncclEpHandleConfig_t hc = NCCL_EP_HANDLE_CONFIG_INITIALIZER;
         ncclEpHandle_t h = nullptr;
         BENCH_EP(ncclEpHandleCreate(groups[size_t(c.rank)], &hc, &h));
