@@ -271,11 +271,11 @@ BOOST_AUTO_TEST_CASE(copy_and_signal_modes_parse) {
   BOOST_TEST((parseCopyMode("kernels", &err) == CopyMode::Ce));
   BOOST_TEST(err == "unknown EPX_GIN_COPY value 'kernels' (ce, staged, memcpy, kernel)");
   err.clear();
-  BOOST_TEST((parseSignalApply("", &err) == SignalApply::Readback));
+  BOOST_TEST((parseSignalApply("", &err) == SignalApply::Kernel));  // the default
   BOOST_TEST((parseSignalApply("readback", &err) == SignalApply::Readback));
   BOOST_TEST((parseSignalApply("kernel", &err) == SignalApply::Kernel));
   BOOST_TEST(err.empty());
-  BOOST_TEST((parseSignalApply("atomic", &err) == SignalApply::Readback));
+  BOOST_TEST((parseSignalApply("atomic", &err) == SignalApply::Kernel));
   BOOST_TEST(err == "unknown EPX_GIN_SIGNAL value 'atomic' (readback, kernel)");
   BOOST_TEST(std::string(signalApplyName(SignalApply::Kernel)) == "kernel");
   // Only non-empty puts up to the small-put limit go to the kernel; larger ones stay on the engines.

@@ -14,10 +14,10 @@ CopyMode parseCopyMode(const std::string& text, std::string* error) {
 }
 
 SignalApply parseSignalApply(const std::string& text, std::string* error) {
-  if (text.empty() || text == "readback") return SignalApply::Readback;
-  if (text == "kernel") return SignalApply::Kernel;
+  if (text == "readback") return SignalApply::Readback;
+  if (text.empty() || text == "kernel") return SignalApply::Kernel;
   if (error != nullptr) *error = "unknown EPX_GIN_SIGNAL value '" + text + "' (readback, kernel)";
-  return SignalApply::Readback;
+  return SignalApply::Kernel;
 }
 
 const char* signalApplyName(SignalApply apply) { return apply == SignalApply::Kernel ? "kernel" : "readback"; }

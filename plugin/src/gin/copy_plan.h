@@ -35,7 +35,8 @@ bool usesCopyKernel(CopyMode mode, size_t bytes, size_t smallPutLimit);
 //            no read-back and no wait (opt-in: with it, 2 of 3 runs of the low_latency suite at 2
 //            fake nodes got a wrong combine value; docs/low-latency.md, not explained yet).
 enum class SignalApply { Readback, Kernel };
-// Parses EPX_GIN_SIGNAL ("readback", "kernel"; empty = readback). Unknown: Readback and *error set.
+// Parses EPX_GIN_SIGNAL ("readback", "kernel"; empty = kernel, the default since 2026-12-03: faster
+// on every measured path, docs/performance.md). Unknown: Kernel and *error set.
 SignalApply parseSignalApply(const std::string& text, std::string* error);
 const char* signalApplyName(SignalApply apply);
 

@@ -121,6 +121,7 @@ struct Request {
 struct Peer {
   int out = -1;  // we send to the peer on this socket
   int in = -1;   // the peer sends to us on this one
+  bool lost = false;  // its connection closed or broke (the process died): its ops are dropped
   CUstream stream = nullptr;
   PeerOrder order;
   StagingRing staging;
@@ -195,7 +196,8 @@ struct CopyPathSettings {
   int copyStreams = 1;  // EPX_GIN_STREAMS=process:K
   CopyMode copyMode = CopyMode::Ce;
   PumpMode pumpMode = PumpMode::Poll;
-  SignalApply signalApply = SignalApply::Readback;
+  SignalApply signalApply = SignalApply::Kernel;
+  bool signalApplyExplicit = false;  // EPX_GIN_SIGNAL was set (else a build without kernels falls back)
 };
 
 // Settings from the environment, read at every init (a bad value refuses init); connect uses them.
@@ -225,6 +227,21 @@ ncclResult_t fail(Context* ctx, const std::string& what) {
     EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: %s", ctx->rank, what.c_str());
   }
   return ncclInternalError;
+}
+
+// A peer's connection closed or broke (its process exited or died). Only that peer is lost: the
+// ops to it complete without their signals and nothing more is read from it, so the device waits
+// on it time out naming it (epx's bounded waits), while the ranks still connected carry on. Making
+// the whole context fail instead would stop every signal of this rank, and the live peers would
+// time out naming each other.
+void lose(Context* ctx, int peer, const std::string& why) {
+  Peer& p = ctx->peers[static_cast<size_t>(peer)];
+  if (p.lost) return;
+  p.lost = true;
+  EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: %s; rank %d is lost (its ops are dropped, the other peers carry on)",
+           ctx->rank, why.c_str(), peer);
+  if (p.in >= 0) close(p.in);
+  p.in = -1;
 }
 
 #define EPX_CU(ctx, call)                                                               \
@@ -309,7 +326,10 @@ ncclResult_t pump(Context* ctx, int peer) {
     int fd = -1;
     int r = recvMsg(p.in, &m, &fd);
     if (r == 0) return ncclSuccess;
-    if (r < 0) return fail(ctx, "connection from rank " + std::to_string(peer) + " lost");
+    if (r < 0) {
+      lose(ctx, peer, "connection from rank " + std::to_string(peer) + " closed");
+      return ncclSuccess;
+    }
     if (m.type == kRegister) {
       p.registrations.push_back(Received{m.reg, fd});
     } else if (m.type == kSignal) {
@@ -481,14 +501,14 @@ ncclResult_t advance(Context* ctx) {
         if (peer == ctx->rank) {
           ctx->incoming.push_back(r->signal);
           ctx->incomingFrom.emplace_back(peer, now);
-        } else {
+        } else if (!p.lost) {
           Msg m{};
           m.type = kSignal;
           m.from = static_cast<uint32_t>(ctx->rank);
           m.signal = r->signal;
           if (!sendMsg(p.out, m, -1, false)) {
             if (errno == EAGAIN || errno == EWOULDBLOCK) break;  // retry at the next progress
-            return fail(ctx, "sending a signal to rank " + std::to_string(peer) + ": " + strerror(errno));
+            lose(ctx, peer, "sending a signal to rank " + std::to_string(peer) + ": " + strerror(errno));
           }
         }
       }
@@ -667,7 +687,9 @@ std::string readCopyPathSettings(CopyPathSettings* s) {
   s->streamPlan = parseStreamPlan(envString("EPX_GIN_STREAMS", ""), &error, &s->copyStreams);
   if (error.empty()) s->copyMode = parseCopyMode(envString("EPX_GIN_COPY", ""), &error);
   if (error.empty()) s->pumpMode = parsePumpMode(envString("EPX_GIN_PUMP", ""), &error);
-  if (error.empty()) s->signalApply = parseSignalApply(envString("EPX_GIN_SIGNAL", ""), &error);
+  const std::string signal = envString("EPX_GIN_SIGNAL", "");
+  s->signalApplyExplicit = !signal.empty();
+  if (error.empty()) s->signalApply = parseSignalApply(signal, &error);
   return error;
 }
 
@@ -945,7 +967,14 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
     }
   }
   if (ctx->copyMode == CopyMode::Kernel || ctx->signalApply == SignalApply::Kernel) {
-    if (std::string why = ctx->kernels.load(cu); !why.empty()) {
+    std::string why = ctx->kernels.load(cu);
+    if (!why.empty() && ctx->copyMode != CopyMode::Kernel && !copyPath.signalApplyExplicit) {
+      // The default signal kernel is missing (a build without CUDA): apply by read-back instead.
+      EPX_INFO(NCCL_NET, "GIN/EPX-ipc rank %d: no signal kernel (%s); signals applied by read-back", rank, why.c_str());
+      ctx->signalApply = SignalApply::Readback;
+      why.clear();
+    }
+    if (!why.empty()) {
       EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: EPX_GIN_COPY=%s / EPX_GIN_SIGNAL=%s need the backend's kernels: %s",
                rank, copyModeName(ctx->copyMode), signalApplyName(ctx->signalApply), why.c_str());
       return cleanup(ncclSystemError);
