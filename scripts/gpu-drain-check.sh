@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the device machine: the destroy-time GIN drain (host/src/link.cc linkDrain) against the
-# late-signal failure of the LL signal kernel (docs/low-latency.md, "why the kernels are opt-in").
+# LL combine mismatches once blamed on the signal kernel (docs/low-latency.md; the cause was a test bug).
 # With .devbuild-base/ carried too (a build without the drain), first the same runs on it, so one
 # call shows before and after. Steps, in order, while the call's budget lasts (EPX_DRAIN_BUDGET_S,
 # default 540 s): group_churn under EPX_GIN_SIGNAL=kernel (reps), the whole low_latency suite under

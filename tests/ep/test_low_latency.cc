@@ -441,7 +441,7 @@ BOOST_AUTO_TEST_CASE(max_tokens_per_rank) {
 
 // Groups created and destroyed back to back, one checked call each: a signal still in flight from
 // a destroyed group (e.g. the last receive half's bank frees) must not count for the next group,
-// which may get the same NCCL signal ids (docs/low-latency.md, "why the kernels are opt-in").
+// which may get the same NCCL signal ids (destroy drains them: host/src/link.cc linkDrain).
 BOOST_AUTO_TEST_CASE(group_churn) {
   LlSpec s;
   s.experts = expertsFor(4, s.topk);

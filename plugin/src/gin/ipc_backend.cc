@@ -165,7 +165,7 @@ struct Context {
   CopyMode copyMode = CopyMode::Ce;
   StreamPlan streamPlan = StreamPlan::PerPeer;  // PerProcess: the streams belong to sharedStreams()
   PumpMode pumpMode = PumpMode::Poll;            // EPX_GIN_PUMP (readable.h)
-  SignalApply signalApply = SignalApply::Readback;  // EPX_GIN_SIGNAL
+  SignalApply signalApply = SignalApply::Kernel;  // EPX_GIN_SIGNAL
   GinKernels kernels;  // loaded when copyMode or signalApply is Kernel
   std::vector<int> inFds, readable;              // progress: the peers' receive sockets, and which have data
   std::recursive_mutex mutex;
@@ -384,7 +384,7 @@ uint64_t elapsedNs(Clock::time_point from, Clock::time_point to) {
 
 using DeviceSignalAdds = std::vector<std::pair<CUdeviceptr, uint64_t>>;  // (address, delta)
 
-// EPX_GIN_SIGNAL=kernel: the backend's signal kernel adds the deltas with device atomics, in
+// EPX_GIN_SIGNAL=kernel (default): the backend's signal kernel adds the deltas with device atomics, in
 // batches of SignalAddBatch::kMax; nothing is waited for.
 ncclResult_t addByKernel(Context* ctx, const DeviceSignalAdds& device) {
   const auto start = Clock::now();
@@ -401,7 +401,7 @@ ncclResult_t addByKernel(Context* ctx, const DeviceSignalAdds& device) {
   return ncclSuccess;
 }
 
-// EPX_GIN_SIGNAL=readback (default). The owner's progress thread is the only remote writer of its
+// EPX_GIN_SIGNAL=readback. The owner's progress thread is the only remote writer of its
 // signals, and NCCL forbids a device reset racing with updates, so a read-modify-write through the
 // copy engine is safe. The reads land in pinned memory (a pageable destination would make CUDA stage
 // the copy and block); one synchronisation per batch of kSignalSlots signals.
