@@ -5,7 +5,7 @@
 #   1. A/B of epx-bench at 8 fake nodes against .devbuild-old/ (when carried; scripts/gpu-ab-bench.sh)
 #   2. EP suites at 2 and 4 fake nodes; epx-bench at 2, 4, 8 fake nodes, emulated NIC 50 GB/s 3 us,
 #      SM budgets 8/16/24, uniform and group-limited routing (scripts/gpu-run.sh fakenodes)
-#   3. PP and bucket suites at 4 fake nodes; coll_perf (bus bandwidth vs the NIC floor) at 2 fake nodes
+#   3. PP and bucket suites at 4 fake nodes; epx-bench --algo bucket / pp (bus bandwidth vs the NIC floor) at 2 fake nodes
 #   scripts/gpu-gin-checks.sh [fakenodes steps, default ep2,ep4,bench2,bench4,bench8]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +22,6 @@ shape=(--tokens 4096 --hidden 7168 --topk 8 --experts 256 --no-baseline)
 EPX_FAKENODES_BUDGET_S=400 EPX_FAKENODES_STEPS=$steps scripts/gpu-run.sh fakenodes --sms 8,16,24 --routing both \
   --iters 8 --warmup 2 --no-baseline | grep -E "^  (uniform|grouped) |^==|: (ok|FAILED|TIMEOUT|SKIPPED)"
 scripts/gpu-fn-suites.sh 4 200 pp,bucket EPX_TEST_QUICK=1
-scripts/gpu-fn-suites.sh 2 200 coll_perf EPX_GIN_EMU_GBPS=50 EPX_GIN_EMU_LATENCY_US=3
-grep -vE "^\s*$" "$OUT/fn2-coll_perf/rank0.log" | grep -iE "GB/s|busbw|floor|size" | head -40
+. scripts/gpu-ab-lib.sh
+coll_bench 2 gin 4 bucket,pp
 echo "total $(( $(date +%s) - t0 )) s" | tee -a "$S"

@@ -3,7 +3,7 @@
 # EPX_GIN_SIGNAL=kernel) against the old defaults (ce, readback), emulated NIC 50 GB/s + 3 us:
 # low-latency bench at 8 fake nodes (0, 128 tokens) old / new / new with EPX_GIN_STREAMS=process:8,
 # high-throughput bench at 8 fake nodes (14 SMs) old / new; the issue-9 low-latency tables (1, 32, 128,
-# 256 tokens) at 2, 4, 8 fake nodes with the kernels; coll_perf at 4 fake nodes; suites at 2 and 4
+# 256 tokens) at 2, 4, 8 fake nodes with the kernels; epx-bench --algo bucket / pp at 4 fake nodes; suites at 2 and 4
 # fake nodes (quick), all with the kernels. (The 2026-12-03 run had them as defaults, since reverted:
 # docs/low-latency.md.) Compact lines in $OUT/kernels.txt, printed at the end.
 #   scripts/gpu-kernels-check.sh
@@ -19,9 +19,7 @@ ab_ll 8 new-p8 0,128 EPX_GIN_STREAMS=process:8 "${kernels[@]}"
 ab_ht old EPX_GIN_COPY=ce EPX_GIN_SIGNAL=readback
 ab_ht new "${kernels[@]}"
 for n in 2 4 8; do ab_ll "$n" table 1,32,128,256 "${kernels[@]}"; done
-scripts/gpu-fn-suites.sh 4 150 coll_perf EPX_GIN_EMU_GBPS=50 EPX_GIN_EMU_LATENCY_US=3 EPX_COLL_PERF_CTAS=4 \
-  "${kernels[@]}" > /dev/null
-grep -hE " epx " "$OUT/fn4-coll_perf/rank0.log" | sed -E "s/ +/ /g; s/^/coll4:/" >> "$log"
+coll_bench 4 kernels 4 bucket,pp "${kernels[@]}" | grep " epx " | sed "s/^/coll4:/" >> "$log"
 for n in 2 4; do
   EPX_TEST_QUICK=1 scripts/gpu-fn-suites.sh "$n" 150 modes,low_latency,pp,bucket EPX_TEST_QUICK=1 "${kernels[@]}" > /dev/null
 done

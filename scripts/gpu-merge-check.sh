@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the device machine (bundled .devbuild), after merging work into main: every GPU suite once at
 # 1 rank (quick lists), the EP suites at 2 fake nodes, the low-latency suite at 2 and 4 fake nodes,
-# the low-latency epx-bench at 2 and 8 fake nodes (emulated NIC 50 GB/s, 3 us), and coll_perf at 2
+# the low-latency epx-bench at 2 and 8 fake nodes (emulated NIC 50 GB/s, 3 us), and epx-bench --algo bucket / pp at 2
 # fake nodes with 16 CTAs. One line per step in $OUT/summary.txt; every log packed into
 # $OUT/logs.tgz (the device tool brings back few files).
 set -uo pipefail
@@ -23,6 +23,6 @@ for n in 2 8; do
     --experts 256 --sms 8 --iters 20 --warmup 5 > /dev/null
   echo "== LL bench, $n fake nodes"; grep -v "^#" "$OUT/bench-fn$n-ll.txt" 2>/dev/null | grep -v "^$" | head -12
 done
-scripts/gpu-fn-suites.sh 2 120 coll_perf EPX_GIN_EMU_GBPS=50 EPX_GIN_EMU_LATENCY_US=3 EPX_COLL_PERF_CTAS=16 > /dev/null
-grep -E "GB/s" "$OUT/fn2-coll_perf/rank0.log" | head -12
+. scripts/gpu-ab-lib.sh
+coll_bench 2 merge 16 bucket,pp
 echo "total $(( $(date +%s) - t0 )) s" | tee -a "$S"

@@ -14,9 +14,7 @@ log="$OUT/pump-ab.txt"
 for mode in each poll; do
   ab_ll 8 "$mode" 0,1,128 EPX_GIN_PUMP=$mode
   ab_ht "$mode" EPX_GIN_PUMP=$mode
-  scripts/gpu-fn-suites.sh 4 120 coll_perf/pp_send_recv EPX_GIN_EMU_GBPS=50 EPX_GIN_EMU_LATENCY_US=3 \
-    EPX_COLL_PERF_CTAS=4 EPX_GIN_PUMP=$mode > /dev/null
-  grep -h "pp .*epx" "$OUT/fn4-coll_perf_pp_send_recv/rank0.log" | sed "s/^/pp4 $mode: /" >> "$log"
+  coll_bench 4 "pump-$mode" 4 pp EPX_GIN_PUMP=$mode | grep " epx " | sed "s/^/pp4 $mode: /" >> "$log"
 done
 for n in 2 8; do
   EPX_TEST_QUICK=1 scripts/gpu-fn-suites.sh "$n" 150 modes,low_latency,pp EPX_TEST_QUICK=1 | grep -E "exit" >> "$log"

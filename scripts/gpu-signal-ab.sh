@@ -3,7 +3,7 @@
 # backend's kernels to make defaults. Emulated NIC 50 GB/s + 3 us. Each setting in one call:
 #   read-back + copy engines (today's defaults), signal kernel only, signal + copy kernels:
 #   high-throughput at 8 fake nodes (ab_ht), low-latency 0/128 tokens at 8 fake nodes (ab_ll),
-#   coll_perf at 4 fake nodes (4 CTAs, 64 MiB / PP 16 MiB).
+#   epx-bench --algo bucket / pp at 4 fake nodes (4 CTAs, 64 MiB / PP 16 MiB).
 # Compact lines in $OUT/signal-ab.txt, printed at the end.
 #   scripts/gpu-signal-ab.sh [settings: any of rb,sig,both; default rb,sig,both]
 set -uo pipefail
@@ -27,9 +27,6 @@ for s in ${settings//,/ }; do
 done
 for s in ${settings//,/ }; do
   # shellcheck disable=SC2046
-  scripts/gpu-fn-suites.sh 4 150 coll_perf EPX_GIN_EMU_GBPS=50 EPX_GIN_EMU_LATENCY_US=3 EPX_COLL_PERF_CTAS=4 \
-    $(envOf "$s") > /dev/null
-  grep -hE " epx " "$OUT/fn4-coll_perf/rank0.log" | sed -E "s/ +/ /g; s/^/coll4 $s:/" >> "$log"
-  rm -rf "$OUT/fn4-coll_perf"
+  coll_bench 4 "$s" 4 bucket,pp $(envOf "$s") | grep " epx " | sed "s/^/coll4 $s:/" >> "$log"
 done
 cat "$log"

@@ -147,6 +147,22 @@ BOOST_AUTO_TEST_CASE(options_of_the_other_algorithm_are_refused) {
   BOOST_TEST(parse({"--algo", "low-latency", "--ll-tokens", "1,32", "--sms", "8", "--no-check"}).status == 0);
 }
 
+// --algo bucket / pp (coll_bench.h): their own sizes and CTA count; EP options mean nothing there.
+BOOST_AUTO_TEST_CASE(bucket_and_pp_options) {
+  BOOST_TEST(parse({"--algo", "bucket", "--coll-mib", "256", "--coll-ctas", "16", "--iters", "5"}).status == 0);
+  BOOST_TEST(parse({"--algo", "pp", "--pp-mib", "16", "--warmup", "1", "--net-gbps", "50"}).status == 0);
+  const Outcome ep = parse({"--algo", "bucket", "--tokens", "128"});
+  BOOST_TEST(ep.status == 2);
+  BOOST_TEST(has(ep, "--tokens has no effect with --algo bucket"), ep.output);
+  BOOST_TEST(has(parse({"--algo", "pp", "--sms", "8"}), "--sms has no effect with --algo pp"));
+  BOOST_TEST(has(parse({"--algo", "pp", "--ll-tokens", "1"}), "--ll-tokens applies to --algo low-latency only"));
+  BOOST_TEST(has(parse({"--algo", "pp", "--coll-mib", "4"}), "--coll-mib applies to --algo bucket only"));
+  BOOST_TEST(has(parse({"--algo", "bucket", "--pp-mib", "4"}), "--pp-mib applies to --algo pp only"));
+  BOOST_TEST(has(parse({"--coll-ctas", "4"}), "--coll-ctas applies to --algo bucket and pp only"));
+  BOOST_TEST(has(parse({"--algo", "bucket", "--coll-mib", "0"}), "--coll-mib: '0' is not an integer in [1, 4096]"));
+  BOOST_TEST(has(parse({"--algo", "allreduce"}), "--algo: expected high-throughput, low-latency, bucket or pp"));
+}
+
 BOOST_AUTO_TEST_CASE(gpus_above_eight_in_one_process) {
   const Outcome o = parse({"--gpus", "9"});
   BOOST_TEST(o.status == 2);

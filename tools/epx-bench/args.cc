@@ -19,7 +19,8 @@ void usage(FILE* f) {
   std::fprintf(f,
       "usage: epx-bench [options]\n"
       "Times epx EP dispatch/combine on the local GPUs against a plain NCCL all-to-all dispatcher\n"
-      "and the NVLink peer-copy ceiling, and checks the results against the CPU reference.\n"
+      "and the NVLink peer-copy ceiling, and checks the results against the CPU reference; with\n"
+      "--algo bucket / pp, the bucket collectives / PP send/recv against NCCL's own calls.\n"
       "  --gpus N            ranks (one per GPU), default all local GPUs (1..8); in multi-process\n"
       "                      mode (EPX_MP_SIZE/EPX_MP_RANK/EPX_MP_ID_FILE, scripts/fake-nodes.sh)\n"
       "                      the job has EPX_MP_SIZE ranks, one per process, and --gpus must match\n"
@@ -53,8 +54,14 @@ void usage(FILE* f) {
       "  --ranks-per-node G  ranks per node for the floor (default EPX_MP_RANKS_PER_NODE, or 1 in\n"
       "                      multi-process mode; single process: all ranks on one node)\n"
       "  --algo A            high-throughput (default) | low-latency: ncclEpAlgoLowLatency dispatch\n"
-      "                      (BF16 and FP8) and combine, whole calls and send/receive halves\n"
+      "                      (BF16 and FP8) and combine, whole calls and send/receive halves |\n"
+      "                      bucket: all-gather, reduce-scatter (FP32, BF16 wire), all-reduce of one\n"
+      "                      FP32 tensor | pp: PP send/recv in a ring; both in bus bandwidth against\n"
+      "                      NCCL's own calls and, with a network rate, as %% of it\n"
       "  --ll-tokens LIST    low-latency: tokens per rank, comma separated (default 1,32,128,256)\n"
+      "  --coll-mib N        bucket: tensor size in MiB (default 64)\n"
+      "  --pp-mib N          pp: message size in MiB (default 16)\n"
+      "  --coll-ctas N       bucket, pp: CTAs per kernel (default 4)\n"
       "  --host-sync S       how host threads wait for the GPU: auto, spin, yield, blocking (cudaDeviceSchedule*;\n"
       "                      default EPX_HOST_SYNC, else CUDA's auto; yield frees host cores many ranks share)\n"
       "  -h, --help          this text\n");
@@ -146,6 +153,21 @@ const char* modeName(int mode) { return mode == 0 ? "exact" : "capacity"; }
 constexpr const char* kHighThroughputOnly[] = {"--tokens", "--routing", "--layout",      "--mode",     "--buffers", "--align",
                                                "--idx32",  "--no-baseline", "--no-ceiling", "--no-floor", "--csv"};
 constexpr const char* kLowLatencyOnly[] = {"--ll-tokens"};
+// EP options (either algorithm) that mean nothing to --algo bucket / pp, and theirs.
+constexpr const char* kEpOnly[] = {"--hidden", "--topk", "--experts", "--sms", "--no-check", "--seed", "--ranks-per-node"};
+constexpr const char* kBucketOnly[] = {"--coll-mib"};
+constexpr const char* kPpOnly[] = {"--pp-mib"};
+constexpr const char* kCollOnly[] = {"--coll-ctas"};
+
+const char* algoName(Algo a) {
+  switch (a) {
+    case Algo::HighThroughput: return "high-throughput";
+    case Algo::LowLatency: return "low-latency";
+    case Algo::Bucket: return "bucket";
+    case Algo::Pp: return "pp";
+  }
+  return "?";
+}
 
 Options parseArgs(int argc, char** argv) {
   Options o;
@@ -223,11 +245,19 @@ Options parseArgs(int argc, char** argv) {
       o.netLatencyUs = toDouble(a, val(), 0, 1e6);  // the plugin's EPX_GIN_EMU_LATENCY_US range
     } else if (!std::strcmp(a, "--algo")) {
       std::string v = val();
-      if (v == "low-latency") o.lowLatency = true;
-      else if (v == "high-throughput") o.lowLatency = false;
-      else bad("--algo: expected high-throughput or low-latency, got '" + v + "'");
+      if (v == "low-latency") o.algo = Algo::LowLatency;
+      else if (v == "high-throughput") o.algo = Algo::HighThroughput;
+      else if (v == "bucket") o.algo = Algo::Bucket;
+      else if (v == "pp") o.algo = Algo::Pp;
+      else bad("--algo: expected high-throughput, low-latency, bucket or pp, got '" + v + "'");
     } else if (!std::strcmp(a, "--ll-tokens")) {
       o.llTokens = toIntList(a, val(), 0, 4096);
+    } else if (!std::strcmp(a, "--coll-mib")) {
+      o.collBytes = size_t(toInt(a, val(), 1, 4096)) << 20;
+    } else if (!std::strcmp(a, "--pp-mib")) {
+      o.ppBytes = size_t(toInt(a, val(), 1, 4096)) << 20;
+    } else if (!std::strcmp(a, "--coll-ctas")) {
+      o.collCtas = int(toInt(a, val(), 1, 1024));
     } else if (!std::strcmp(a, "--host-sync")) {
       std::string v = val();
       if (!isHostSyncName(v)) bad("--host-sync: expected auto, spin, yield or blocking, got '" + v + "'");
@@ -257,19 +287,28 @@ Options parseArgs(int argc, char** argv) {
     o.netLatencyUs = o.netGBps > 0 && e && *e ? toDouble("EPX_GIN_EMU_LATENCY_US", e, 0, 1e6) : 0.0;
   }
   auto wasGiven = [&](const char* name) { return std::find(given.begin(), given.end(), name) != given.end(); };
+  const std::string withAlgo = std::string(" has no effect with --algo ") + algoName(o.algo);
   for (const char* name : kHighThroughputOnly)
-    if (o.lowLatency && wasGiven(name)) bad(std::string(name) + " has no effect with --algo low-latency");
+    if (o.algo != Algo::HighThroughput && wasGiven(name)) bad(name + withAlgo);
   for (const char* name : kLowLatencyOnly)
-    if (!o.lowLatency && wasGiven(name)) bad(std::string(name) + " applies to --algo low-latency only");
+    if (!o.lowLatency() && wasGiven(name)) bad(std::string(name) + " applies to --algo low-latency only");
+  for (const char* name : kEpOnly)
+    if (o.collectives() && wasGiven(name)) bad(name + withAlgo);
+  for (const char* name : kBucketOnly)
+    if (o.algo != Algo::Bucket && wasGiven(name)) bad(std::string(name) + " applies to --algo bucket only");
+  for (const char* name : kPpOnly)
+    if (o.algo != Algo::Pp && wasGiven(name)) bad(std::string(name) + " applies to --algo pp only");
+  for (const char* name : kCollOnly)
+    if (!o.collectives() && wasGiven(name)) bad(std::string(name) + " applies to --algo bucket and pp only");
   if (o.topk > o.experts)
     bad("--topk " + std::to_string(o.topk) + " must not exceed --experts " + std::to_string(o.experts));
   if (o.hidden % 8) bad("--hidden " + std::to_string(o.hidden) + " must be a multiple of 8");
-  if (o.lowLatency && o.hidden % 128)
+  if (o.lowLatency() && o.hidden % 128)
     bad("--algo low-latency needs --hidden a multiple of 128, got " + std::to_string(o.hidden));
   if (o.gpus > kMaxRanks && !multiProcessRequested())
     bad("--gpus " + std::to_string(o.gpus) + ": one process drives 1.." + std::to_string(kMaxRanks) +
         " GPUs (more ranks: multi-process mode, EPX_MP_SIZE/EPX_MP_RANK/EPX_MP_ID_FILE)");
-  if (o.lowLatency && wasGiven("--sms") && o.sms.size() > 1)
+  if (o.lowLatency() && wasGiven("--sms") && o.sms.size() > 1)
     bad("--algo low-latency runs one SM budget: give --sms one value, got " + std::to_string(o.sms.size()));
   if (o.gpus > 0 && o.experts % o.gpus)
     bad("--experts " + std::to_string(o.experts) + " must be a multiple of --gpus " + std::to_string(o.gpus) +

@@ -16,6 +16,8 @@ constexpr int kMaxRanks = 8;
 constexpr double kNicMinGBps = 0.001;
 constexpr double kNicMaxGBps = 10000.0;
 
+enum class Algo { HighThroughput, LowLatency, Bucket, Pp };
+
 struct Options {
   int gpus = 0;              // 0: all local GPUs
   int tokens = 4096;         // tokens per rank
@@ -44,9 +46,16 @@ struct Options {
   double netGBps = -1;
   double netLatencyUs = -1;
   int ranksPerNode = 0;
-  // --algo low-latency: ncclEpAlgoLowLatency (ep_ll.h) at these tokens per rank (ll_bench.h).
-  bool lowLatency = false;
+  // --algo: EP dispatch/combine high-throughput (default) or low-latency (ncclEpAlgoLowLatency,
+  // ep_ll.h, at llTokens per rank: ll_bench.h), or the bucket collectives / PP send/recv
+  // (coll_bench.h: a collBytes FP32 tensor, ppBytes messages, collCtas CTAs per kernel).
+  Algo algo = Algo::HighThroughput;
+  bool lowLatency() const { return algo == Algo::LowLatency; }
+  bool collectives() const { return algo == Algo::Bucket || algo == Algo::Pp; }
   std::vector<int> llTokens = {1, 32, 128, 256};
+  size_t collBytes = size_t(64) << 20;
+  size_t ppBytes = size_t(16) << 20;
+  int collCtas = 4;
   // How host threads wait for the GPU (cudaSetDeviceFlags before any context exists): auto
   // (CUDA's default), spin, yield or blocking; empty = EPX_HOST_SYNC or CUDA's default
   // (epx/testing/multigpu.h, setHostSync).

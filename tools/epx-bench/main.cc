@@ -24,6 +24,7 @@
 #include "common.h"
 #include "epx/testing/multigpu.h"
 #include "epx_runner.h"
+#include "coll_bench.h"
 #include "ll_bench.h"
 #include "memory_floor.h"
 #include "peer_copy.h"
@@ -175,7 +176,7 @@ int run(const Options& opt) {
       return 2;
     }
   }
-  if (opt.experts % n) {
+  if (!opt.collectives() && opt.experts % n) {
     std::fprintf(stderr, "epx-bench: --experts %d is not a multiple of the %d ranks\n", opt.experts, n);
     return 2;
   }
@@ -197,19 +198,19 @@ int run(const Options& opt) {
   // every process: it depends only on the options).
   std::vector<std::vector<epx::ref::RankRouting>> timed, check;
   std::vector<RoutingInfo> infos;
-  for (RoutingKind k : opt.lowLatency ? std::vector<RoutingKind>{} : opt.routings) {
+  for (RoutingKind k : opt.algo != Algo::HighThroughput ? std::vector<RoutingKind>{} : opt.routings) {
     timed.push_back(makeRouting(k, s, opt.seed));
     check.push_back(makeRouting(k, s, opt.seed + 7777));
     infos.push_back(describe(k, s, timed.back()));
     infos.back().net = netFloor(s, infos.back().traffic, ranksPerNode, opt);
   }
   const uint64_t timedData = opt.seed * 3 + 1, checkData = opt.seed * 3 + 2;
-  if (!opt.lowLatency) {
+  if (opt.algo == Algo::HighThroughput) {
     rep.printConditions(s, infos);
     rep.printNetFloor(infos, ranksPerNode);
   }
   if (!fp8) rep.note("hidden is not a multiple of 128: FP8 dispatch not measured");
-  if (mp && n > nDev) {
+  if (mp && n > nDev && !opt.collectives()) {
     cudaDeviceProp p{};
     BENCH_CUDA(cudaGetDeviceProperties(&p, 0));
     const int perGpu = (n + nDev - 1) / nDev;
@@ -234,7 +235,8 @@ int run(const Options& opt) {
     return 2;
   }
   epx::testing::MultiGpu& mg = *mgp;
-  if (opt.lowLatency) return runLowLatency(opt, mg, n, ranksPerNode, printer);
+  if (opt.lowLatency()) return runLowLatency(opt, mg, n, ranksPerNode, printer);
+  if (opt.collectives()) return runCollectives(opt, mg, n, printer);
   std::vector<bool> local(size_t(n), false);
   for (int r : mg.localRanks()) local[size_t(r)] = true;
   // Per-rank value of the local ranks, completed with the other processes' (collective).

@@ -17,6 +17,7 @@
 #include "baseline.h"
 #include "data.h"
 #include "peer_copy.h"
+#include "coll_bench.h"
 #include "ll_bench.h"
 #include "memory_floor.h"
 #include "randgen.h"
@@ -68,6 +69,12 @@ CeilingRankResult runCeiling(const epx::testing::RankContext&, const std::vector
 // The low-latency algorithm has no host stand-ins in the ncclEp mock.
 int runLowLatency(const Options&, epx::testing::MultiGpu&, int, int, bool) {
   std::fprintf(stderr, "epx_bench_mock: --algo low-latency is not mocked\n");
+  return 2;
+}
+
+// Nor have the bucket collectives and PP channels.
+int runCollectives(const Options&, epx::testing::MultiGpu&, int, bool) {
+  std::fprintf(stderr, "epx_bench_mock: --algo bucket / pp is not mocked\n");
   return 2;
 }
 

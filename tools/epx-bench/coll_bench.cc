@@ -1,0 +1,196 @@
+#include "coll_bench.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common.h"
+#include "epx/bucket.h"
+#include "epx/pp.h"
+
+namespace epxbench {
+
+namespace {
+
+using epx::testing::MultiGpu;
+using epx::testing::RankContext;
+
+// One timed call of an op on a rank: its stream and a second stream of its own (forked from the
+// first before the timed loop and joined back after it), for calls a user overlaps on two streams.
+// Messages in flight per direction of the PP channel (the receiver may lag this many behind).
+constexpr int kPpSlots = 4;
+
+using TimedOp = std::function<void(const RankContext&, cudaStream_t side)>;
+
+// Seconds per call of the slowest rank, after opt.warmup untimed calls.
+double timePerCall(const Options& opt, MultiGpu& mg, const TimedOp& op) {
+  std::vector<double> secs(size_t(mg.size()), 0.0);
+  mg.run([&](const RankContext& c) {
+    cudaStream_t side;
+    BENCH_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+    for (int i = 0; i < opt.warmup; ++i) op(c, side);
+    BENCH_CUDA(cudaStreamSynchronize(side));
+    BENCH_CUDA(cudaStreamSynchronize(c.stream));
+    cudaEvent_t start, stop, joined;
+    BENCH_CUDA(cudaEventCreate(&start));
+    BENCH_CUDA(cudaEventCreate(&stop));
+    BENCH_CUDA(cudaEventCreateWithFlags(&joined, cudaEventDisableTiming));
+    BENCH_CUDA(cudaEventRecord(start, c.stream));
+    BENCH_CUDA(cudaStreamWaitEvent(side, start, 0));
+    for (int i = 0; i < opt.iters; ++i) op(c, side);
+    BENCH_CUDA(cudaEventRecord(joined, side));
+    BENCH_CUDA(cudaStreamWaitEvent(c.stream, joined, 0));
+    BENCH_CUDA(cudaEventRecord(stop, c.stream));
+    BENCH_CUDA(cudaEventSynchronize(stop));
+    float ms = 0;
+    BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    secs[size_t(c.rank)] = double(ms) / 1e3 / opt.iters;
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    cudaEventDestroy(joined);
+    BENCH_CUDA(cudaStreamDestroy(side));
+  });
+  secs = mg.gatherPerRank(secs);
+  return *std::max_element(secs.begin(), secs.end());
+}
+
+// One result line (rank 0): op, implementation, bytes, µs, algbw, busbw, % of the floor.
+void report(bool printer, double floorGBps, const char* what, const char* impl, size_t bytes, double secs,
+            double busFactor) {
+  if (!printer) return;
+  const double alg = double(bytes) / secs / 1e9, bus = alg * busFactor;
+  char ratio[64] = "";
+  if (floorGBps > 0) std::snprintf(ratio, sizeof(ratio), "  %5.1f%% of floor %.1f", 100.0 * bus / floorGBps, floorGBps);
+  std::printf("%-14s %-5s %12zu B %10.1f us  algbw %8.2f GB/s  busbw %8.2f GB/s%s\n", what, impl, bytes, secs * 1e6,
+              alg, bus, ratio);
+  std::fflush(stdout);
+}
+
+int runBucket(const Options& opt, MultiGpu& mg, int R, bool printer) {
+  const size_t count = (opt.collBytes / 4) / size_t(R) * size_t(R);  // FP32 elements, a multiple of R
+  const size_t total = count * 4, shard = total / size_t(R);
+  const ncclEpBucketTensor_t plan{count, ncclFloat32};
+  std::vector<ncclEpBucket_t> b(size_t(R), nullptr);
+  std::vector<DevBuf> in(static_cast<size_t>(R)), out(static_cast<size_t>(R));  // NCCL's buffers
+  mg.run([&](const RankContext& c) {
+    ncclEpBucketConfig_t cfg = NCCL_EP_BUCKET_CONFIG_INITIALIZER;
+    cfg.numCtas = opt.collCtas;
+    BENCH_EP(ncclEpBucketCreate(c.comm, &plan, 1, &cfg, &b[size_t(c.rank)]));
+    in[size_t(c.rank)].alloc(total);
+    out[size_t(c.rank)].alloc(total);
+    void* t = nullptr;
+    BENCH_EP(ncclEpBucketGetTensor(b[size_t(c.rank)], 0, &t));
+    // Finite FP32 values (bytes 0x3c: ~0.0115 each); the sums stay finite for any rank count here.
+    BENCH_CUDA(cudaMemsetAsync(t, 0x3c, total, c.stream));
+    BENCH_CUDA(cudaMemsetAsync(in[size_t(c.rank)].get(), 0x3c, total, c.stream));
+    BENCH_CUDA(cudaStreamSynchronize(c.stream));
+  });
+  const ncclEpBucketItem_t it{0, count, ncclFloat32, nullptr};
+  const ncclEpBucketReduceOpts_t bf16Wire{ncclBfloat16, 0, 1.0f};
+  const double f1 = double(R - 1) / R, f2 = 2.0 * (R - 1) / R, fl = opt.netGBps > 0 ? opt.netGBps : 0;
+  auto ep = [&](const RankContext& c) { return b[size_t(c.rank)]; };
+  report(printer, fl, "all-gather", "epx", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
+    BENCH_EP(ncclEpBucketAllGather(ep(c), &it, 1, nullptr, c.stream));
+  }), f1);
+  report(printer, fl, "all-gather", "nccl", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
+    BENCH_NCCL(ncclAllGather(in[size_t(c.rank)].as<char>() + size_t(c.rank) * shard, out[size_t(c.rank)].get(), shard,
+                             ncclUint8, c.comm, c.stream));
+  }), f1);
+  report(printer, fl, "reduce-scatter", "epx", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
+    BENCH_EP(ncclEpBucketReduceScatter(ep(c), &it, 1, nullptr, nullptr, c.stream));
+  }), f1);
+  report(printer, fl, "rs bf16 wire", "epx", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
+    BENCH_EP(ncclEpBucketReduceScatter(ep(c), &it, 1, &bf16Wire, nullptr, c.stream));
+  }), f1);
+  report(printer, fl, "reduce-scatter", "nccl", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
+    BENCH_NCCL(ncclReduceScatter(in[size_t(c.rank)].get(), out[size_t(c.rank)].get(), count / size_t(R), ncclFloat32,
+                                 ncclSum, c.comm, c.stream));
+  }), f1);
+  report(printer, fl, "all-reduce", "epx", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
+    BENCH_EP(ncclEpBucketAllReduce(ep(c), &it, 1, nullptr, nullptr, c.stream));
+  }), f2);
+  report(printer, fl, "all-reduce", "nccl", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
+    BENCH_NCCL(ncclAllReduce(in[size_t(c.rank)].get(), out[size_t(c.rank)].get(), count, ncclFloat32, ncclSum, c.comm,
+                             c.stream));
+  }), f2);
+  std::vector<double> bad(size_t(R), 0.0);
+  mg.run([&](const RankContext& c) {
+    ncclResult_t r = ncclSuccess;
+    char msg[512] = {};
+    BENCH_EP(ncclEpBucketGetAsyncError(ep(c), &r, msg, sizeof(msg)));
+    if (r != ncclSuccess) {
+      std::fprintf(stderr, "epx-bench: bucket async error on rank %d: %s\n", c.rank, msg);
+      bad[size_t(c.rank)] = 1;
+    }
+    BENCH_EP(ncclEpBucketDestroy(ep(c)));
+  });
+  bad = mg.gatherPerRank(bad);
+  return *std::max_element(bad.begin(), bad.end()) > 0 ? 1 : 0;
+}
+
+int runPp(const Options& opt, MultiGpu& mg, int R, bool printer) {
+  const size_t bytes = opt.ppBytes;
+  std::vector<ncclEpPpChannel_t> ch(size_t(R), nullptr);
+  std::vector<DevBuf> src(static_cast<size_t>(R)), dst(static_cast<size_t>(R));
+  mg.run([&](const RankContext& c) {
+    ncclEpPpConfig_t cfg = NCCL_EP_PP_CONFIG_INITIALIZER;
+    cfg.maxMessageBytes = bytes;
+    cfg.slots = kPpSlots;
+    cfg.numCtas = opt.collCtas;
+    BENCH_EP(ncclEpPpChannelCreate(c.comm, &cfg, &ch[size_t(c.rank)]));
+    src[size_t(c.rank)].alloc(bytes);
+    dst[size_t(c.rank)].alloc(bytes);
+    BENCH_CUDA(cudaMemsetAsync(src[size_t(c.rank)].get(), 0x5a, bytes, c.stream));
+    BENCH_CUDA(cudaStreamSynchronize(c.stream));
+  });
+  const double fl = opt.netGBps > 0 ? opt.netGBps : 0;
+  auto next = [&](const RankContext& c) { return (c.rank + 1) % R; };
+  auto prev = [&](const RankContext& c) { return (c.rank + R - 1) % R; };
+  report(printer, fl, "pp ring", "epx", bytes, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
+    BENCH_EP(ncclEpPpSend(ch[size_t(c.rank)], src[size_t(c.rank)].get(), bytes, next(c), c.stream));
+    BENCH_EP(ncclEpPpRecv(ch[size_t(c.rank)], dst[size_t(c.rank)].get(), bytes, prev(c), nullptr, c.stream));
+  }), 1.0);
+  // The receives on the second stream: message n+1 is staged and put while message n is still
+  // being received (a PP stage that sends forward while it receives; NCCL's grouped send/recv
+  // below runs both at once too).
+  report(printer, fl, "pp ring 2str", "epx", bytes, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t side) {
+    BENCH_EP(ncclEpPpSend(ch[size_t(c.rank)], src[size_t(c.rank)].get(), bytes, next(c), c.stream));
+    BENCH_EP(ncclEpPpRecv(ch[size_t(c.rank)], dst[size_t(c.rank)].get(), bytes, prev(c), nullptr, side));
+  }), 1.0);
+  report(printer, fl, "pp ring", "nccl", bytes, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
+    BENCH_NCCL(ncclGroupStart());
+    BENCH_NCCL(ncclSend(src[size_t(c.rank)].get(), bytes, ncclUint8, next(c), c.comm, c.stream));
+    BENCH_NCCL(ncclRecv(dst[size_t(c.rank)].get(), bytes, ncclUint8, prev(c), c.comm, c.stream));
+    BENCH_NCCL(ncclGroupEnd());
+  }), 1.0);
+  std::vector<double> bad(size_t(R), 0.0);
+  mg.run([&](const RankContext& c) {
+    ncclResult_t r = ncclSuccess;
+    char msg[512] = {};
+    BENCH_EP(ncclEpPpGetAsyncError(ch[size_t(c.rank)], &r, msg, sizeof(msg)));
+    if (r != ncclSuccess) {
+      std::fprintf(stderr, "epx-bench: PP channel async error on rank %d: %s\n", c.rank, msg);
+      bad[size_t(c.rank)] = 1;
+    }
+    BENCH_EP(ncclEpPpChannelDestroy(ch[size_t(c.rank)]));
+  });
+  bad = mg.gatherPerRank(bad);
+  return *std::max_element(bad.begin(), bad.end()) > 0 ? 1 : 0;
+}
+
+}  // namespace
+
+int runCollectives(const Options& opt, MultiGpu& mg, int nRanks, bool printer) {
+  if (printer)
+    std::printf("# %s: %d ranks, %d CTAs per kernel, %d timed calls after %d, %s; floor: %s\n",
+                opt.algo == Algo::Pp ? "PP send/recv" : "bucket collectives", nRanks, opt.collCtas, opt.iters,
+                opt.warmup,
+                opt.algo == Algo::Pp ? (std::to_string(opt.ppBytes) + " B messages, ring").c_str()
+                                     : (std::to_string(opt.collBytes) + " B FP32 tensor").c_str(),
+                opt.netGBps > 0 ? (std::to_string(opt.netGBps) + " GB/s (network rate)").c_str() : "none (no network rate)");
+  return opt.algo == Algo::Pp ? runPp(opt, mg, nRanks, printer) : runBucket(opt, mg, nRanks, printer);
+}
+
+}  // namespace epxbench
