@@ -161,6 +161,8 @@ BOOST_AUTO_TEST_CASE(bucket_and_pp_options) {
   BOOST_TEST(has(parse({"--coll-ctas", "4"}), "--coll-ctas applies to --algo bucket and pp only"));
   BOOST_TEST(has(parse({"--algo", "bucket", "--coll-mib", "0"}), "--coll-mib: '0' is not an integer in [1, 4096]"));
   BOOST_TEST(has(parse({"--algo", "allreduce"}), "--algo: expected high-throughput, low-latency, bucket or pp"));
+  BOOST_TEST(parse({"--algo", "bucket", "--gpus", "3"}).status == 0);  // no expert count to divide
+  BOOST_TEST(has(parse({"--algo", "pp", "--coll-ctas", "33"}), "--coll-ctas: '33' is not an integer in [1, 32]"));
 }
 
 BOOST_AUTO_TEST_CASE(gpus_above_eight_in_one_process) {

@@ -257,7 +257,7 @@ Options parseArgs(int argc, char** argv) {
     } else if (!std::strcmp(a, "--pp-mib")) {
       o.ppBytes = size_t(toInt(a, val(), 1, 4096)) << 20;
     } else if (!std::strcmp(a, "--coll-ctas")) {
-      o.collCtas = int(toInt(a, val(), 1, 1024));
+      o.collCtas = int(toInt(a, val(), 1, kMaxCollCtas));
     } else if (!std::strcmp(a, "--host-sync")) {
       std::string v = val();
       if (!isHostSyncName(v)) bad("--host-sync: expected auto, spin, yield or blocking, got '" + v + "'");
@@ -310,7 +310,7 @@ Options parseArgs(int argc, char** argv) {
         " GPUs (more ranks: multi-process mode, EPX_MP_SIZE/EPX_MP_RANK/EPX_MP_ID_FILE)");
   if (o.lowLatency() && wasGiven("--sms") && o.sms.size() > 1)
     bad("--algo low-latency runs one SM budget: give --sms one value, got " + std::to_string(o.sms.size()));
-  if (o.gpus > 0 && o.experts % o.gpus)
+  if (!o.collectives() && o.gpus > 0 && o.experts % o.gpus)
     bad("--experts " + std::to_string(o.experts) + " must be a multiple of --gpus " + std::to_string(o.gpus) +
         " (every rank holds the same number of experts)");
   // EPX_HOST_SYNC (the harness applies it once a GPU is found): checked here, so a typo is an error

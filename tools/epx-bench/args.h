@@ -17,6 +17,8 @@ constexpr double kNicMinGBps = 0.001;
 constexpr double kNicMaxGBps = 10000.0;
 
 enum class Algo { HighThroughput, LowLatency, Bucket, Pp };
+// Largest numCtas of a bucket or PP channel (bucket.h / pp.h; device kBucketMaxCtas, kPpMaxCtas).
+constexpr int kMaxCollCtas = 32;
 
 struct Options {
   int gpus = 0;              // 0: all local GPUs

@@ -82,13 +82,17 @@ int runBucket(const Options& opt, MultiGpu& mg, int R, bool printer) {
     out[size_t(c.rank)].alloc(total);
     void* t = nullptr;
     BENCH_EP(ncclEpBucketGetTensor(b[size_t(c.rank)], 0, &t));
-    // Finite FP32 values (bytes 0x3c: ~0.0115 each); the sums stay finite for any rank count here.
+    // FP32 values of bytes 0x3c (~0.0115 each); the reductions scale by 1/R (below), so repeated
+    // in-place calls keep them finite.
     BENCH_CUDA(cudaMemsetAsync(t, 0x3c, total, c.stream));
     BENCH_CUDA(cudaMemsetAsync(in[size_t(c.rank)].get(), 0x3c, total, c.stream));
     BENCH_CUDA(cudaStreamSynchronize(c.stream));
   });
   const ncclEpBucketItem_t it{0, count, ncclFloat32, nullptr};
-  const ncclEpBucketReduceOpts_t bf16Wire{ncclBfloat16, 0, 1.0f};
+  // Every reduction scales by 1/R: the in-place sums then stay where they started over any number
+  // of calls (without it the all-reduce multiplies the tensor by R per call, to inf).
+  const float invR = 1.0f / float(R);
+  const ncclEpBucketReduceOpts_t fp32Wire{ncclFloat32, 1, invR}, bf16Wire{ncclBfloat16, 1, invR};
   const double f1 = double(R - 1) / R, f2 = 2.0 * (R - 1) / R, fl = opt.netGBps > 0 ? opt.netGBps : 0;
   auto ep = [&](const RankContext& c) { return b[size_t(c.rank)]; };
   report(printer, fl, "all-gather", "epx", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
@@ -99,7 +103,7 @@ int runBucket(const Options& opt, MultiGpu& mg, int R, bool printer) {
                              ncclUint8, c.comm, c.stream));
   }), f1);
   report(printer, fl, "reduce-scatter", "epx", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
-    BENCH_EP(ncclEpBucketReduceScatter(ep(c), &it, 1, nullptr, nullptr, c.stream));
+    BENCH_EP(ncclEpBucketReduceScatter(ep(c), &it, 1, &fp32Wire, nullptr, c.stream));
   }), f1);
   report(printer, fl, "rs bf16 wire", "epx", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
     BENCH_EP(ncclEpBucketReduceScatter(ep(c), &it, 1, &bf16Wire, nullptr, c.stream));
@@ -109,7 +113,7 @@ int runBucket(const Options& opt, MultiGpu& mg, int R, bool printer) {
                                  ncclSum, c.comm, c.stream));
   }), f1);
   report(printer, fl, "all-reduce", "epx", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
-    BENCH_EP(ncclEpBucketAllReduce(ep(c), &it, 1, nullptr, nullptr, c.stream));
+    BENCH_EP(ncclEpBucketAllReduce(ep(c), &it, 1, &fp32Wire, nullptr, c.stream));
   }), f2);
   report(printer, fl, "all-reduce", "nccl", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
     BENCH_NCCL(ncclAllReduce(in[size_t(c.rank)].get(), out[size_t(c.rank)].get(), count, ncclFloat32, ncclSum, c.comm,

@@ -230,18 +230,21 @@ ncclResult_t fail(Context* ctx, const std::string& what) {
 }
 
 // A peer's connection closed or broke (its process exited or died). Only that peer is lost: the
-// ops to it complete without their signals and nothing more is read from it, so the device waits
-// on it time out naming it (epx's bounded waits), while the ranks still connected carry on. Making
-// the whole context fail instead would stop every signal of this rank, and the live peers would
-// time out naming each other.
-void lose(Context* ctx, int peer, const std::string& why) {
+// ops to it complete without their signals, so the device waits on it time out naming it (epx's
+// bounded waits), while the ranks still connected carry on. Making the whole context fail instead
+// would stop every signal of this rank, and the live peers would time out naming each other.
+// `inboundClosed`: its socket to us reached EOF (close it); after a failed send, what it sent
+// before it went is still read (pump stops at EOF).
+void lose(Context* ctx, int peer, const std::string& why, bool inboundClosed) {
   Peer& p = ctx->peers[static_cast<size_t>(peer)];
+  if (inboundClosed && p.in >= 0) {
+    close(p.in);
+    p.in = -1;
+  }
   if (p.lost) return;
   p.lost = true;
   EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: %s; rank %d is lost (its ops are dropped, the other peers carry on)",
            ctx->rank, why.c_str(), peer);
-  if (p.in >= 0) close(p.in);
-  p.in = -1;
 }
 
 #define EPX_CU(ctx, call)                                                               \
@@ -327,7 +330,7 @@ ncclResult_t pump(Context* ctx, int peer) {
     int r = recvMsg(p.in, &m, &fd);
     if (r == 0) return ncclSuccess;
     if (r < 0) {
-      lose(ctx, peer, "connection from rank " + std::to_string(peer) + " closed");
+      lose(ctx, peer, "connection from rank " + std::to_string(peer) + " closed", true);
       return ncclSuccess;
     }
     if (m.type == kRegister) {
@@ -508,7 +511,7 @@ ncclResult_t advance(Context* ctx) {
           m.signal = r->signal;
           if (!sendMsg(p.out, m, -1, false)) {
             if (errno == EAGAIN || errno == EWOULDBLOCK) break;  // retry at the next progress
-            lose(ctx, peer, "sending a signal to rank " + std::to_string(peer) + ": " + strerror(errno));
+            lose(ctx, peer, "sending a signal to rank " + std::to_string(peer) + ": " + strerror(errno), false);
           }
         }
       }
@@ -969,8 +972,13 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
   if (ctx->copyMode == CopyMode::Kernel || ctx->signalApply == SignalApply::Kernel) {
     std::string why = ctx->kernels.load(cu);
     if (!why.empty() && ctx->copyMode != CopyMode::Kernel && !copyPath.signalApplyExplicit) {
-      // The default signal kernel is missing (a build without CUDA): apply by read-back instead.
-      EPX_INFO(NCCL_NET, "GIN/EPX-ipc rank %d: no signal kernel (%s); signals applied by read-back", rank, why.c_str());
+      // The default signal kernel is missing: apply by read-back instead. Expected in a build
+      // without CUDA (INFO); a module that does not load on this GPU is worth a WARN.
+      if (kGinKernelsFatbinSize == 0)
+        EPX_INFO(NCCL_NET, "GIN/EPX-ipc rank %d: no signal kernel (%s); signals applied by read-back", rank, why.c_str());
+      else
+        EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: the signal kernel did not load (%s); signals applied by read-back",
+                 rank, why.c_str());
       ctx->signalApply = SignalApply::Readback;
       why.clear();
     }
@@ -1010,6 +1018,10 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
       while (!p.landingOffered) {
         if (pump(ctx, j) != ncclSuccess) return cleanup(ncclSystemError);
         if (p.landingOffered) break;
+        if (p.lost) {  // a peer that exits during connect cannot offer (pump saw EOF)
+          EPX_WARN(NCCL_NET, "GIN/EPX-ipc: rank %d closed its connection before its landing offer", j);
+          return cleanup(ncclSystemError);
+        }
         if (Clock::now() > deadline) {
           EPX_WARN(NCCL_NET, "GIN/EPX-ipc: rank %d sent no landing offer in %d ms", j, timeoutMs);
           return cleanup(ncclSystemError);
@@ -1128,6 +1140,8 @@ ncclResult_t ipcRegMrSym(void* collComm, void* data, size_t size, int type, uint
     while (p.registrations.empty()) {
       if (ncclResult_t r = pump(ctx, j); r != ncclSuccess) return r;
       if (!p.registrations.empty()) break;
+      if (p.lost) return fail(ctx, "rank " + std::to_string(j) + " closed its connection before registering region " +
+                                       std::to_string(reg->index));
       if (Clock::now() > deadline)
         return fail(ctx, "rank " + std::to_string(j) + " did not register region " + std::to_string(reg->index));
       pollfd pf{p.in, POLLIN, 0};
