@@ -162,6 +162,7 @@ BOOST_AUTO_TEST_CASE(bucket_and_pp_options) {
   BOOST_TEST(has(parse({"--algo", "bucket", "--coll-mib", "0"}), "--coll-mib: '0' is not an integer in [1, 4096]"));
   BOOST_TEST(has(parse({"--algo", "allreduce"}), "--algo: expected high-throughput, low-latency, bucket or pp"));
   BOOST_TEST(parse({"--algo", "bucket", "--gpus", "3"}).status == 0);  // no expert count to divide
+  BOOST_TEST(has(parse({"--algo", "pp", "--net-latency-us", "3"}), "--net-latency-us has no effect with --algo pp"));
   BOOST_TEST(has(parse({"--algo", "pp", "--coll-ctas", "33"}), "--coll-ctas: '33' is not an integer in [1, 32]"));
 }
 

@@ -59,9 +59,9 @@ void usage(FILE* f) {
       "                      FP32 tensor | pp: PP send/recv in a ring; both in bus bandwidth against\n"
       "                      NCCL's own calls and, with a network rate, as %% of it\n"
       "  --ll-tokens LIST    low-latency: tokens per rank, comma separated (default 1,32,128,256)\n"
-      "  --coll-mib N        bucket: tensor size in MiB (default 64)\n"
-      "  --pp-mib N          pp: message size in MiB (default 16)\n"
-      "  --coll-ctas N       bucket, pp: CTAs per kernel (default 4)\n"
+      "  --coll-mib N        bucket: tensor size in MiB, 1..4096 (default 64)\n"
+      "  --pp-mib N          pp: message size in MiB, 1..4096 (default 16)\n"
+      "  --coll-ctas N       bucket, pp: CTAs per kernel, 1..32 (default 4)\n"
       "  --host-sync S       how host threads wait for the GPU: auto, spin, yield, blocking (cudaDeviceSchedule*;\n"
       "                      default EPX_HOST_SYNC, else CUDA's auto; yield frees host cores many ranks share)\n"
       "  -h, --help          this text\n");
@@ -154,7 +154,8 @@ constexpr const char* kHighThroughputOnly[] = {"--tokens", "--routing", "--layou
                                                "--idx32",  "--no-baseline", "--no-ceiling", "--no-floor", "--csv"};
 constexpr const char* kLowLatencyOnly[] = {"--ll-tokens"};
 // EP options (either algorithm) that mean nothing to --algo bucket / pp, and theirs.
-constexpr const char* kEpOnly[] = {"--hidden", "--topk", "--experts", "--sms", "--no-check", "--seed", "--ranks-per-node"};
+constexpr const char* kEpOnly[] = {"--hidden",     "--topk", "--experts",       "--sms",
+                                   "--no-check",   "--seed", "--ranks-per-node", "--net-latency-us"};
 constexpr const char* kBucketOnly[] = {"--coll-mib"};
 constexpr const char* kPpOnly[] = {"--pp-mib"};
 constexpr const char* kCollOnly[] = {"--coll-ctas"};
