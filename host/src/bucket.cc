@@ -48,9 +48,7 @@ void release(ncclEpBucket* b) {
 }
 
 ncclResult_t checkUsable(const ncclEpBucket* b, const char* who) {
-  epx::dev::AsyncError snap;
-  std::memcpy(&snap, const_cast<const epx::dev::AsyncError*>(b->link.error), sizeof(snap));
-  if (epx::groupBroken(snap))
+  if (epx::groupBroken(epx::linkErrorSnapshot(b->link)))
     return fail(ncclRemoteError,
                 std::string(who) + ": the bucket had a device-side timeout (ncclEpBucketGetAsyncError); destroy it");
   return ncclSuccess;

@@ -231,10 +231,8 @@ extern "C" ncclResult_t ncclEpGroupGetSmCount(ncclEpGroup_t g, int* sms) {
 
 extern "C" ncclResult_t ncclEpGroupGetAsyncError(ncclEpGroup_t g, ncclResult_t* asyncError, char* msg, size_t msgLen) {
   if (!g || !asyncError) return fail(ncclInvalidArgument, "ncclEpGroupGetAsyncError: NULL argument");
-  epx::dev::AsyncError snap;
-  std::memcpy(&snap, const_cast<const epx::dev::AsyncError*>(g->error), sizeof(snap));  // mapped memory
   std::string text;
-  *asyncError = epx::describeAsyncError(snap, g->cfg.timeoutMs, &text);
+  *asyncError = epx::linkAsyncError(g->link, &text);  // the link's timeoutMs is cfg.timeoutMs
   if (msg && msgLen) std::snprintf(msg, msgLen, "%s", text.c_str());
   return ncclSuccess;
 }

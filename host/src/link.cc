@@ -105,14 +105,14 @@ void linkClose(WindowLink* l) {
 
 ncclResult_t linkDrain(WindowLink* l, const char* who) {
   if (!l->network() || l->ginContexts == 0 || l->error == nullptr) return ncclSuccess;
-  auto timedOut = [&] { return reinterpret_cast<const volatile int*>(&l->error->timeout.code)[0] != 0; };
-  const bool wait = !timedOut();
+  const bool wait = !groupBroken(linkErrorSnapshot(*l));
   cudaError_t ce = dev::launchDrainGin(linkCommon(*l, 0, 1), l->drainSignal, wait, nullptr);
   if (ce == cudaSuccess) ce = cudaDeviceSynchronize();
   if (ce != cudaSuccess) return fail(ncclUnhandledCudaError, cudaMsg(who, "draining GIN signals", ce));
+  if (!wait || !groupBroken(linkErrorSnapshot(*l))) return ncclSuccess;
   std::string text;
-  if (ncclResult_t r = linkAsyncError(*l, &text); wait && timedOut()) return fail(r, std::string(who) + ": " + text);
-  return ncclSuccess;
+  const ncclResult_t r = linkAsyncError(*l, &text);  // the drain's timeout, naming the peer
+  return fail(r, std::string(who) + ": " + text);
 }
 
 ncclResult_t linkOpen(const LinkRequest& req, WindowLink* l) {
@@ -183,10 +183,14 @@ dev::Common linkCommon(const WindowLink& l, uint64_t flagsOffset, int nCtas) {
   return c;
 }
 
-ncclResult_t linkAsyncError(const WindowLink& l, std::string* text) {
+dev::AsyncError linkErrorSnapshot(const WindowLink& l) {
   dev::AsyncError snap;
   std::memcpy(&snap, const_cast<const dev::AsyncError*>(l.error), sizeof(snap));  // mapped memory
-  return describeAsyncError(snap, l.timeoutMs, text);
+  return snap;
+}
+
+ncclResult_t linkAsyncError(const WindowLink& l, std::string* text) {
+  return describeAsyncError(linkErrorSnapshot(l), l.timeoutMs, text);
 }
 
 }  // namespace epx

@@ -78,6 +78,9 @@ ncclResult_t linkDrain(WindowLink* l, const char* who);
 // `flagsOffset` of the window; nCtas CTAs per kernel; state / arrived may be null.
 dev::Common linkCommon(const WindowLink& l, uint64_t flagsOffset, int nCtas);
 
+// The link's async-error record (mapped host memory the kernels write), copied.
+dev::AsyncError linkErrorSnapshot(const WindowLink& l);
+
 // Words for the link's async error ("" and ncclSuccess when none).
 ncclResult_t linkAsyncError(const WindowLink& l, std::string* text);
 

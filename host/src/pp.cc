@@ -43,9 +43,7 @@ void release(ncclEpPpChannel* ch) {
 
 // A channel whose device wait timed out refuses new work.
 ncclResult_t checkUsable(const ncclEpPpChannel* ch, const char* who) {
-  epx::dev::AsyncError snap;
-  std::memcpy(&snap, const_cast<const epx::dev::AsyncError*>(ch->link.error), sizeof(snap));
-  if (epx::groupBroken(snap))
+  if (epx::groupBroken(epx::linkErrorSnapshot(ch->link)))
     return fail(ncclRemoteError, std::string(who) + ": the channel had a device-side timeout (ncclEpPpGetAsyncError); "
                                                     "destroy it");
   return ncclSuccess;

@@ -56,16 +56,35 @@ double timePerCall(const Options& opt, MultiGpu& mg, const TimedOp& op) {
   return *std::max_element(secs.begin(), secs.end());
 }
 
-// One result line (rank 0): op, implementation, bytes, µs, algbw, busbw, % of the floor.
-void report(bool printer, double floorGBps, const char* what, const char* impl, size_t bytes, double secs,
+// One result line (rank 0): op, implementation, bytes, µs, algbw, busbw, % of the network rate.
+void report(const Options& opt, bool printer, const char* what, const char* impl, size_t bytes, double secs,
             double busFactor) {
   if (!printer) return;
-  const double alg = double(bytes) / secs / 1e9, bus = alg * busFactor;
+  const double alg = double(bytes) / secs / 1e9, bus = alg * busFactor, floorGBps = opt.netGBps;
   char ratio[64] = "";
   if (floorGBps > 0) std::snprintf(ratio, sizeof(ratio), "  %5.1f%% of floor %.1f", 100.0 * bus / floorGBps, floorGBps);
   std::printf("%-14s %-5s %12zu B %10.1f us  algbw %8.2f GB/s  busbw %8.2f GB/s%s\n", what, impl, bytes, secs * 1e6,
               alg, bus, ratio);
   std::fflush(stdout);
+}
+
+// After the timed calls, on every rank: the object's async error (printed) and its destroy. 1 when
+// any rank had an error, else 0 (collective).
+template <class GetError, class Destroy>
+int finish(MultiGpu& mg, const char* what, GetError getError, Destroy destroy) {
+  std::vector<double> bad(size_t(mg.size()), 0.0);
+  mg.run([&](const RankContext& c) {
+    ncclResult_t r = ncclSuccess;
+    char msg[512] = {};
+    BENCH_EP(getError(c, &r, msg, sizeof(msg)));
+    if (r != ncclSuccess) {
+      std::fprintf(stderr, "epx-bench: %s async error on rank %d: %s\n", what, c.rank, msg);
+      bad[size_t(c.rank)] = 1;
+    }
+    BENCH_EP(destroy(c));
+  });
+  bad = mg.gatherPerRank(bad);
+  return *std::max_element(bad.begin(), bad.end()) > 0 ? 1 : 0;
 }
 
 int runBucket(const Options& opt, MultiGpu& mg, int R, bool printer) {
@@ -93,45 +112,35 @@ int runBucket(const Options& opt, MultiGpu& mg, int R, bool printer) {
   // of calls (without it the all-reduce multiplies the tensor by R per call, to inf).
   const float invR = 1.0f / float(R);
   const ncclEpBucketReduceOpts_t fp32Wire{ncclFloat32, 1, invR}, bf16Wire{ncclBfloat16, 1, invR};
-  const double f1 = double(R - 1) / R, f2 = 2.0 * (R - 1) / R, fl = opt.netGBps > 0 ? opt.netGBps : 0;
+  const double f1 = double(R - 1) / R, f2 = 2.0 * (R - 1) / R;
   auto ep = [&](const RankContext& c) { return b[size_t(c.rank)]; };
-  report(printer, fl, "all-gather", "epx", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
+  report(opt, printer, "all-gather", "epx", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
     BENCH_EP(ncclEpBucketAllGather(ep(c), &it, 1, nullptr, c.stream));
   }), f1);
-  report(printer, fl, "all-gather", "nccl", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
+  report(opt, printer, "all-gather", "nccl", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
     BENCH_NCCL(ncclAllGather(in[size_t(c.rank)].as<char>() + size_t(c.rank) * shard, out[size_t(c.rank)].get(), shard,
                              ncclUint8, c.comm, c.stream));
   }), f1);
-  report(printer, fl, "reduce-scatter", "epx", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
+  report(opt, printer, "reduce-scatter", "epx", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
     BENCH_EP(ncclEpBucketReduceScatter(ep(c), &it, 1, &fp32Wire, nullptr, c.stream));
   }), f1);
-  report(printer, fl, "rs bf16 wire", "epx", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
+  report(opt, printer, "rs bf16 wire", "epx", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
     BENCH_EP(ncclEpBucketReduceScatter(ep(c), &it, 1, &bf16Wire, nullptr, c.stream));
   }), f1);
-  report(printer, fl, "reduce-scatter", "nccl", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
+  report(opt, printer, "reduce-scatter", "nccl", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
     BENCH_NCCL(ncclReduceScatter(in[size_t(c.rank)].get(), out[size_t(c.rank)].get(), count / size_t(R), ncclFloat32,
                                  ncclSum, c.comm, c.stream));
   }), f1);
-  report(printer, fl, "all-reduce", "epx", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
+  report(opt, printer, "all-reduce", "epx", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
     BENCH_EP(ncclEpBucketAllReduce(ep(c), &it, 1, &fp32Wire, nullptr, c.stream));
   }), f2);
-  report(printer, fl, "all-reduce", "nccl", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
+  report(opt, printer, "all-reduce", "nccl", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
     BENCH_NCCL(ncclAllReduce(in[size_t(c.rank)].get(), out[size_t(c.rank)].get(), count, ncclFloat32, ncclSum, c.comm,
                              c.stream));
   }), f2);
-  std::vector<double> bad(size_t(R), 0.0);
-  mg.run([&](const RankContext& c) {
-    ncclResult_t r = ncclSuccess;
-    char msg[512] = {};
-    BENCH_EP(ncclEpBucketGetAsyncError(ep(c), &r, msg, sizeof(msg)));
-    if (r != ncclSuccess) {
-      std::fprintf(stderr, "epx-bench: bucket async error on rank %d: %s\n", c.rank, msg);
-      bad[size_t(c.rank)] = 1;
-    }
-    BENCH_EP(ncclEpBucketDestroy(ep(c)));
-  });
-  bad = mg.gatherPerRank(bad);
-  return *std::max_element(bad.begin(), bad.end()) > 0 ? 1 : 0;
+  return finish(mg, "bucket", [&](const RankContext& c, ncclResult_t* r, char* msg, size_t len) {
+    return ncclEpBucketGetAsyncError(ep(c), r, msg, len);
+  }, [&](const RankContext& c) { return ncclEpBucketDestroy(ep(c)); });
 }
 
 int runPp(const Options& opt, MultiGpu& mg, int R, bool printer) {
@@ -149,39 +158,28 @@ int runPp(const Options& opt, MultiGpu& mg, int R, bool printer) {
     BENCH_CUDA(cudaMemsetAsync(src[size_t(c.rank)].get(), 0x5a, bytes, c.stream));
     BENCH_CUDA(cudaStreamSynchronize(c.stream));
   });
-  const double fl = opt.netGBps > 0 ? opt.netGBps : 0;
   auto next = [&](const RankContext& c) { return (c.rank + 1) % R; };
   auto prev = [&](const RankContext& c) { return (c.rank + R - 1) % R; };
-  report(printer, fl, "pp ring", "epx", bytes, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
+  report(opt, printer, "pp ring", "epx", bytes, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
     BENCH_EP(ncclEpPpSend(ch[size_t(c.rank)], src[size_t(c.rank)].get(), bytes, next(c), c.stream));
     BENCH_EP(ncclEpPpRecv(ch[size_t(c.rank)], dst[size_t(c.rank)].get(), bytes, prev(c), nullptr, c.stream));
   }), 1.0);
   // The receives on the second stream: message n+1 is staged and put while message n is still
   // being received (a PP stage that sends forward while it receives; NCCL's grouped send/recv
   // below runs both at once too).
-  report(printer, fl, "pp ring 2str", "epx", bytes, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t side) {
+  report(opt, printer, "pp ring 2str", "epx", bytes, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t side) {
     BENCH_EP(ncclEpPpSend(ch[size_t(c.rank)], src[size_t(c.rank)].get(), bytes, next(c), c.stream));
     BENCH_EP(ncclEpPpRecv(ch[size_t(c.rank)], dst[size_t(c.rank)].get(), bytes, prev(c), nullptr, side));
   }), 1.0);
-  report(printer, fl, "pp ring", "nccl", bytes, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
+  report(opt, printer, "pp ring", "nccl", bytes, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
     BENCH_NCCL(ncclGroupStart());
     BENCH_NCCL(ncclSend(src[size_t(c.rank)].get(), bytes, ncclUint8, next(c), c.comm, c.stream));
     BENCH_NCCL(ncclRecv(dst[size_t(c.rank)].get(), bytes, ncclUint8, prev(c), c.comm, c.stream));
     BENCH_NCCL(ncclGroupEnd());
   }), 1.0);
-  std::vector<double> bad(size_t(R), 0.0);
-  mg.run([&](const RankContext& c) {
-    ncclResult_t r = ncclSuccess;
-    char msg[512] = {};
-    BENCH_EP(ncclEpPpGetAsyncError(ch[size_t(c.rank)], &r, msg, sizeof(msg)));
-    if (r != ncclSuccess) {
-      std::fprintf(stderr, "epx-bench: PP channel async error on rank %d: %s\n", c.rank, msg);
-      bad[size_t(c.rank)] = 1;
-    }
-    BENCH_EP(ncclEpPpChannelDestroy(ch[size_t(c.rank)]));
-  });
-  bad = mg.gatherPerRank(bad);
-  return *std::max_element(bad.begin(), bad.end()) > 0 ? 1 : 0;
+  return finish(mg, "PP channel", [&](const RankContext& c, ncclResult_t* r, char* msg, size_t len) {
+    return ncclEpPpGetAsyncError(ch[size_t(c.rank)], r, msg, len);
+  }, [&](const RankContext& c) { return ncclEpPpChannelDestroy(ch[size_t(c.rank)]); });
 }
 
 }  // namespace
