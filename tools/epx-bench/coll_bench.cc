@@ -9,6 +9,7 @@
 #include "common.h"
 #include "epx/bucket.h"
 #include "epx/pp.h"
+#include "gin_report.h"
 
 namespace epxbench {
 
@@ -17,56 +18,70 @@ namespace {
 using epx::testing::MultiGpu;
 using epx::testing::RankContext;
 
-// One timed call of an op on a rank: its stream and a second stream of its own (forked from the
-// first before the timed loop and joined back after it), for calls a user overlaps on two streams.
 // Messages in flight per direction of the PP channel (the receiver may lag this many behind).
 constexpr int kPpSlots = 4;
 
+// One timed call of an op on a rank: its stream and a second stream of its own (forked from the
+// first before the timed loop and joined back after it), for calls a user overlaps on two streams.
 using TimedOp = std::function<void(const RankContext&, cudaStream_t side)>;
 
-// Seconds per call of the slowest rank, after opt.warmup untimed calls.
-double timePerCall(const Options& opt, MultiGpu& mg, const TimedOp& op) {
-  std::vector<double> secs(size_t(mg.size()), 0.0);
-  mg.run([&](const RankContext& c) {
-    cudaStream_t side;
-    BENCH_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
-    for (int i = 0; i < opt.warmup; ++i) op(c, side);
-    BENCH_CUDA(cudaStreamSynchronize(side));
-    BENCH_CUDA(cudaStreamSynchronize(c.stream));
-    cudaEvent_t start, stop, joined;
-    BENCH_CUDA(cudaEventCreate(&start));
-    BENCH_CUDA(cudaEventCreate(&stop));
-    BENCH_CUDA(cudaEventCreateWithFlags(&joined, cudaEventDisableTiming));
-    BENCH_CUDA(cudaEventRecord(start, c.stream));
-    BENCH_CUDA(cudaStreamWaitEvent(side, start, 0));
-    for (int i = 0; i < opt.iters; ++i) op(c, side);
-    BENCH_CUDA(cudaEventRecord(joined, side));
-    BENCH_CUDA(cudaStreamWaitEvent(c.stream, joined, 0));
-    BENCH_CUDA(cudaEventRecord(stop, c.stream));
-    BENCH_CUDA(cudaEventSynchronize(stop));
-    float ms = 0;
-    BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    secs[size_t(c.rank)] = double(ms) / 1e3 / opt.iters;
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-    cudaEventDestroy(joined);
-    BENCH_CUDA(cudaStreamDestroy(side));
-  });
-  secs = mg.gatherPerRank(secs);
-  return *std::max_element(secs.begin(), secs.end());
-}
+// The ranks' shared measurement: times ops and prints one line each (rank 0), with a `# gin` line
+// under every epx line when the GIN latency counters are on (fake nodes, gin_report.h).
+class CollBench {
+ public:
+  CollBench(const Options& opt, MultiGpu& mg, bool printer) : opt_(opt), mg_(mg), printer_(printer), gin_(mg, printer) {}
 
-// One result line (rank 0): op, implementation, bytes, µs, algbw, busbw, % of the network rate.
-void report(const Options& opt, bool printer, const char* what, const char* impl, size_t bytes, double secs,
-            double busFactor) {
-  if (!printer) return;
-  const double alg = double(bytes) / secs / 1e9, bus = alg * busFactor, floorGBps = opt.netGBps;
-  char ratio[64] = "";
-  if (floorGBps > 0) std::snprintf(ratio, sizeof(ratio), "  %5.1f%% of floor %.1f", 100.0 * bus / floorGBps, floorGBps);
-  std::printf("%-14s %-5s %12zu B %10.1f us  algbw %8.2f GB/s  busbw %8.2f GB/s%s\n", what, impl, bytes, secs * 1e6,
-              alg, bus, ratio);
-  std::fflush(stdout);
-}
+  // Collective: opt.warmup untimed calls, then opt.iters timed ones; the line: op, implementation,
+  // bytes, µs per call of the slowest rank, algbw, busbw (algbw x busFactor), % of the network rate.
+  void run(const char* what, const char* impl, size_t bytes, double busFactor, const TimedOp& op) {
+    const bool epx = std::string(impl) == "epx";
+    std::vector<double> secs(size_t(mg_.size()), 0.0);
+    mg_.run([&](const RankContext& c) {
+      cudaStream_t side;
+      BENCH_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+      for (int i = 0; i < opt_.warmup; ++i) op(c, side);
+      BENCH_CUDA(cudaStreamSynchronize(side));
+      BENCH_CUDA(cudaStreamSynchronize(c.stream));
+      cudaEvent_t start, stop, joined;
+      BENCH_CUDA(cudaEventCreate(&start));
+      BENCH_CUDA(cudaEventCreate(&stop));
+      BENCH_CUDA(cudaEventCreateWithFlags(&joined, cudaEventDisableTiming));
+      if (epx) gin_.start(c);
+      BENCH_CUDA(cudaEventRecord(start, c.stream));
+      BENCH_CUDA(cudaStreamWaitEvent(side, start, 0));
+      for (int i = 0; i < opt_.iters; ++i) op(c, side);
+      BENCH_CUDA(cudaEventRecord(joined, side));
+      BENCH_CUDA(cudaStreamWaitEvent(c.stream, joined, 0));
+      BENCH_CUDA(cudaEventRecord(stop, c.stream));
+      BENCH_CUDA(cudaEventSynchronize(stop));
+      if (epx) gin_.stop(c);
+      float ms = 0;
+      BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
+      secs[size_t(c.rank)] = double(ms) / 1e3 / opt_.iters;
+      cudaEventDestroy(start);
+      cudaEventDestroy(stop);
+      cudaEventDestroy(joined);
+      BENCH_CUDA(cudaStreamDestroy(side));
+    });
+    secs = mg_.gatherPerRank(secs);
+    const double t = *std::max_element(secs.begin(), secs.end());
+    if (printer_) {
+      const double alg = double(bytes) / t / 1e9, bus = alg * busFactor, floorGBps = opt_.netGBps;
+      char ratio[64] = "";
+      if (floorGBps > 0) std::snprintf(ratio, sizeof(ratio), "  %5.1f%% of floor %.1f", 100.0 * bus / floorGBps, floorGBps);
+      std::printf("%-14s %-5s %12zu B %10.1f us  algbw %8.2f GB/s  busbw %8.2f GB/s%s\n", what, impl, bytes, t * 1e6,
+                  alg, bus, ratio);
+      std::fflush(stdout);
+    }
+    if (epx) gin_.print(what);
+  }
+
+ private:
+  const Options& opt_;
+  MultiGpu& mg_;
+  bool printer_;
+  GinLatencyReport gin_;
+};
 
 // After the timed calls, on every rank: the object's async error (printed) and its destroy. 1 when
 // any rank had an error, else 0 (collective).
@@ -108,36 +123,37 @@ int runBucket(const Options& opt, MultiGpu& mg, int R, bool printer) {
     BENCH_CUDA(cudaStreamSynchronize(c.stream));
   });
   const ncclEpBucketItem_t it{0, count, ncclFloat32, nullptr};
+  CollBench bench(opt, mg, printer);
   // Every reduction scales by 1/R: the in-place sums then stay where they started over any number
   // of calls (without it the all-reduce multiplies the tensor by R per call, to inf).
   const float invR = 1.0f / float(R);
   const ncclEpBucketReduceOpts_t fp32Wire{ncclFloat32, 1, invR}, bf16Wire{ncclBfloat16, 1, invR};
   const double f1 = double(R - 1) / R, f2 = 2.0 * (R - 1) / R;
   auto ep = [&](const RankContext& c) { return b[size_t(c.rank)]; };
-  report(opt, printer, "all-gather", "epx", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
+  bench.run("all-gather", "epx", total, f1, [&](const RankContext& c, cudaStream_t) {
     BENCH_EP(ncclEpBucketAllGather(ep(c), &it, 1, nullptr, c.stream));
-  }), f1);
-  report(opt, printer, "all-gather", "nccl", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
+  });
+  bench.run("all-gather", "nccl", total, f1, [&](const RankContext& c, cudaStream_t) {
     BENCH_NCCL(ncclAllGather(in[size_t(c.rank)].as<char>() + size_t(c.rank) * shard, out[size_t(c.rank)].get(), shard,
                              ncclUint8, c.comm, c.stream));
-  }), f1);
-  report(opt, printer, "reduce-scatter", "epx", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
+  });
+  bench.run("reduce-scatter", "epx", total, f1, [&](const RankContext& c, cudaStream_t) {
     BENCH_EP(ncclEpBucketReduceScatter(ep(c), &it, 1, &fp32Wire, nullptr, c.stream));
-  }), f1);
-  report(opt, printer, "rs bf16 wire", "epx", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
+  });
+  bench.run("rs bf16 wire", "epx", total, f1, [&](const RankContext& c, cudaStream_t) {
     BENCH_EP(ncclEpBucketReduceScatter(ep(c), &it, 1, &bf16Wire, nullptr, c.stream));
-  }), f1);
-  report(opt, printer, "reduce-scatter", "nccl", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
+  });
+  bench.run("reduce-scatter", "nccl", total, f1, [&](const RankContext& c, cudaStream_t) {
     BENCH_NCCL(ncclReduceScatter(in[size_t(c.rank)].get(), out[size_t(c.rank)].get(), count / size_t(R), ncclFloat32,
                                  ncclSum, c.comm, c.stream));
-  }), f1);
-  report(opt, printer, "all-reduce", "epx", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
+  });
+  bench.run("all-reduce", "epx", total, f2, [&](const RankContext& c, cudaStream_t) {
     BENCH_EP(ncclEpBucketAllReduce(ep(c), &it, 1, &fp32Wire, nullptr, c.stream));
-  }), f2);
-  report(opt, printer, "all-reduce", "nccl", total, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
+  });
+  bench.run("all-reduce", "nccl", total, f2, [&](const RankContext& c, cudaStream_t) {
     BENCH_NCCL(ncclAllReduce(in[size_t(c.rank)].get(), out[size_t(c.rank)].get(), count, ncclFloat32, ncclSum, c.comm,
                              c.stream));
-  }), f2);
+  });
   return finish(mg, "bucket", [&](const RankContext& c, ncclResult_t* r, char* msg, size_t len) {
     return ncclEpBucketGetAsyncError(ep(c), r, msg, len);
   }, [&](const RankContext& c) { return ncclEpBucketDestroy(ep(c)); });
@@ -158,25 +174,26 @@ int runPp(const Options& opt, MultiGpu& mg, int R, bool printer) {
     BENCH_CUDA(cudaMemsetAsync(src[size_t(c.rank)].get(), 0x5a, bytes, c.stream));
     BENCH_CUDA(cudaStreamSynchronize(c.stream));
   });
+  CollBench bench(opt, mg, printer);
   auto next = [&](const RankContext& c) { return (c.rank + 1) % R; };
   auto prev = [&](const RankContext& c) { return (c.rank + R - 1) % R; };
-  report(opt, printer, "pp ring", "epx", bytes, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
+  bench.run("pp ring", "epx", bytes, 1.0, [&](const RankContext& c, cudaStream_t) {
     BENCH_EP(ncclEpPpSend(ch[size_t(c.rank)], src[size_t(c.rank)].get(), bytes, next(c), c.stream));
     BENCH_EP(ncclEpPpRecv(ch[size_t(c.rank)], dst[size_t(c.rank)].get(), bytes, prev(c), nullptr, c.stream));
-  }), 1.0);
+  });
   // The receives on the second stream: message n+1 is staged and put while message n is still
   // being received (a PP stage that sends forward while it receives; NCCL's grouped send/recv
   // below runs both at once too).
-  report(opt, printer, "pp ring 2str", "epx", bytes, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t side) {
+  bench.run("pp ring 2str", "epx", bytes, 1.0, [&](const RankContext& c, cudaStream_t side) {
     BENCH_EP(ncclEpPpSend(ch[size_t(c.rank)], src[size_t(c.rank)].get(), bytes, next(c), c.stream));
     BENCH_EP(ncclEpPpRecv(ch[size_t(c.rank)], dst[size_t(c.rank)].get(), bytes, prev(c), nullptr, side));
-  }), 1.0);
-  report(opt, printer, "pp ring", "nccl", bytes, timePerCall(opt, mg, [&](const RankContext& c, cudaStream_t) {
+  });
+  bench.run("pp ring", "nccl", bytes, 1.0, [&](const RankContext& c, cudaStream_t) {
     BENCH_NCCL(ncclGroupStart());
     BENCH_NCCL(ncclSend(src[size_t(c.rank)].get(), bytes, ncclUint8, next(c), c.comm, c.stream));
     BENCH_NCCL(ncclRecv(dst[size_t(c.rank)].get(), bytes, ncclUint8, prev(c), c.comm, c.stream));
     BENCH_NCCL(ncclGroupEnd());
-  }), 1.0);
+  });
   return finish(mg, "PP channel", [&](const RankContext& c, ncclResult_t* r, char* msg, size_t len) {
     return ncclEpPpGetAsyncError(ch[size_t(c.rank)], r, msg, len);
   }, [&](const RankContext& c) { return ncclEpPpChannelDestroy(ch[size_t(c.rank)]); });

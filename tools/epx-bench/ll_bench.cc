@@ -1,8 +1,6 @@
 #include "ll_bench.h"
 
 #include <algorithm>
-#include <chrono>
-#include <memory>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -11,7 +9,7 @@
 #include "common.h"
 #include "epx/ep_ll.h"
 #include "epx/ref/ll_ref.h"
-#include "gin_traffic.h"
+#include "gin_report.h"
 
 namespace epxbench {
 
@@ -88,7 +86,6 @@ GinOps ginOps(const std::vector<epx::ref::LlRouting>& all, int K, int E, int nRa
 struct Times {
   double disp = 0, send = 0, recv = 0, comb = 0, csend = 0, crecv = 0;
   bool countsOk = true;
-  GinLatency gin;  // over the warm-up and timed iterations of this configuration
 };
 
 }  // namespace
@@ -109,22 +106,7 @@ int runLowLatency(const Options& opt, epx::testing::MultiGpu& mg, int n, int ran
                 "disp_us", "send_us", "recv_us", "comb_us", "csend_us", "crecv_us", "disp_GB/s", "comb_GB/s", "floorD_us",
                 "D/flr", "floorC_us", "C/flr", "ginD", "ginC", "check");
   }
-  // Where the GIN operations' time goes (the ipc backend's latency counters), when every process
-  // holds one rank (fake nodes): decided collectively.
-  std::unique_ptr<GinStatsReader> ginReader;
-  bool ginOn = false;
-  if (mg.localRanks().size() == 1) {
-    ginReader = std::make_unique<GinStatsReader>();
-    std::vector<double> missing(size_t(n), 0);
-    missing[size_t(mg.localRanks()[0])] = ginReader->available() ? 0 : 1;
-    ginOn = maxOf(mg.gatherPerRank(missing)) == 0;
-  }
-  if (printer && ginOn)
-    std::printf("# gin: per configuration, the worst rank's means from the ipc backend (us): op issued by NCCL's proxy -> its CUDA\n"
-                "#      work queued (issue), -> copy done (copy) and -> reported done (done); signal received -> applied (apply);\n"
-                "#      one signal apply batch (readback: the read-back, or the kernel launch with EPX_GIN_SIGNAL=kernel);\n"
-                "#      the mean and the longest gap between two progress calls of a context (gapMean, gapMax) and gaps over\n"
-                "#      1 ms (gaps1ms, sum over ranks)\n");
+  GinLatencyReport gin(mg, printer);  // the `# gin` lines (fake nodes with epx's plugin)
   std::vector<ncclEpGroup_t> groups(size_t(n), nullptr);
   mg.run([&](const epx::testing::RankContext& c) {
     ncclEpConfig_t cfg = NCCL_EP_CONFIG_INITIALIZER;
@@ -170,8 +152,7 @@ int runLowLatency(const Options& opt, epx::testing::MultiGpu& mg, int n, int ran
         ncclEpLowLatencyCombineOutputs_t cout{out.get()};
         EventSeq ev(9);
         std::vector<double> disp, send, recv, comb, csend, crecv;
-        if (ginOn) ginReader->reset();
-        const auto windowStart = std::chrono::steady_clock::now();  // the counters' window
+        gin.start(c);
         for (int i = 0; i < opt.warmup + opt.iters; ++i) {
           ev.record(0, c.stream);
           BENCH_EP(ncclEpLowLatencyDispatch(h, &din, &dout, NCCL_EP_LL_SEND_RECV, c.stream));
@@ -196,11 +177,8 @@ int runLowLatency(const Options& opt, epx::testing::MultiGpu& mg, int n, int ran
           crecv.push_back(ev.us(5, 6));
         }
         Times& t = times[size_t(c.rank)];
-        t = Times{median(disp), median(send), median(recv), median(comb), median(csend), median(crecv), true, {}};
-        if (ginOn) {
-          t.gin = ginReader->latency();
-          t.gin.setWindow(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - windowStart).count());
-        }
+        t = Times{median(disp), median(send), median(recv), median(comb), median(csend), median(crecv), true};
+        gin.stop(c);
         if (opt.check) {
           epx::ref::LlShape sh;
           sh.nRanks = n;
@@ -236,30 +214,15 @@ int runLowLatency(const Options& opt, epx::testing::MultiGpu& mg, int n, int ran
           floorC = rowsNet * 2.0 * H / (opt.netGBps * 1e3) + opt.netLatencyUs;
         }
       }
-      const GinOps gin = ginOps(routing, K, E, n, ranksPerNode);
+      const GinOps ops = ginOps(routing, K, E, n, ranksPerNode);
       if (printer)
         std::printf("%7d %5s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %10.1f %10.1f %10.1f %7.2f %10.1f %7.2f %6.0f %6.0f %6s\n",
                     T, fp8 ? "fp8" : "bf16", disp, send, recv, comb, csend, crecv, gbps(dispBytes, disp),
                     gbps(combBytes, comb), floorD, floorD > 0 ? disp / floorD : 0.0, floorC,
-                    floorC > 0 ? comb / floorC : 0.0, gin.dispatch, gin.combine, opt.check ? (ok ? "ok" : "FAIL") : "-");
-      if (ginOn) {
-        auto worst = [&](double GinLatency::*f, bool sum) {
-          std::vector<double> v(size_t(n), 0);
-          for (int r : mg.localRanks()) v[size_t(r)] = times[size_t(r)].gin.*f;
-          const auto all = mg.gatherPerRank(v);
-          double m = 0;
-          for (double x : all) m = sum ? m + x : std::max(m, x);
-          return m;
-        };
-        const double issue = worst(&GinLatency::issueUs, false);
-        const double copy = worst(&GinLatency::copyUs, false), done = worst(&GinLatency::doneUs, false),
-                     apply = worst(&GinLatency::signalInUs, false), readback = worst(&GinLatency::applyUs, false),
-                     gapMax = worst(&GinLatency::gapMaxUs, false), gaps = worst(&GinLatency::gaps1ms, true),
-                     gapMean = worst(&GinLatency::gapMeanUs, false);
-        if (printer)
-          std::printf("# gin %5d %5s: issue %.1f  copy %.1f  done %.1f  apply %.1f  readback %.1f  gapMean %.1f  gapMax %.0f  gaps1ms %.0f\n",
-                      T, fp8 ? "fp8" : "bf16", issue, copy, done, apply, readback, gapMean, gapMax, gaps);
-      }
+                    floorC > 0 ? comb / floorC : 0.0, ops.dispatch, ops.combine, opt.check ? (ok ? "ok" : "FAIL") : "-");
+      char label[32];
+      std::snprintf(label, sizeof(label), "%5d %5s", T, fp8 ? "fp8" : "bf16");
+      gin.print(label);
       std::fflush(stdout);
     }
   mg.run([&](const epx::testing::RankContext& c) { BENCH_EP(ncclEpGroupDestroy(groups[size_t(c.rank)])); });

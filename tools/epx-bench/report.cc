@@ -60,7 +60,7 @@ void Report::printSystem(const Placement& pl) {
   if (!printer_) return;
   int rt = 0;
   BENCH_NCCL(ncclGetVersion(&rt));
-  std::printf("# epx-bench: epx %d.%d.%d EP dispatch/combine over NVLink vs NCCL all-to-all and the peer-copy ceiling\n",
+  std::printf("# epx-bench: epx %d.%d.%d: ncclEp against NCCL's own calls and the floor of the mode run (docs/bench.md)\n",
               EPX_VERSION_CODE / 100, EPX_VERSION_CODE / 10 % 10, EPX_VERSION_CODE % 10);
   std::printf("# NCCL: headers %s, runtime %s\n", ncclVersionText(NCCL_VERSION_CODE).c_str(),
               ncclVersionText(rt).c_str());
