@@ -411,6 +411,15 @@ BOOST_AUTO_TEST_CASE(readable_sockets_are_the_ones_with_data_or_a_hang_up) {
   for (int fd : {a[0], b[0], b[1], c[0], c[1]}) ::close(fd);
 }
 
+BOOST_AUTO_TEST_CASE(stream_priority_parses) {
+  std::string err;
+  BOOST_TEST((parseStreamPriority("", &err) == StreamPriority::Default && err.empty()));
+  BOOST_TEST((parseStreamPriority("default", &err) == StreamPriority::Default && err.empty()));
+  BOOST_TEST((parseStreamPriority("high", &err) == StreamPriority::High && err.empty()));
+  BOOST_TEST((parseStreamPriority("urgent", &err) == StreamPriority::Default));
+  BOOST_TEST(err == "unknown EPX_GIN_STREAM_PRIORITY value 'urgent' (default, high)");
+}
+
 BOOST_AUTO_TEST_CASE(pump_mode_parses) {
   std::string err;
   BOOST_TEST((parsePumpMode("", &err) == PumpMode::Poll && err.empty()));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -25,6 +26,12 @@ constexpr int kPpSlots = 4;
 // first before the timed loop and joined back after it), for calls a user overlaps on two streams.
 using TimedOp = std::function<void(const RankContext&, cudaStream_t side)>;
 
+int streamShift() {
+  const char* v = std::getenv("EPX_BENCH_STREAM_SHIFT");
+  const int k = v != nullptr ? std::atoi(v) : 0;
+  return k < 0 ? 0 : k > 64 ? 64 : k;
+}
+
 // The ranks' shared measurement: times ops and prints one line each (rank 0), with a `# gin` line
 // under every epx line when the GIN latency counters are on (fake nodes, gin_report.h).
 class CollBench {
@@ -37,8 +44,13 @@ class CollBench {
     const bool epx = std::string(impl) == "epx";
     std::vector<double> secs(size_t(mg_.size()), 0.0);
     mg_.run([&](const RankContext& c) {
+      // EPX_BENCH_STREAM_SHIFT=k (a test-rig diagnostic): k throwaway streams first, which moves the
+      // side stream to another of CUDA's hardware queues (they are handed out round robin).
+      std::vector<cudaStream_t> shift(static_cast<size_t>(streamShift()));
+      for (cudaStream_t& s : shift) BENCH_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
       cudaStream_t side;
       BENCH_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+      for (cudaStream_t s : shift) BENCH_CUDA(cudaStreamDestroy(s));
       for (int i = 0; i < opt_.warmup; ++i) op(c, side);
       BENCH_CUDA(cudaStreamSynchronize(side));
       BENCH_CUDA(cudaStreamSynchronize(c.stream));

@@ -51,6 +51,13 @@ StreamPlan parseStreamPlan(const std::string& text, std::string* error, int* cop
   return StreamPlan::PerPeer;
 }
 
+StreamPriority parseStreamPriority(const std::string& text, std::string* error) {
+  if (text.empty() || text == "default") return StreamPriority::Default;
+  if (text == "high") return StreamPriority::High;
+  if (error != nullptr) *error = "unknown EPX_GIN_STREAM_PRIORITY value '" + text + "' (default, high)";
+  return StreamPriority::Default;
+}
+
 const char* streamPlanName(StreamPlan plan) { return plan == StreamPlan::PerProcess ? "process" : "peer"; }
 
 int streamsAdded(StreamPlan plan, int peers, bool firstOfProcess, int copyStreams) {

@@ -67,6 +67,14 @@ const char* streamPlanName(StreamPlan plan);
 // created the shared streams yet.
 int streamsAdded(StreamPlan plan, int peers, bool firstOfProcess, int copyStreams = 1);
 
+// Priority of the backend's copy and signal streams (EPX_GIN_STREAM_PRIORITY): `default`, or
+// `high` (the context's greatest stream priority), a test-rig setting: with several processes on
+// one GPU (fake nodes, MPS) the caller's streams and the backend's share CUDA's hardware queues, and
+// a backend copy queued behind a caller's kernel that waits for a peer waits with it.
+enum class StreamPriority { Default, High };
+// Parses EPX_GIN_STREAM_PRIORITY ("" or "default", "high"); unknown text: Default and *error set.
+StreamPriority parseStreamPriority(const std::string& text, std::string* error);
+
 // FIFO allocator of contiguous blocks in a ring of `capacity` bytes. Blocks are released in the
 // order they were acquired (copies on one stream complete in order).
 class StagingRing {

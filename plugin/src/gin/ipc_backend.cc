@@ -190,10 +190,12 @@ std::mutex gInstancesMutex;
 std::deque<std::unique_ptr<Instance>> gInstances;
 std::atomic<int> gUnknownInstanceContexts{0};
 
-// The copy path's settings (EPX_GIN_STREAMS, EPX_GIN_COPY, EPX_GIN_PUMP, EPX_GIN_SIGNAL).
+// The copy path's settings (EPX_GIN_STREAMS, EPX_GIN_STREAM_PRIORITY, EPX_GIN_COPY, EPX_GIN_PUMP,
+// EPX_GIN_SIGNAL).
 struct CopyPathSettings {
   StreamPlan streamPlan = StreamPlan::PerPeer;
   int copyStreams = 1;  // EPX_GIN_STREAMS=process:K
+  StreamPriority streamPriority = StreamPriority::Default;
   CopyMode copyMode = CopyMode::Ce;
   PumpMode pumpMode = PumpMode::Poll;
   SignalApply signalApply = SignalApply::Kernel;
@@ -688,6 +690,7 @@ ncclResult_t warmProgressThread(Context* ctx) {
 std::string readCopyPathSettings(CopyPathSettings* s) {
   std::string error;
   s->streamPlan = parseStreamPlan(envString("EPX_GIN_STREAMS", ""), &error, &s->copyStreams);
+  if (error.empty()) s->streamPriority = parseStreamPriority(envString("EPX_GIN_STREAM_PRIORITY", ""), &error);
   if (error.empty()) s->copyMode = parseCopyMode(envString("EPX_GIN_COPY", ""), &error);
   if (error.empty()) s->pumpMode = parsePumpMode(envString("EPX_GIN_PUMP", ""), &error);
   const std::string signal = envString("EPX_GIN_SIGNAL", "");
@@ -922,21 +925,28 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
   ctx->pumpMode = copyPath.pumpMode;
   ctx->signalApply = copyPath.signalApply;
   bool firstOfProcess = true;
+  // The backend's streams, at the priority EPX_GIN_STREAM_PRIORITY asks for (copy_plan.h).
+  int priority = 0;
+  if (copyPath.streamPriority == StreamPriority::High) {
+    int least = 0;
+    EPX_CU(ctx, cu->cuCtxGetStreamPriorityRange(&least, &priority));
+  }
+  auto createStream = [&](CUstream* s) { return cu->cuStreamCreateWithPriority(s, CU_STREAM_NON_BLOCKING, priority); };
   if (ctx->streamPlan == StreamPlan::PerProcess) {
     std::lock_guard<std::mutex> g(gSharedStreamsMutex);
     SharedStreams& sh = sharedStreams()[ctx->cu];
     firstOfProcess = sh.users == 0;
     if (firstOfProcess) {
       sh.copy.assign(static_cast<size_t>(copyStreams), nullptr);
-      for (CUstream& s : sh.copy) EPX_CU(ctx, cu->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-      EPX_CU(ctx, cu->cuStreamCreate(&sh.signal, CU_STREAM_NON_BLOCKING));
+      for (CUstream& s : sh.copy) EPX_CU(ctx, createStream(&s));
+      EPX_CU(ctx, createStream(&sh.signal));
     }
     ++sh.users;  // a later context uses the first one's streams (and their count)
     for (size_t i = 0; i < ctx->peers.size(); ++i) ctx->peers[i].stream = sh.copy[i % sh.copy.size()];
     ctx->signalStream = sh.signal;
   } else {
-    for (Peer& p : ctx->peers) EPX_CU(ctx, cu->cuStreamCreate(&p.stream, CU_STREAM_NON_BLOCKING));
-    EPX_CU(ctx, cu->cuStreamCreate(&ctx->signalStream, CU_STREAM_NON_BLOCKING));
+    for (Peer& p : ctx->peers) EPX_CU(ctx, createStream(&p.stream));
+    EPX_CU(ctx, createStream(&ctx->signalStream));
   }
   {
     // Streams of this backend in the process so far, plus the caller's two (the kernels' stream
