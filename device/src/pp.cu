@@ -4,7 +4,7 @@
 //         (at most `slots` messages in flight per pair); NVLink peer: the CTAs store the header and
 //         their share of the message into the peer's slot and the last CTA publishes the message
 //         count; network peer: the CTAs stage the message in this rank's window (one of two stage
-//         buffers per peer, alternate messages) in up to 8 rounds
+//         buffers per peer, alternate messages) in up to 8 rounds of the channel's chunk bytes
 //         (ppPutRounds) and the last CTA of each round puts it with +1 on the peer's data signal,
 //         so the wire carries one round while the next is staged. The kernel ends once its puts
 //         are posted (the message is in the stage: the caller's buffer is free), so a receive
@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(kCollThreads, 1) ppSendKernel(const __grid_con
   __syncthreads();
   const uint64_t stageOff = ppStageOffset(a.pl, peer, buffer);
   char* stage = t.localBase() + stageOff;
-  const int rounds = ppPutRounds(a.bytes);
+  const int rounds = ppPutRounds(a.bytes, a.chunkBytes);
   for (int j = 0; j < rounds; ++j) {
     const ByteRange rr = vecShare(a.bytes, rounds, j);
     if (ok) {
@@ -127,7 +127,7 @@ __global__ void __launch_bounds__(kCollThreads, 1) ppRecvKernel(const __grid_con
   }
   __syncthreads();
   // Network: the sender's put rounds of this message (each one more on the data signal).
-  const int rounds = gin && ok ? ppPutRounds(bytes) : 1;
+  const int rounds = gin && ok ? ppPutRounds(bytes, a.chunkBytes) : 1;
   if (ok) {
     const char* data = t.localBase() + ppSlotOffset(a.pl, peer, ppSlotOf(seq, a.pl.numSlots)) + kPpHeaderBytes;
     const bool fits = bytes <= a.bytes;

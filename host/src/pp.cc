@@ -29,6 +29,7 @@ struct ncclEpPpChannel {
     a.st = epx::dev::PpState{stateWords, stateWords + n, stateWords + 2 * n, stateWords + 3 * n, stateWords + 4 * n,
                              stateWords + 5 * n};
     a.peer = peer;
+    a.chunkBytes = cfg.chunkBytes;
     return a;
   }
 };
@@ -79,7 +80,8 @@ extern "C" ncclResult_t ncclEpPpChannelCreate(ncclComm_t comm, const ncclEpPpCon
     delete ch;
     return fail(ncclInternalError, std::string(kWho) + ": " + e);
   }
-  const epx::PpAgreed mine{EPX_VERSION_CODE, ch->cfg.slots, ch->cfg.numCtas, ch->cfg.timeoutMs, ch->cfg.maxBytes};
+  const epx::PpAgreed mine{EPX_VERSION_CODE, ch->cfg.slots, ch->cfg.numCtas, ch->cfg.timeoutMs, ch->cfg.maxBytes,
+                           ch->cfg.chunkBytes};
   std::vector<epx::PpAgreed> all(size_t(ch->link.nRanks), mine);
   if (ncclResult_t r = epx::linkGather(comm, ch->link.rank, ch->link.nRanks, &mine, sizeof(mine), all.data(), kWho);
       r != ncclSuccess) {
@@ -111,8 +113,9 @@ extern "C" ncclResult_t ncclEpPpChannelCreate(ncclComm_t comm, const ncclEpPpCon
     return r;
   }
   if (const char* v = std::getenv("EPX_DEBUG"); v && *v && *v != '0')
-    std::fprintf(stderr, "epx: rank %d/%d PP channel: max %zu B, %d slots, %d CTAs, window %zu B, GIN contexts %d\n",
+    std::fprintf(stderr, "epx: rank %d/%d PP channel: max %zu B, %d slots, %d CTAs, chunk %zu B, window %zu B, GIN contexts %d\n",
                  ch->link.rank, ch->link.nRanks, size_t(ch->cfg.maxBytes), ch->cfg.slots, ch->cfg.numCtas,
+                 size_t(ch->cfg.chunkBytes),
                  size_t(ch->pl.totalBytes), ch->link.ginContexts);
   *out = ch;
   epx::clearLastError();

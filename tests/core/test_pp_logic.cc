@@ -32,6 +32,7 @@ BOOST_AUTO_TEST_CASE(config_defaults_and_limits) {
   BOOST_TEST(cfg.slots == 2);
   BOOST_TEST(cfg.numCtas == 4);
   BOOST_TEST(cfg.timeoutMs == 10000);
+  BOOST_TEST(cfg.chunkBytes == uint64_t(1) << 20);
   c.slots = 8;
   c.numCtas = 1;
   c.timeoutMs = 50;
@@ -39,6 +40,14 @@ BOOST_AUTO_TEST_CASE(config_defaults_and_limits) {
   BOOST_TEST(cfg.slots == 8);
   BOOST_TEST(cfg.numCtas == 1);
   BOOST_TEST(cfg.timeoutMs == 50);
+  c.chunkBytes = size_t(4) << 20;
+  BOOST_TEST(normalizePpConfig(&c, &cfg) == "");
+  BOOST_TEST(cfg.chunkBytes == uint64_t(4) << 20);
+  c.chunkBytes = size_t(64) << 10;
+  BOOST_TEST(normalizePpConfig(&c, &cfg) == "");
+  BOOST_TEST(cfg.chunkBytes == uint64_t(64) << 10);
+  c.chunkBytes = size_t(1) << 30;
+  BOOST_TEST(normalizePpConfig(&c, &cfg) == "");
 
   BOOST_TEST(normalizePpConfig(nullptr, &cfg) == "config is NULL");
   c = ppConfig(0);
@@ -56,6 +65,14 @@ BOOST_AUTO_TEST_CASE(config_defaults_and_limits) {
   c = ppConfig(64);
   c.timeoutMs = 0;
   BOOST_TEST(normalizePpConfig(&c, &cfg) == "timeoutMs 0 must be >= 1");
+  const std::string chunkRange = " is not a multiple of 16 in 65536 .. 1073741824 (0 = default 1048576)";
+  c = ppConfig(64);
+  c.chunkBytes = (size_t(64) << 10) - 16;
+  BOOST_TEST(normalizePpConfig(&c, &cfg) == "chunkBytes 65520" + chunkRange);
+  c.chunkBytes = (size_t(1) << 30) + 16;
+  BOOST_TEST(normalizePpConfig(&c, &cfg) == "chunkBytes 1073741840" + chunkRange);
+  c.chunkBytes = (size_t(1) << 20) + 8;
+  BOOST_TEST(normalizePpConfig(&c, &cfg) == "chunkBytes 1048584" + chunkRange);
   c = ppConfig(64);
   c.magic = 0;
   BOOST_TEST(normalizePpConfig(&c, &cfg).find("bad magic") != std::string::npos);
@@ -193,8 +210,8 @@ BOOST_AUTO_TEST_CASE(chunking) {
   BOOST_TEST(dev::itemShare(100, 7, 6).size() == 14u);
 }
 
-// GIN put rounds of a message: 1 up to 1 MiB, one per started MiB up to kPpMaxPutRounds (8); the rounds' data
-// ranges cover the message in order at 16-byte boundaries.
+// GIN put rounds of a message: 1 up to one chunk (default 1 MiB), one per started chunk up to
+// kPpMaxPutRounds (8); the rounds' data ranges cover the message in order at 16-byte boundaries.
 BOOST_AUTO_TEST_CASE(put_rounds) {
   BOOST_TEST(dev::ppPutRounds(0) == 1);
   BOOST_TEST(dev::ppPutRounds(16) == 1);
@@ -204,6 +221,15 @@ BOOST_AUTO_TEST_CASE(put_rounds) {
   BOOST_TEST(dev::ppPutRounds(uint64_t(8) << 20) == 8);
   BOOST_TEST(dev::ppPutRounds(uint64_t(16) << 20) == 8);
   BOOST_TEST(dev::ppPutRounds(uint64_t(4) << 30) == 8);
+  // Other chunk sizes (ncclEpPpConfig_t.chunkBytes).
+  const uint64_t k64 = uint64_t(64) << 10, m4 = uint64_t(4) << 20;
+  BOOST_TEST(dev::ppPutRounds(k64, k64) == 1);
+  BOOST_TEST(dev::ppPutRounds(k64 + 16, k64) == 2);
+  BOOST_TEST(dev::ppPutRounds(uint64_t(1) << 20, k64) == 8);
+  BOOST_TEST(dev::ppPutRounds(uint64_t(16) << 20, m4) == 4);
+  BOOST_TEST(dev::ppPutRounds((uint64_t(16) << 20) + 16, m4) == 5);
+  BOOST_TEST(dev::ppPutRounds(uint64_t(8) << 20, uint64_t(8) << 20) == 1);
+  BOOST_TEST(dev::ppPutRounds(0, m4) == 1);
   const uint64_t bytes = (uint64_t(16) << 20) + 12;
   const int rounds = dev::ppPutRounds(bytes);
   uint64_t at = 0;
@@ -211,7 +237,7 @@ BOOST_AUTO_TEST_CASE(put_rounds) {
     const dev::ByteRange r = dev::vecShare(bytes, rounds, j);
     BOOST_TEST(r.begin == at);
     BOOST_TEST(r.begin % 16 == 0u);
-    BOOST_TEST(r.size() >= dev::kPpRoundMinBytes);
+    BOOST_TEST(r.size() >= dev::kPpDefaultChunkBytes);
     at = r.end;
   }
   BOOST_TEST(at == bytes);
@@ -238,7 +264,7 @@ BOOST_AUTO_TEST_CASE(argument_checks) {
 }
 
 BOOST_AUTO_TEST_CASE(agreement) {
-  PpAgreed a{EPX_VERSION_CODE, 2, 4, 1000, 4096};
+  PpAgreed a{EPX_VERSION_CODE, 2, 4, 1000, 4096, uint64_t(1) << 20};
   std::vector<PpAgreed> all(4, a);
   BOOST_TEST(checkPpAgreement(all) == "");
   all[2].slots = 3;
@@ -248,6 +274,10 @@ BOOST_AUTO_TEST_CASE(agreement) {
   all[3].maxBytes = 8192;
   BOOST_TEST(checkPpAgreement(all) ==
              "rank 3 has maxMessageBytes 8192 but rank 0 has 4096; every rank must create the channel with the same config");
+  all[3] = a;
+  all[1].chunkBytes = uint64_t(4) << 20;
+  BOOST_TEST(checkPpAgreement(all) ==
+             "rank 1 has chunkBytes 4194304 but rank 0 has 1048576; every rank must create the channel with the same config");
 }
 
 BOOST_AUTO_TEST_CASE(async_error_words) {

@@ -34,11 +34,13 @@ struct Msg {
 // One channel per local rank, destroyed at the end of the test.
 struct Channels {
   std::vector<ncclEpPpChannel_t> ch;
-  Channels(size_t maxBytes, int slots) : ch(size_t(nRanks()), nullptr) {
+  // chunkBytes 0: the library's default GIN chunk.
+  Channels(size_t maxBytes, int slots, size_t chunkBytes = 0) : ch(size_t(nRanks()), nullptr) {
     gpus().run([&](const RankContext& c) {
       ncclEpPpConfig_t cfg = NCCL_EP_PP_CONFIG_INITIALIZER;
       cfg.maxMessageBytes = maxBytes;
       cfg.slots = slots;
+      cfg.chunkBytes = chunkBytes;
       EPX_CHECK_EP(ncclEpPpChannelCreate(c.comm, &cfg, &ch[size_t(c.rank)]));
     });
   }
@@ -159,12 +161,14 @@ BOOST_AUTO_TEST_CASE(ring_more_messages_than_slots) {
 }
 
 // Random (source, destination) pairs, self included, random sizes; per pair more messages than slots.
+// The smallest GIN chunk (64 KiB): messages to network peers go in 1 to 8 rounds (65540 bytes: 2,
+// 1 MiB: 8 of 128 KiB).
 BOOST_AUTO_TEST_CASE(random_pairs) {
   const int R = nRanks();
   const auto sizes = messageSizes();
   constexpr int kSlots = 3;
   const size_t maxBytes = std::min<size_t>(sizes.back(), size_t(1) << 20);
-  Channels ch(maxBytes, kSlots);
+  Channels ch(maxBytes, kSlots, size_t(64) << 10);
   Rng rng(nextSeed());
   std::vector<Msg> msgs;
   const int count = quick() ? 48 : 160;
@@ -379,6 +383,26 @@ BOOST_AUTO_TEST_CASE(timeouts_name_the_peer) {
 }
 
 // Bad arguments fail before anything is launched, with the reason.
+// Ranks that create a channel with different configs all get ncclInvalidUsage naming the field.
+BOOST_AUTO_TEST_CASE(configs_differ_between_ranks) {
+  const int R = nRanks();
+  if (R < 2) return;  // nothing to differ from
+  std::vector<std::string> msgs(static_cast<size_t>(R));
+  gpus().run([&](const RankContext& c) {
+    ncclEpPpConfig_t cfg = NCCL_EP_PP_CONFIG_INITIALIZER;
+    cfg.maxMessageBytes = 4096;
+    cfg.chunkBytes = c.rank == R - 1 ? size_t(128) << 10 : 0;
+    ncclEpPpChannel_t none = nullptr;
+    const ncclResult_t r = ncclEpPpChannelCreate(c.comm, &cfg, &none);
+    msgs[size_t(c.rank)] = std::to_string(int(r)) + ":" + ncclEpGetLastError();
+    if (none) ncclEpPpChannelDestroy(none);
+  });
+  for (int r : localRanks())
+    BOOST_TEST(msgs[size_t(r)] == "5:ncclEpPpChannelCreate: rank " + std::to_string(R - 1) +
+                                      " has chunkBytes 131072 but rank 0 has 1048576; every rank must create the "
+                                      "channel with the same config");
+}
+
 BOOST_AUTO_TEST_CASE(argument_errors) {
   const int R = nRanks();
   Channels ch(1024, 2);

@@ -180,6 +180,7 @@ int runPp(const Options& opt, MultiGpu& mg, int R, bool printer) {
     cfg.maxMessageBytes = bytes;
     cfg.slots = kPpSlots;
     cfg.numCtas = opt.collCtas;
+    cfg.chunkBytes = opt.ppChunkBytes;
     BENCH_EP(ncclEpPpChannelCreate(c.comm, &cfg, &ch[size_t(c.rank)]));
     src[size_t(c.rank)].alloc(bytes);
     dst[size_t(c.rank)].alloc(bytes);

@@ -49,12 +49,19 @@ typedef struct {
   int slots;              /* messages in flight per ordered pair, 1 .. 64; default 2 */
   int numCtas;            /* CTAs (SMs) per send / recv kernel, 1 .. 32; default 4 */
   int timeoutMs;          /* device wait bound, >= 1; default 10000 */
+  size_t chunkBytes;      /* network (GIN) peers: a message is staged and put in chunks of this many
+                           * bytes, at most 8 per message (larger messages: bytes / 8 per chunk), so
+                           * that the wire carries one chunk while the sender stages the next and
+                           * the receiver copies out the one before (NCCL_P2P_NET_CHUNKSIZE plays
+                           * this role in NCCL's own send/recv); 64 KiB .. 1 GiB, a multiple of 16;
+                           * 0 = default 1 MiB. Larger chunks mean fewer GIN operations per message
+                           * and a longer pipeline fill and drain. */
 } ncclEpPpConfig_t;
 
 #define NCCL_EP_PP_CONFIG_INITIALIZER                                                                  \
   {                                                                                                    \
     sizeof(ncclEpPpConfig_t), NCCL_EP_PP_CONFIG_MAGIC, EPX_VERSION_CODE, 0, NCCL_EP_UNDEF_INT,         \
-        NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT                                                           \
+        NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT, 0                                                        \
   }
 
 /* Window bytes per rank of a channel with this config over nRanks ranks, the upper bound (a channel

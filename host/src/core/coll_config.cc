@@ -49,6 +49,13 @@ std::string normalizePpConfig(const ncclEpPpConfig_t* in, PpConfig* out) {
     if (in->timeoutMs < 1) return "timeoutMs " + std::to_string(in->timeoutMs) + " must be >= 1";
     c.timeoutMs = in->timeoutMs;
   }
+  if (in->chunkBytes != 0) {
+    if (in->chunkBytes < dev::kPpMinChunkBytes || in->chunkBytes > dev::kPpMaxChunkBytes ||
+        in->chunkBytes % kCollPtrAlign != 0)
+      return "chunkBytes " + num(in->chunkBytes) + " is not a multiple of 16 in " + num(dev::kPpMinChunkBytes) + " .. " +
+             num(dev::kPpMaxChunkBytes) + " (0 = default " + num(dev::kPpDefaultChunkBytes) + ")";
+    c.chunkBytes = in->chunkBytes;
+  }
   *out = c;
   return {};
 }
@@ -94,6 +101,7 @@ std::string checkPpAgreement(const std::vector<PpAgreed>& all) {
     if (x.slots != r0.slots) return differ("slots", x.slots, r0.slots);
     if (x.numCtas != r0.numCtas) return differ("numCtas", x.numCtas, r0.numCtas);
     if (x.timeoutMs != r0.timeoutMs) return differ("timeoutMs", x.timeoutMs, r0.timeoutMs);
+    if (x.chunkBytes != r0.chunkBytes) return differ("chunkBytes", x.chunkBytes, r0.chunkBytes);
   }
   return {};
 }

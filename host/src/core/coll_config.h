@@ -25,6 +25,7 @@ struct PpConfig {
   int slots = kPpDefaultSlots;
   int numCtas = dev::kPpDefaultCtas;
   int timeoutMs = kCollDefaultTimeoutMs;
+  uint64_t chunkBytes = dev::kPpDefaultChunkBytes;
 };
 
 std::string normalizePpConfig(const ncclEpPpConfig_t* in, PpConfig* out);
@@ -39,6 +40,7 @@ struct PpAgreed {
   uint32_t epxVersion;
   int32_t slots, numCtas, timeoutMs;
   uint64_t maxBytes;
+  uint64_t chunkBytes;
 };
 std::string checkPpAgreement(const std::vector<PpAgreed>& all);
 

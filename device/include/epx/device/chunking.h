@@ -49,15 +49,18 @@ EPX_HD ByteRange itemShare(uint64_t n, int parts, int p) {
   return ByteRange{b, b + q + (up < r ? 1 : 0)};
 }
 
-// PP over GIN: a message is staged and put in up to kPpMaxPutRounds rounds of at least
-// kPpRoundMinBytes, so that the network carries round j while the sender stages round j + 1 and the
-// receiver copies out round j - 1; every round's put adds 1 to the receiver's data signal (all on
-// one context, in order: the count says which rounds are in). Round j's data bytes:
-// vecShare(bytes, rounds, j); round 0 also carries the header.
+// PP over GIN: a message is staged and put in up to kPpMaxPutRounds rounds (chunks) of about the
+// channel's chunk bytes (ncclEpPpConfig_t.chunkBytes), so that the network carries round j while
+// the sender stages round j + 1 and the receiver copies out round j - 1; every round's put adds 1 to
+// the receiver's data signal (all on one context, in order: the count says which rounds are in).
+// Round j's data bytes: vecShare(bytes, rounds, j); round 0 also carries the header. Sender and
+// receiver use the same chunk bytes (agreed at channel creation).
 constexpr int kPpMaxPutRounds = 8;
-constexpr uint64_t kPpRoundMinBytes = uint64_t(1) << 20;
-EPX_HD int ppPutRounds(uint64_t bytes) {
-  const uint64_t r = chunksOf(bytes, kPpRoundMinBytes);
+constexpr uint64_t kPpDefaultChunkBytes = uint64_t(1) << 20;
+constexpr uint64_t kPpMinChunkBytes = uint64_t(64) << 10;
+constexpr uint64_t kPpMaxChunkBytes = uint64_t(1) << 30;
+EPX_HD int ppPutRounds(uint64_t bytes, uint64_t chunkBytes = kPpDefaultChunkBytes) {
+  const uint64_t r = chunksOf(bytes, chunkBytes);
   return r <= 1 ? 1 : r < uint64_t(kPpMaxPutRounds) ? int(r) : kPpMaxPutRounds;
 }
 

@@ -107,6 +107,7 @@ struct PpArgs {
   char* dst;              // recv: the receive buffer
   uint64_t bytes;         // send: message bytes; recv: capacity of dst
   uint64_t* recvBytes;    // recv: optional device word, the received message's bytes
+  uint64_t chunkBytes;    // GIN put chunk (ncclEpPpConfig_t.chunkBytes; ppPutRounds)
 };
 
 }  // namespace epx::dev
