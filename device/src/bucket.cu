@@ -94,13 +94,13 @@ __device__ void postGinSpread(const BucketArgs& a, const Transport& tr, OpSessio
   for (int ti = 0; ti < a.numTensors; ++ti) {
     const BucketTensorLayout& t = a.t[ti];
     const uint64_t bytes = bucketTransferBytes(t, a.op, a.bf16Wire);
-    const uint64_t chunks = chunksOf(bytes, kGinChunkBytes);
+    const uint64_t chunks = chunksOf(bytes, a.chunkBytes);
     for (int k = 1; k < c.nRanks; ++k) {
       const int d = (c.rank + k) % c.nRanks;
       if (tr.lsa(d)) continue;
       for (uint64_t ch = 0; ch < chunks; ++ch, ++item) {
         if (int(item % uint64_t(gridDim.x)) != int(blockIdx.x)) continue;
-        const ByteRange r = chunkRange(bytes, kGinChunkBytes, ch);
+        const ByteRange r = chunkRange(bytes, a.chunkBytes, ch);
         if (threadIdx.x == 0 && !ses.abort && ses.readyGin(tr, kBucketSessionKind, d, kPhaseBucketReady))
           tr.putSignal(d, transferDst(a, t, c.rank) + r.begin, transferSrc(a, t, c.rank, d) + r.begin, r.size(),
                        kFlagArriveDispatch, 1u, dataContextOf(d, c.ginContexts));
@@ -142,8 +142,8 @@ __device__ void postGinOrdered(const BucketArgs& a, const Transport& tr, OpSessi
       const BucketTensorLayout& t = a.t[ti];
       const uint64_t bytes = bucketTransferBytes(t, a.op, a.bf16Wire);
       const uint64_t src = converts(a, t) ? stageOf(t, d) : transferSrc(a, t, c.rank, d);
-      for (uint64_t ch = 0; ch < chunksOf(bytes, kGinChunkBytes); ++ch) {
-        const ByteRange r = chunkRange(bytes, kGinChunkBytes, ch);
+      for (uint64_t ch = 0; ch < chunksOf(bytes, a.chunkBytes); ++ch) {
+        const ByteRange r = chunkRange(bytes, a.chunkBytes, ch);
         tr.putSignal(d, transferDst(a, t, c.rank) + r.begin, src + r.begin, r.size(), kFlagArriveDispatch, 1u, ctx);
       }
     }
@@ -288,13 +288,13 @@ __device__ void reduceShard(const BucketArgs& a, const Transport& tr, OpSession&
   for (int ti = 0; ti < a.numTensors; ++ti) {
     const BucketTensorLayout& t = a.t[ti];
     const uint64_t bytes = bucketTransferBytes(t, a.op, a.bf16Wire);
-    const uint64_t chunks = chunksOf(bytes, kGinChunkBytes);
+    const uint64_t chunks = chunksOf(bytes, a.chunkBytes);
     for (uint64_t ch = 0; ch < chunks; ++ch) {
       if (tr.hasGin()) {
         ses.waitGinPrefix(tr, kBucketSessionKind, kPhaseBucketData, SameRows{bucketChunkTarget(before, ch)});
         if (ses.abort) return;
       }
-      reduceElems(a, tr, t, bucketChunkElems(bytes, bytes / t.shard, ch));
+      reduceElems(a, tr, t, bucketChunkElems(bytes, bytes / t.shard, ch, a.chunkBytes));
     }
     before += uint32_t(chunks);
   }
@@ -321,7 +321,7 @@ __global__ void __launch_bounds__(kCollThreads, 1) bucketKernel(const __grid_con
   }
   if (!ses.abort) storeLsa(a, tr);
   ses.arriveLsa(tr, kBucketSessionKind);
-  const SameRows rows{bucketGinPutsPerPeer(a.t, a.numTensors, a.op, a.bf16Wire != 0)};
+  const SameRows rows{bucketGinPutsPerPeer(a.t, a.numTensors, a.op, a.bf16Wire != 0, a.chunkBytes)};
   const bool reduce = a.op == kBucketReduceScatter;
   ses.waitArrivals(tr, kBucketSessionKind, kPhaseBucketData, true, gin && !reduce, rows);
   if (reduce && !ses.abort) reduceShard(a, tr, ses);

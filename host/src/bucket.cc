@@ -81,6 +81,7 @@ ncclResult_t launchOp(ncclEpBucket* b, const ncclEpBucketItem_t* items, int n, i
   a.bf16Wire = bf16Wire ? 1 : 0;
   a.hasScale = opts && opts->hasScale ? 1 : 0;
   a.scale = a.hasScale ? opts->scale : 1.0f;
+  a.chunkBytes = b->cfg.chunkBytes;
   a.numTensors = n;
   for (int i = 0; i < n; ++i) a.t[i] = b->bl.t[items[i].tensor];
   if (cudaError_t ce = epx::dev::launchBucket(a, b->cfg.numCtas, stream); ce != cudaSuccess)

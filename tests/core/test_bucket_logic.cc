@@ -51,6 +51,7 @@ BOOST_AUTO_TEST_CASE(config) {
   BOOST_TEST(normalizeBucketConfig(nullptr, &c) == "");  // NULL: defaults
   BOOST_TEST(c.numCtas == 4);
   BOOST_TEST(c.timeoutMs == 10000);
+  BOOST_TEST(c.chunkBytes == uint64_t(2) << 20);
   ncclEpBucketConfig_t in = NCCL_EP_BUCKET_CONFIG_INITIALIZER;
   in.numCtas = 16;
   BOOST_TEST(normalizeBucketConfig(&in, &c) == "");
@@ -60,6 +61,13 @@ BOOST_AUTO_TEST_CASE(config) {
   in.numCtas = NCCL_EP_UNDEF_INT;
   in.timeoutMs = -5;
   BOOST_TEST(normalizeBucketConfig(&in, &c) == "timeoutMs -5 must be >= 1");
+  in.timeoutMs = NCCL_EP_UNDEF_INT;
+  in.chunkBytes = size_t(8) << 20;
+  BOOST_TEST(normalizeBucketConfig(&in, &c) == "");
+  BOOST_TEST(c.chunkBytes == uint64_t(8) << 20);
+  in.chunkBytes = 1000;
+  BOOST_TEST(normalizeBucketConfig(&in, &c) ==
+             "chunkBytes 1000 is not a multiple of 16 in 65536 .. 1073741824 (0 = default 2097152)");
 }
 
 BOOST_AUTO_TEST_CASE(window_layout) {
@@ -84,7 +92,7 @@ BOOST_AUTO_TEST_CASE(window_layout) {
 }
 
 BOOST_AUTO_TEST_CASE(transfers_and_gin_puts) {
-  const uint64_t big = 3 * dev::kGinChunkBytes / 4 * 4 + 4;  // a few chunks, not a multiple of the chunk
+  const uint64_t big = 3 * dev::kBucketDefaultChunkBytes / 4 * 4 + 4;  // a few chunks, not a multiple of the chunk
   const std::vector<ncclEpBucketTensor_t> t = {{big / 4 * 2, ncclFloat32}, {2, ncclBfloat16}};
   const auto p = planOf(t, 2);
   const dev::BucketLayout l = dev::layoutBucket(p.data(), 2, 2, true);
@@ -93,18 +101,23 @@ BOOST_AUTO_TEST_CASE(transfers_and_gin_puts) {
   BOOST_TEST(dev::bucketTransferBytes(l.t[0], dev::kBucketReduceScatter, false) == shardBytes);
   BOOST_TEST(dev::bucketTransferBytes(l.t[0], dev::kBucketReduceScatter, true) == shardBytes / 2);
   BOOST_TEST(dev::bucketTransferBytes(l.t[1], dev::kBucketReduceScatter, false) == 2u);
-  const uint32_t fp32Puts = uint32_t(dev::chunksOf(shardBytes, dev::kGinChunkBytes));
+  const uint32_t fp32Puts = uint32_t(dev::chunksOf(shardBytes, dev::kBucketDefaultChunkBytes));
   BOOST_TEST(fp32Puts == 4u);
-  BOOST_TEST(dev::bucketGinPutsPerPeer(l.t, 2, dev::kBucketAllGather, false) == fp32Puts + 1u);
-  BOOST_TEST(dev::bucketGinPutsPerPeer(l.t, 2, dev::kBucketReduceScatter, true) ==
-             uint32_t(dev::chunksOf(shardBytes / 2, dev::kGinChunkBytes)) + 1u);
+  BOOST_TEST(dev::bucketGinPutsPerPeer(l.t, 2, dev::kBucketAllGather, false, dev::kBucketDefaultChunkBytes) == fp32Puts + 1u);
+  BOOST_TEST(dev::bucketGinPutsPerPeer(l.t, 2, dev::kBucketReduceScatter, true, dev::kBucketDefaultChunkBytes) ==
+             uint32_t(dev::chunksOf(shardBytes / 2, dev::kBucketDefaultChunkBytes)) + 1u);
+  // Another chunk size (ncclEpBucketConfig_t.chunkBytes): 64 KiB chunks of the same transfers.
+  const uint64_t k64 = dev::kGinMinChunkBytes;
+  BOOST_TEST(dev::bucketGinPutsPerPeer(l.t, 2, dev::kBucketAllGather, false, k64) ==
+             uint32_t(dev::chunksOf(shardBytes, k64)) + 1u);
+  BOOST_TEST(dev::chunksOf(shardBytes, k64) == 97u);  // 96 whole chunks and 4 bytes
 }
 
 // Reduce-scatter over GIN reduces chunk by chunk: the chunks' element ranges tile the shard in order
 // (every element once, whatever the shard, wire width or tail), and the arrival target of each chunk
 // counts the earlier tensors' chunks and this one's predecessors.
 BOOST_AUTO_TEST_CASE(reduce_chunks_tile_the_shard) {
-  const uint64_t C = dev::kGinChunkBytes;
+  for (const uint64_t C : {dev::kBucketDefaultChunkBytes, dev::kGinMinChunkBytes, uint64_t(4) << 20})
   for (const uint64_t wire : {uint64_t(2), uint64_t(4)})
     for (const uint64_t shard : {uint64_t(0), uint64_t(1), uint64_t(8), C / wire - 8, C / wire, C / wire + 8,
                                  5 * C / wire + 4, uint64_t(64) << 20 >> 2}) {
@@ -112,14 +125,14 @@ BOOST_AUTO_TEST_CASE(reduce_chunks_tile_the_shard) {
       const uint64_t chunks = dev::chunksOf(bytes, C);
       uint64_t next = 0;
       for (uint64_t ch = 0; ch < chunks; ++ch) {
-        const dev::ByteRange e = dev::bucketChunkElems(bytes, wire, ch);
+        const dev::ByteRange e = dev::bucketChunkElems(bytes, wire, ch, C);
         BOOST_TEST(e.begin == next);
         BOOST_TEST(e.end > e.begin);
         BOOST_TEST((e.end - e.begin) * wire == dev::chunkRange(bytes, C, ch).size());
         if (shard % 8 == 0) BOOST_TEST(e.begin % 4 == 0u);  // whole 4-element vectors (reduceElems)
         next = e.end;
       }
-      BOOST_TEST(next == shard, "wire " << wire << " shard " << shard);
+      BOOST_TEST(next == shard, "chunk " << C << " wire " << wire << " shard " << shard);
     }
   BOOST_TEST(dev::bucketChunkTarget(0, 0) == 1u);
   BOOST_TEST(dev::bucketChunkTarget(4, 0) == 5u);
@@ -190,6 +203,11 @@ BOOST_AUTO_TEST_CASE(agreement) {
   all[2].numCtas = 8;
   BOOST_TEST(checkBucketAgreement(all) ==
              "rank 2 has numCtas 8 but rank 0 has 4; every rank must create the bucket with the same plan and config");
+  all[2] = all[0];
+  all[2].chunkBytes = uint64_t(4) << 20;
+  BOOST_TEST(checkBucketAgreement(all) ==
+             "rank 2 has chunkBytes 4194304 but rank 0 has 2097152; every rank must create the bucket with the same plan "
+             "and config");
 }
 
 BOOST_AUTO_TEST_CASE(async_error_words) {

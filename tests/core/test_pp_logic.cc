@@ -176,17 +176,17 @@ BOOST_AUTO_TEST_CASE(chunking) {
   BOOST_TEST(dev::chunksOf(1, 16) == 1u);
   BOOST_TEST(dev::chunksOf(32, 16) == 2u);
   BOOST_TEST(dev::chunksOf(33, 16) == 3u);
-  const uint64_t bytes = 5 * dev::kGinChunkBytes + 12345;
-  const uint64_t n = dev::chunksOf(bytes, dev::kGinChunkBytes);
+  const uint64_t bytes = 5 * dev::kBucketDefaultChunkBytes + 12345;
+  const uint64_t n = dev::chunksOf(bytes, dev::kBucketDefaultChunkBytes);
   BOOST_TEST(n == 6u);
   uint64_t at = 0;
   for (uint64_t i = 0; i < n; ++i) {
-    const dev::ByteRange r = dev::chunkRange(bytes, dev::kGinChunkBytes, i);
+    const dev::ByteRange r = dev::chunkRange(bytes, dev::kBucketDefaultChunkBytes, i);
     BOOST_TEST(r.begin == at);
     at = r.end;
   }
   BOOST_TEST(at == bytes);
-  BOOST_TEST(dev::chunkRange(bytes, dev::kGinChunkBytes, 5).size() == 12345u);
+  BOOST_TEST(dev::chunkRange(bytes, dev::kBucketDefaultChunkBytes, 5).size() == 12345u);
   // CTA shares: contiguous, cover everything, cut at 16-byte boundaries, tail to the last part.
   for (uint64_t b : {uint64_t(0), uint64_t(4), uint64_t(15), uint64_t(16), uint64_t(1000), uint64_t(1) << 24, uint64_t(12345679)})
     for (int parts : {1, 3, 4, 32}) {

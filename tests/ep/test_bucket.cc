@@ -215,7 +215,10 @@ BOOST_AUTO_TEST_CASE(reduce_scatter_fp32) {
   const int R = nRanks();
   std::vector<ncclEpBucketTensor_t> plan;
   for (size_t s : shardCounts(4)) plan.push_back({s * size_t(R), ncclFloat32});
-  Buckets bk(plan);
+  // The smallest GIN chunk (64 KiB): many chunks per transfer, each reduced as it arrives.
+  ncclEpBucketConfig_t cfg = NCCL_EP_BUCKET_CONFIG_INITIALIZER;
+  cfg.chunkBytes = size_t(64) << 10;
+  Buckets bk(plan, &cfg);
   for (int variant = 0; variant < 2; ++variant) {
     const bool bf16Wire = variant == 1;
     epx::ref::ReduceOptions o;

@@ -269,7 +269,11 @@ BOOST_AUTO_TEST_CASE(copy_and_signal_modes_parse) {
   BOOST_TEST(err.empty());
   BOOST_TEST(std::string(copyModeName(CopyMode::Kernel)) == "kernel");
   BOOST_TEST((parseCopyMode("kernels", &err) == CopyMode::Ce));
-  BOOST_TEST(err == "unknown EPX_GIN_COPY value 'kernels' (ce, staged, memcpy, kernel)");
+  BOOST_TEST(err == "unknown EPX_GIN_COPY value 'kernels' (ce, staged, memcpy, kernel, kernel-all)");
+  err.clear();
+  BOOST_TEST((parseCopyMode("kernel-all", &err) == CopyMode::KernelAll));
+  BOOST_TEST(err.empty());
+  BOOST_TEST(std::string(copyModeName(CopyMode::KernelAll)) == "kernel-all");
   err.clear();
   BOOST_TEST((parseSignalApply("", &err) == SignalApply::Kernel));  // the default
   BOOST_TEST((parseSignalApply("readback", &err) == SignalApply::Readback));
@@ -285,6 +289,11 @@ BOOST_AUTO_TEST_CASE(copy_and_signal_modes_parse) {
   BOOST_TEST(!usesCopyKernel(CopyMode::Kernel, 0, 65536));
   BOOST_TEST(!usesCopyKernel(CopyMode::Ce, 64, 65536));
   BOOST_TEST(!usesStaging(CopyMode::Kernel, 64, 65536));
+  // kernel-all: every non-empty put.
+  BOOST_TEST(usesCopyKernel(CopyMode::KernelAll, 1, 65536));
+  BOOST_TEST(usesCopyKernel(CopyMode::KernelAll, size_t(64) << 20, 65536));
+  BOOST_TEST(!usesCopyKernel(CopyMode::KernelAll, 0, 65536));
+  BOOST_TEST(!usesStaging(CopyMode::KernelAll, 64, 65536));
 }
 
 BOOST_AUTO_TEST_CASE(copy_shares_cover_the_put_exactly) {

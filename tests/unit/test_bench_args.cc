@@ -158,11 +158,11 @@ BOOST_AUTO_TEST_CASE(bucket_and_pp_options) {
   BOOST_TEST(has(parse({"--algo", "pp", "--ll-tokens", "1"}), "--ll-tokens applies to --algo low-latency only"));
   BOOST_TEST(has(parse({"--algo", "pp", "--coll-mib", "4"}), "--coll-mib applies to --algo bucket only"));
   BOOST_TEST(has(parse({"--algo", "bucket", "--pp-mib", "4"}), "--pp-mib applies to --algo pp only"));
-  BOOST_TEST(parse({"--algo", "pp", "--pp-chunk-kib", "4096"}).status == 0);
-  BOOST_TEST(parse({"--algo", "pp", "--pp-chunk-kib", "1048577"}).status == 2);
-  BOOST_TEST(parse({"--algo", "pp", "--pp-chunk-kib", "64"}).status == 0);
-  BOOST_TEST(parse({"--algo", "pp", "--pp-chunk-kib", "63"}).status == 2);
-  BOOST_TEST(has(parse({"--algo", "bucket", "--pp-chunk-kib", "1024"}), "--pp-chunk-kib applies to --algo pp only"));
+  BOOST_TEST(parse({"--algo", "pp", "--chunk-kib", "4096"}).status == 0);
+  BOOST_TEST(parse({"--algo", "bucket", "--chunk-kib", "64"}).status == 0);
+  BOOST_TEST(parse({"--algo", "pp", "--chunk-kib", "1048577"}).status == 2);
+  BOOST_TEST(parse({"--algo", "pp", "--chunk-kib", "63"}).status == 2);
+  BOOST_TEST(has(parse({"--chunk-kib", "1024"}), "--chunk-kib applies to --algo bucket and pp only"));
   BOOST_TEST(has(parse({"--coll-ctas", "4"}), "--coll-ctas applies to --algo bucket and pp only"));
   BOOST_TEST(has(parse({"--algo", "bucket", "--coll-mib", "0"}), "--coll-mib: '0' is not an integer in [1, 4096]"));
   BOOST_TEST(has(parse({"--algo", "allreduce"}), "--algo: expected high-throughput, low-latency, bucket or pp"));

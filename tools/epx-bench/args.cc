@@ -61,8 +61,8 @@ void usage(FILE* f) {
       "  --ll-tokens LIST    low-latency: tokens per rank, comma separated (default 1,32,128,256)\n"
       "  --coll-mib N        bucket: tensor size in MiB, 1..4096 (default 64)\n"
       "  --pp-mib N          pp: message size in MiB, 1..4096 (default 16)\n"
-      "  --pp-chunk-kib N    pp: the channel's GIN chunk (ncclEpPpConfig_t.chunkBytes) in KiB, 64..1048576\n"
-      "                      (default: the library's, 1 MiB)\n"
+      "  --chunk-kib N       bucket, pp: the GIN chunk (ncclEpBucketConfig_t / ncclEpPpConfig_t .chunkBytes)\n"
+      "                      in KiB, 64..1048576 (default: the library's, 2 MiB bucket, 1 MiB PP)\n"
       "  --coll-ctas N       bucket, pp: CTAs per kernel, 1..32 (default 4)\n"
       "  --host-sync S       how host threads wait for the GPU: auto, spin, yield, blocking (cudaDeviceSchedule*;\n"
       "                      default EPX_HOST_SYNC, else CUDA's auto; yield frees host cores many ranks share)\n"
@@ -159,8 +159,8 @@ constexpr const char* kLowLatencyOnly[] = {"--ll-tokens"};
 constexpr const char* kEpOnly[] = {"--hidden",     "--topk", "--experts",       "--sms",
                                    "--no-check",   "--seed", "--ranks-per-node", "--net-latency-us"};
 constexpr const char* kBucketOnly[] = {"--coll-mib"};
-constexpr const char* kPpOnly[] = {"--pp-mib", "--pp-chunk-kib"};
-constexpr const char* kCollOnly[] = {"--coll-ctas"};
+constexpr const char* kPpOnly[] = {"--pp-mib"};
+constexpr const char* kCollOnly[] = {"--coll-ctas", "--chunk-kib"};
 
 const char* algoName(Algo a) {
   switch (a) {
@@ -259,8 +259,8 @@ Options parseArgs(int argc, char** argv) {
       o.collBytes = size_t(toInt(a, val(), 1, 4096)) << 20;
     } else if (!std::strcmp(a, "--pp-mib")) {
       o.ppBytes = size_t(toInt(a, val(), 1, 4096)) << 20;
-    } else if (!std::strcmp(a, "--pp-chunk-kib")) {
-      o.ppChunkBytes = size_t(toInt(a, val(), 64, 1 << 20)) << 10;
+    } else if (!std::strcmp(a, "--chunk-kib")) {
+      o.chunkBytes = size_t(toInt(a, val(), 64, 1 << 20)) << 10;
     } else if (!std::strcmp(a, "--coll-ctas")) {
       o.collCtas = int(toInt(a, val(), 1, kMaxCollCtas));
     } else if (!std::strcmp(a, "--host-sync")) {

@@ -57,7 +57,7 @@ struct Options {
   std::vector<int> llTokens = {1, 32, 128, 256};
   size_t collBytes = size_t(64) << 20;
   size_t ppBytes = size_t(16) << 20;
-  size_t ppChunkBytes = 0;  // 0: the library's default
+  size_t chunkBytes = 0;  // bucket and PP GIN chunk; 0: the library's default
 
   int collCtas = 4;
   // How host threads wait for the GPU (cudaSetDeviceFlags before any context exists): auto

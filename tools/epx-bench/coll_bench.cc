@@ -123,6 +123,7 @@ int runBucket(const Options& opt, MultiGpu& mg, int R, bool printer) {
   mg.run([&](const RankContext& c) {
     ncclEpBucketConfig_t cfg = NCCL_EP_BUCKET_CONFIG_INITIALIZER;
     cfg.numCtas = opt.collCtas;
+    cfg.chunkBytes = opt.chunkBytes;
     BENCH_EP(ncclEpBucketCreate(c.comm, &plan, 1, &cfg, &b[size_t(c.rank)]));
     in[size_t(c.rank)].alloc(total);
     out[size_t(c.rank)].alloc(total);
@@ -180,7 +181,7 @@ int runPp(const Options& opt, MultiGpu& mg, int R, bool printer) {
     cfg.maxMessageBytes = bytes;
     cfg.slots = kPpSlots;
     cfg.numCtas = opt.collCtas;
-    cfg.chunkBytes = opt.ppChunkBytes;
+    cfg.chunkBytes = opt.chunkBytes;
     BENCH_EP(ncclEpPpChannelCreate(c.comm, &cfg, &ch[size_t(c.rank)]));
     src[size_t(c.rank)].alloc(bytes);
     dst[size_t(c.rank)].alloc(bytes);

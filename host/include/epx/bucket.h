@@ -62,10 +62,15 @@ typedef struct {
   unsigned int version; /* EPX_VERSION_CODE */
   int numCtas;          /* CTAs (SMs) per collective kernel, 1 .. 32; default 4 */
   int timeoutMs;        /* device wait bound, >= 1; default 10000 */
+  size_t chunkBytes;    /* network (GIN) peers: each transfer is put in chunks of at most this many
+                         * bytes, each counted on arrival (reduce-scatter reduces a chunk as soon as
+                         * it arrived from every source); 64 KiB .. 1 GiB, a multiple of 16;
+                         * 0 = default 2 MiB. Larger chunks: fewer GIN operations, a longer drain. */
 } ncclEpBucketConfig_t;
 
-#define NCCL_EP_BUCKET_CONFIG_INITIALIZER \
-  { sizeof(ncclEpBucketConfig_t), NCCL_EP_BUCKET_CONFIG_MAGIC, EPX_VERSION_CODE, NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT }
+#define NCCL_EP_BUCKET_CONFIG_INITIALIZER                                                                \
+  { sizeof(ncclEpBucketConfig_t), NCCL_EP_BUCKET_CONFIG_MAGIC, EPX_VERSION_CODE, NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT, \
+    0 }
 
 /* One tensor of a collective call. count and dtype must be the plan's (checked). */
 typedef struct {

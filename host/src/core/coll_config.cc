@@ -25,6 +25,19 @@ std::string peerCheck(int nRanks, int peer) {
   return {};
 }
 
+// A config's chunkBytes (0 = the default): "" and *out set, or the reason.
+std::string chunkBytesCheck(uint64_t in, uint64_t deflt, uint64_t* out) {
+  if (in == 0) {
+    *out = deflt;
+    return {};
+  }
+  if (in < dev::kGinMinChunkBytes || in > dev::kGinMaxChunkBytes || in % dev::kVecBytes != 0)
+    return "chunkBytes " + num(in) + " is not a multiple of 16 in " + num(dev::kGinMinChunkBytes) + " .. " +
+           num(dev::kGinMaxChunkBytes) + " (0 = default " + num(deflt) + ")";
+  *out = in;
+  return {};
+}
+
 }  // namespace
 
 // ---- PP ----------------------------------------------------------------------------------------
@@ -49,13 +62,7 @@ std::string normalizePpConfig(const ncclEpPpConfig_t* in, PpConfig* out) {
     if (in->timeoutMs < 1) return "timeoutMs " + std::to_string(in->timeoutMs) + " must be >= 1";
     c.timeoutMs = in->timeoutMs;
   }
-  if (in->chunkBytes != 0) {
-    if (in->chunkBytes < dev::kPpMinChunkBytes || in->chunkBytes > dev::kPpMaxChunkBytes ||
-        in->chunkBytes % kCollPtrAlign != 0)
-      return "chunkBytes " + num(in->chunkBytes) + " is not a multiple of 16 in " + num(dev::kPpMinChunkBytes) + " .. " +
-             num(dev::kPpMaxChunkBytes) + " (0 = default " + num(dev::kPpDefaultChunkBytes) + ")";
-    c.chunkBytes = in->chunkBytes;
-  }
+  if (std::string e = chunkBytesCheck(in->chunkBytes, dev::kPpDefaultChunkBytes, &c.chunkBytes); !e.empty()) return e;
   *out = c;
   return {};
 }
@@ -132,6 +139,8 @@ std::string normalizeBucketConfig(const ncclEpBucketConfig_t* in, BucketConfig* 
       if (in->timeoutMs < 1) return "timeoutMs " + std::to_string(in->timeoutMs) + " must be >= 1";
       c.timeoutMs = in->timeoutMs;
     }
+    if (std::string e = chunkBytesCheck(in->chunkBytes, dev::kBucketDefaultChunkBytes, &c.chunkBytes); !e.empty())
+      return e;
   }
   *out = c;
   return {};
@@ -211,6 +220,7 @@ BucketAgreed makeBucketAgreed(const ncclEpBucketTensor_t* tensors, int n, const 
   a.numTensors = n;
   a.numCtas = cfg.numCtas;
   a.timeoutMs = cfg.timeoutMs;
+  a.chunkBytes = cfg.chunkBytes;
   for (int i = 0; i < n && i < dev::kMaxBucketTensors; ++i) {
     a.count[i] = tensors[i].count;
     a.dtype[i] = int32_t(tensors[i].dtype);
@@ -230,6 +240,7 @@ std::string checkBucketAgreement(const std::vector<BucketAgreed>& all) {
     if (x.numTensors != r0.numTensors) return differ("numTensors", x.numTensors, r0.numTensors);
     if (x.numCtas != r0.numCtas) return differ("numCtas", x.numCtas, r0.numCtas);
     if (x.timeoutMs != r0.timeoutMs) return differ("timeoutMs", x.timeoutMs, r0.timeoutMs);
+    if (x.chunkBytes != r0.chunkBytes) return differ("chunkBytes", x.chunkBytes, r0.chunkBytes);
     for (int i = 0; i < r0.numTensors; ++i) {
       if (x.count[i] != r0.count[i]) return differ("tensor " + std::to_string(i) + " count", x.count[i], r0.count[i]);
       if (x.dtype[i] != r0.dtype[i]) return differ("tensor " + std::to_string(i) + " dtype", x.dtype[i], r0.dtype[i]);

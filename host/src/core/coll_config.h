@@ -49,6 +49,7 @@ std::string checkPpAgreement(const std::vector<PpAgreed>& all);
 struct BucketConfig {
   int numCtas = dev::kBucketDefaultCtas;
   int timeoutMs = kCollDefaultTimeoutMs;
+  uint64_t chunkBytes = dev::kBucketDefaultChunkBytes;
 };
 
 // Bytes of one element of an NCCL dtype, 0 if unknown.
@@ -73,6 +74,7 @@ std::string checkBucketItems(const BucketView& b, BucketCall call, const ncclEpB
 struct BucketAgreed {
   uint32_t epxVersion;
   int32_t numTensors, numCtas, timeoutMs;
+  uint64_t chunkBytes;
   uint64_t count[dev::kMaxBucketTensors];
   int32_t dtype[dev::kMaxBucketTensors];
 };

@@ -9,7 +9,8 @@ CopyMode parseCopyMode(const std::string& text, std::string* error) {
   if (text == "staged") return CopyMode::Staged;
   if (text == "memcpy") return CopyMode::Memcpy;
   if (text == "kernel") return CopyMode::Kernel;
-  if (error != nullptr) *error = "unknown EPX_GIN_COPY value '" + text + "' (ce, staged, memcpy, kernel)";
+  if (text == "kernel-all") return CopyMode::KernelAll;
+  if (error != nullptr) *error = "unknown EPX_GIN_COPY value '" + text + "' (ce, staged, memcpy, kernel, kernel-all)";
   return CopyMode::Ce;
 }
 
@@ -28,6 +29,7 @@ const char* copyModeName(CopyMode mode) {
     case CopyMode::Staged: return "staged";
     case CopyMode::Memcpy: return "memcpy";
     case CopyMode::Kernel: return "kernel";
+    case CopyMode::KernelAll: return "kernel-all";
   }
   return "?";
 }
@@ -85,7 +87,7 @@ bool usesStaging(CopyMode mode, size_t bytes, size_t smallPutLimit) {
 }
 
 bool usesCopyKernel(CopyMode mode, size_t bytes, size_t smallPutLimit) {
-  return mode == CopyMode::Kernel && bytes > 0 && bytes <= smallPutLimit;
+  return bytes > 0 && (mode == CopyMode::KernelAll || (mode == CopyMode::Kernel && bytes <= smallPutLimit));
 }
 
 size_t StagingRing::acquire(size_t bytes) {

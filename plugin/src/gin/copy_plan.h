@@ -17,7 +17,9 @@ enum class CopyMode {
   Ce,      // cuMemcpyBatchAsync + PREFER_OVERLAP_WITH_COMPUTE (default); cuMemcpyAsync if absent
   Staged,  // puts below the small-put limit through a pinned host ring (two CE copies); others as Ce
   Memcpy,  // plain cuMemcpyAsync (the driver picks the engine): for comparison only
-  Kernel,  // puts below the small-put limit by the backend's copy kernel (gin_kernels.cu); others as Ce
+  Kernel,     // puts below the small-put limit by the backend's copy kernel (gin_kernels.cu); others as Ce
+  KernelAll,  // every put by the copy kernel (no copy-engine work: with many processes per GPU under
+              // MPS a copy-engine op costs tens to hundreds of µs, docs/performance.md)
 };
 
 // Parses EPX_GIN_COPY ("ce", "staged", "memcpy", "kernel"; empty = ce). Unknown text: Ce and *error set.

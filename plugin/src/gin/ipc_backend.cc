@@ -979,9 +979,10 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
       p.doneDev = dev + static_cast<CUdeviceptr>(j) * sizeof(uint64_t);
     }
   }
-  if (ctx->copyMode == CopyMode::Kernel || ctx->signalApply == SignalApply::Kernel) {
+  const bool copyKernel = ctx->copyMode == CopyMode::Kernel || ctx->copyMode == CopyMode::KernelAll;
+  if (copyKernel || ctx->signalApply == SignalApply::Kernel) {
     std::string why = ctx->kernels.load(cu);
-    if (!why.empty() && ctx->copyMode != CopyMode::Kernel && !copyPath.signalApplyExplicit) {
+    if (!why.empty() && !copyKernel && !copyPath.signalApplyExplicit) {
       // The default signal kernel is missing: apply by read-back instead. Expected in a build
       // without CUDA (INFO); a module that does not load on this GPU is worth a WARN.
       if (kGinKernelsFatbinSize == 0)

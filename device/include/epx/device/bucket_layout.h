@@ -95,11 +95,11 @@ EPX_HD uint64_t bucketTransferBytes(const BucketTensorLayout& t, int op, bool bf
   return t.shard * uint64_t(bf16Wire ? 2 : t.elemBytes);
 }
 
-// GIN puts (chunks of at most kGinChunkBytes) each source sends each network destination in one
-// op over these tensors: the arrival count the destination waits for.
-EPX_HD uint32_t bucketGinPutsPerPeer(const BucketTensorLayout* t, int n, int op, bool bf16Wire) {
+// GIN puts (chunks of at most chunkBytes) each source sends each network destination in one op
+// over these tensors: the arrival count the destination waits for.
+EPX_HD uint32_t bucketGinPutsPerPeer(const BucketTensorLayout* t, int n, int op, bool bf16Wire, uint64_t chunkBytes) {
   uint64_t puts = 0;
-  for (int i = 0; i < n; ++i) puts += chunksOf(bucketTransferBytes(t[i], op, bf16Wire), kGinChunkBytes);
+  for (int i = 0; i < n; ++i) puts += chunksOf(bucketTransferBytes(t[i], op, bf16Wire), chunkBytes);
   return uint32_t(puts);
 }
 
@@ -109,8 +109,8 @@ EPX_HD uint32_t bucketGinPutsPerPeer(const BucketTensorLayout* t, int n, int op,
 // (`before`: the chunks of the op's earlier tensors; the op's base count not included).
 EPX_HD uint32_t bucketChunkTarget(uint32_t before, uint64_t ch) { return before + uint32_t(ch) + 1u; }
 // The shard elements that put chunk ch of a `bytes` transfer carries (wireBytes per element).
-EPX_HD ByteRange bucketChunkElems(uint64_t bytes, uint64_t wireBytes, uint64_t ch) {
-  const ByteRange r = chunkRange(bytes, kGinChunkBytes, ch);
+EPX_HD ByteRange bucketChunkElems(uint64_t bytes, uint64_t wireBytes, uint64_t ch, uint64_t chunkBytes) {
+  const ByteRange r = chunkRange(bytes, chunkBytes, ch);
   return ByteRange{r.begin / wireBytes, r.end / wireBytes};
 }
 
@@ -124,6 +124,7 @@ struct BucketArgs {
   int bf16Wire;      // reduce-scatter of FP32 tensors: contributions travel (and are summed) as BF16
   int hasScale;
   float scale;       // reduce-scatter: the sum is multiplied by scale (after the rank-order sum)
+  uint64_t chunkBytes;  // GIN put chunk (ncclEpBucketConfig_t.chunkBytes)
   int numTensors;
   BucketTensorLayout t[kMaxBucketTensors];
 };

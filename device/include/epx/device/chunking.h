@@ -10,9 +10,14 @@ namespace epx::dev {
 
 // Copies and conversions move 16-byte vectors; pointers the API accepts are 16-byte aligned.
 constexpr uint64_t kVecBytes = 16;
-// GIN puts of the bucket collectives move at most this many bytes each (each put adds 1 to the
-// receiver's arrival signal; the receiver expects chunksOf(bytes) of them per transfer).
-constexpr uint64_t kGinChunkBytes = uint64_t(2) << 20;
+// GIN chunks: the bucket collectives and PP cut what they put to a network peer into chunks of
+// the object's chunkBytes (ncclEpBucketConfig_t / ncclEpPpConfig_t), kGinMinChunkBytes ..
+// kGinMaxChunkBytes and a multiple of kVecBytes. Buckets: every chunk is one put that adds 1 to the
+// receiver's arrival signal (the receiver expects chunksOf(bytes, chunkBytes) per transfer); PP:
+// ppPutRounds below.
+constexpr uint64_t kGinMinChunkBytes = uint64_t(64) << 10;
+constexpr uint64_t kGinMaxChunkBytes = uint64_t(1) << 30;
+constexpr uint64_t kBucketDefaultChunkBytes = uint64_t(2) << 20;
 
 // [begin, end) in bytes.
 struct ByteRange {
@@ -57,8 +62,6 @@ EPX_HD ByteRange itemShare(uint64_t n, int parts, int p) {
 // receiver use the same chunk bytes (agreed at channel creation).
 constexpr int kPpMaxPutRounds = 8;
 constexpr uint64_t kPpDefaultChunkBytes = uint64_t(1) << 20;
-constexpr uint64_t kPpMinChunkBytes = uint64_t(64) << 10;
-constexpr uint64_t kPpMaxChunkBytes = uint64_t(1) << 30;
 EPX_HD int ppPutRounds(uint64_t bytes, uint64_t chunkBytes = kPpDefaultChunkBytes) {
   const uint64_t r = chunksOf(bytes, chunkBytes);
   return r <= 1 ? 1 : r < uint64_t(kPpMaxPutRounds) ? int(r) : kPpMaxPutRounds;
