@@ -86,6 +86,17 @@ __device__ void ctaToBf16(uint16_t* dst, const float* src, uint64_t b, uint64_t 
 // Where a reduce-scatter's stage holds this rank's BF16 contribution to dst's shard of tensor t.
 __device__ uint64_t stageOf(const BucketTensorLayout& t, int dst) { return t.stage + uint64_t(dst) * t.shard * 2; }
 
+// Single thread: GIN peer p may receive this op's puts now (kBucketFreeKind, bucket_layout.h):
+// reduce-scatter once p finished its previous op, all-gather once p started this op (or, as the
+// gather half of an all-reduce, the call's reduce-scatter half). false after a timeout (aborts).
+__device__ bool peerMayReceive(const BucketArgs& a, const Transport& tr, OpSession& ses, int p) {
+  const bool ok = a.op == kBucketReduceScatter
+                      ? tr.wait(kBucketFreeKind, p, ses.seq - 1u, kPhaseBucketFree)
+                      : tr.wait(kFlagReadyDispatch, p, ses.seq - (a.gatherOfAllReduce ? 1u : 0u), kPhaseBucketReady);
+  if (!ok) ses.abort = 1;
+  return ok;
+}
+
 // GIN, all-gather: this CTA's chunks of every (tensor, network peer) transfer; chunk item i goes
 // to CTA i % nCtas.
 __device__ void postGinSpread(const BucketArgs& a, const Transport& tr, OpSession& ses) {
@@ -101,7 +112,7 @@ __device__ void postGinSpread(const BucketArgs& a, const Transport& tr, OpSessio
       for (uint64_t ch = 0; ch < chunks; ++ch, ++item) {
         if (int(item % uint64_t(gridDim.x)) != int(blockIdx.x)) continue;
         const ByteRange r = chunkRange(bytes, a.chunkBytes, ch);
-        if (threadIdx.x == 0 && !ses.abort && ses.readyGin(tr, kBucketSessionKind, d, kPhaseBucketReady))
+        if (threadIdx.x == 0 && !ses.abort && peerMayReceive(a, tr, ses, d))
           tr.putSignal(d, transferDst(a, t, c.rank) + r.begin, transferSrc(a, t, c.rank, d) + r.begin, r.size(),
                        kFlagArriveDispatch, 1u, dataContextOf(d, c.ginContexts));
       }
@@ -136,7 +147,7 @@ __device__ void postGinOrdered(const BucketArgs& a, const Transport& tr, OpSessi
     const bool mine = staged ? peer % int(blockDim.x) == int(threadIdx.x)
                              : peer % int(gridDim.x) == int(blockIdx.x) && threadIdx.x == 0;
     ++peer;
-    if (!mine || ses.abort || !ses.readyGin(tr, kBucketSessionKind, d, kPhaseBucketReady)) continue;
+    if (!mine || ses.abort || !peerMayReceive(a, tr, ses, d)) continue;
     const int ctx = dataContextOf(d, c.ginContexts);
     for (int ti = 0; ti < a.numTensors; ++ti) {
       const BucketTensorLayout& t = a.t[ti];
@@ -310,7 +321,7 @@ __global__ void __launch_bounds__(kCollThreads, 1) bucketKernel(const __grid_con
   // rank's own CTAs.
   if (gin) {
     for (int p = threadIdx.x; p < tr.c.nRanks && !ses.abort; p += blockDim.x)
-      if (!tr.lsa(p)) ses.readyGin(tr, kBucketSessionKind, p, kPhaseBucketReady);
+      if (!tr.lsa(p)) peerMayReceive(a, tr, ses, p);
     __syncthreads();
   }
   if (gin && !ses.abort) {
@@ -326,7 +337,7 @@ __global__ void __launch_bounds__(kCollThreads, 1) bucketKernel(const __grid_con
   ses.waitArrivals(tr, kBucketSessionKind, kPhaseBucketData, true, gin && !reduce, rows);
   if (reduce && !ses.abort) reduceShard(a, tr, ses);
   if (gin) tr.completeGin();  // the tensors and the stage are the caller's / the next op's again
-  ses.end(tr, kBucketSessionKind, rows);
+  ses.end(tr, kBucketSessionKind, rows, kBucketFreeKind);
 }
 
 }  // namespace

@@ -73,8 +73,11 @@ ncclResult_t stage(ncclEpBucket* b, ncclEpBucketSession* s, const ncclEpBucketIt
   return ncclSuccess;
 }
 
+// gatherOfAllReduce: the all-gather half of an all-reduce (its peers handed their tensors over in
+// the reduce-scatter half, bucket_layout.h).
 ncclResult_t launchOp(ncclEpBucket* b, const ncclEpBucketItem_t* items, int n, int op, bool bf16Wire,
-                      const ncclEpBucketReduceOpts_t* opts, cudaStream_t stream, const char* who) {
+                      const ncclEpBucketReduceOpts_t* opts, cudaStream_t stream, const char* who,
+                      bool gatherOfAllReduce = false) {
   epx::dev::BucketArgs a{};
   a.c = b->common();
   a.op = op;
@@ -82,6 +85,7 @@ ncclResult_t launchOp(ncclEpBucket* b, const ncclEpBucketItem_t* items, int n, i
   a.hasScale = opts && opts->hasScale ? 1 : 0;
   a.scale = a.hasScale ? opts->scale : 1.0f;
   a.chunkBytes = b->cfg.chunkBytes;
+  a.gatherOfAllReduce = gatherOfAllReduce ? 1 : 0;
   a.numTensors = n;
   for (int i = 0; i < n; ++i) a.t[i] = b->bl.t[items[i].tensor];
   if (cudaError_t ce = epx::dev::launchBucket(a, b->cfg.numCtas, stream); ce != cudaSuccess)
@@ -109,7 +113,7 @@ ncclResult_t collective(ncclEpBucket_t b, epx::BucketCall call, const ncclEpBuck
       break;
     case epx::BucketCall::AllReduce:
       r = launchOp(b, items, n, epx::dev::kBucketReduceScatter, false, opts, stream, who);
-      if (r == ncclSuccess) r = launchOp(b, items, n, epx::dev::kBucketAllGather, false, nullptr, stream, who);
+      if (r == ncclSuccess) r = launchOp(b, items, n, epx::dev::kBucketAllGather, false, nullptr, stream, who, true);
       break;
   }
   if (r == ncclSuccess && s) r = stage(b, s, items, n, false, stream, who);

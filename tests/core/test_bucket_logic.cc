@@ -221,6 +221,11 @@ BOOST_AUTO_TEST_CASE(async_error_words) {
   e.timeout.phase = dev::kPhaseBucketReady;
   describeAsyncError(e, 250, &text);
   BOOST_TEST(text.find("bucket collective start") != std::string::npos);
+  e.timeout.phase = dev::kPhaseBucketFree;
+  describeAsyncError(e, 250, &text);
+  BOOST_TEST(text.find("in bucket reduce-scatter start (the peer's previous collective has not finished) waiting for "
+                       "peer rank 5 over GIN") != std::string::npos,
+             text);
 }
 
 // The reference sums in rank order from +0.0: (1e8 + 1) - 1e8 = 0 in FP32, while the other order

@@ -9,6 +9,7 @@ const char* phaseName(int phase) {
   switch (phase) {
     case dev::kPhaseBucketReady: return "bucket collective start";
     case dev::kPhaseBucketData: return "bucket collective data";
+    case dev::kPhaseBucketFree: return "bucket reduce-scatter start (the peer's previous collective has not finished)";
     case dev::kPhasePpSlot: return "PP send (waiting for the receiver to free a slot)";
     case dev::kPhasePpData: return "PP recv (waiting for the message)";
     case dev::kPhaseCounts: return "count exchange (ncclEpDispatchLayout)";

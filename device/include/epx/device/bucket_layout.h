@@ -117,6 +117,13 @@ EPX_HD ByteRange bucketChunkElems(uint64_t bytes, uint64_t wireBytes, uint64_t c
 // The bucket's window runs one kind of op through the protocol session: its slot 0 (readiness
 // and arrival words kFlagReadyDispatch / kFlagArriveDispatch of the bucket's own window).
 constexpr int kBucketSessionKind = kOpDispatch;
+// Over GIN every op's end also adds 1 to each network peer's "free" word of this rank (the
+// session's otherwise unused combine-ready word): the ops this rank finished, so its receive area is
+// free again. A reduce-scatter puts into a peer's receive area once that count reached seq - 1 —
+// without waiting for the peer to start this op (its "ready", a one-way signal later). All-gathers
+// write the peers' tensors, which a peer hands over when it calls: they wait for ready >= seq, the
+// gather half of an all-reduce for ready >= seq - 1 (the reduce-scatter half of the same call).
+constexpr int kBucketFreeKind = kFlagReadyCombine;
 
 struct BucketArgs {
   Common c;          // wl.flags = BucketLayout::flags; state/arrived: the bucket's session state
@@ -125,6 +132,7 @@ struct BucketArgs {
   int hasScale;
   float scale;       // reduce-scatter: the sum is multiplied by scale (after the rank-order sum)
   uint64_t chunkBytes;  // GIN put chunk (ncclEpBucketConfig_t.chunkBytes)
+  int gatherOfAllReduce;  // all-gather launched as the second half of an all-reduce
   int numTensors;
   BucketTensorLayout t[kMaxBucketTensors];
 };

@@ -47,7 +47,8 @@ enum CollPhase : int {
   kPhasePpSlot = 18,         // PP send: the receiving peer has not freed a slot
   kPhasePpData = 19,         // PP recv: the sending peer's message did not arrive
   kPhasePpRecvTooSmall = 20,  // not a wait: a PP message larger than the receive buffer (dropped)
-  kPhaseLinkDrain = 21        // destroy: the peer's drain signal did not arrive (it has not destroyed)
+  kPhaseLinkDrain = 21,       // destroy: the peer's drain signal did not arrive (it has not destroyed)
+  kPhaseBucketFree = 22       // reduce-scatter: peer has not finished its previous bucket collective
 };
 
 // How the stalled peer is reached (ErrorRecord::transport).

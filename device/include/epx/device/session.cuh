@@ -149,8 +149,10 @@ struct OpSession {
     __syncthreads();
   }
 
+  // publishFree: the last CTA then adds 1 to every network peer's `freeKind` word of this rank (the
+  // count of ops this rank finished: its receive areas are free again; buckets, bucket_layout.h).
   template <class Rows>
-  __device__ void end(const Transport& t, int kind, const Rows& rows) {
+  __device__ void end(const Transport& t, int kind, const Rows& rows, int freeKind = -1) {
     __syncthreads();
     t.mark(kStepEnd);
     const Common& c = t.c;
@@ -170,6 +172,9 @@ struct OpSession {
       __threadfence();
       reinterpret_cast<volatile uint32_t*>(c.state->opSeq)[kind] = seq;
     }
+    if (freeKind >= 0 && !abort && t.hasGin())
+      for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x)
+        if (!t.lsa(p)) t.publish(p, freeKind, seq);
   }
 };
 
