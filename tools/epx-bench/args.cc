@@ -287,6 +287,8 @@ Options parseArgs(int argc, char** argv) {
       }
       if (g > 0) o.netGBps = g;
     }
+  if (const char* e = std::getenv("EPX_BENCH_STREAM_SHIFT"); e && *e)
+    o.streamShift = int(toInt("EPX_BENCH_STREAM_SHIFT", e, 0, kMaxStreamShift));
   if (o.netLatencyUs < 0) {
     const char* e = std::getenv("EPX_GIN_EMU_LATENCY_US");
     o.netLatencyUs = o.netGBps > 0 && e && *e ? toDouble("EPX_GIN_EMU_LATENCY_US", e, 0, 1e6) : 0.0;

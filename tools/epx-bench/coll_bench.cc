@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -26,12 +25,6 @@ constexpr int kPpSlots = 4;
 // first before the timed loop and joined back after it), for calls a user overlaps on two streams.
 using TimedOp = std::function<void(const RankContext&, cudaStream_t side)>;
 
-int streamShift() {
-  const char* v = std::getenv("EPX_BENCH_STREAM_SHIFT");
-  const int k = v != nullptr ? std::atoi(v) : 0;
-  return k < 0 ? 0 : k > 64 ? 64 : k;
-}
-
 // The ranks' shared measurement: times ops and prints one line each (rank 0), with a `# gin` line
 // under every epx line when the GIN latency counters are on (fake nodes, gin_report.h).
 class CollBench {
@@ -46,7 +39,7 @@ class CollBench {
     mg_.run([&](const RankContext& c) {
       // EPX_BENCH_STREAM_SHIFT=k (a test-rig diagnostic): k throwaway streams first, which moves the
       // side stream to another of CUDA's hardware queues (they are handed out round robin).
-      std::vector<cudaStream_t> shift(static_cast<size_t>(streamShift()));
+      std::vector<cudaStream_t> shift(static_cast<size_t>(opt_.streamShift));
       for (cudaStream_t& s : shift) BENCH_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
       cudaStream_t side;
       BENCH_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
