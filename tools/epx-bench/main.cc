@@ -147,6 +147,11 @@ int run(const Options& opt) {
     std::fprintf(stderr, "epx-bench: %s\n", ex.what());
     return 2;
   }
+  // A --gpus that contradicts the job's rank count is an error on every machine, GPU or not.
+  if (mpe.enabled && opt.gpus && opt.gpus != mpe.size) {
+    std::fprintf(stderr, "epx-bench: --gpus %d, but the job has EPX_MP_SIZE=%d ranks\n", opt.gpus, mpe.size);
+    return 2;
+  }
   int nDev = 0;
   const cudaError_t e = cudaGetDeviceCount(&nDev);
   if (e != cudaSuccess || nDev <= 0) {
@@ -164,11 +169,7 @@ int run(const Options& opt) {
   const bool mp = mpe.enabled;
   int n = 0;
   if (mp) {
-    n = mpe.size;
-    if (opt.gpus && opt.gpus != n) {
-      std::fprintf(stderr, "epx-bench: --gpus %d, but the job has EPX_MP_SIZE=%d ranks\n", opt.gpus, n);
-      return 2;
-    }
+    n = mpe.size;  // --gpus checked against it above
   } else {
     n = opt.gpus ? opt.gpus : std::min(nDev, kMaxRanks);
     if (n < 1 || n > nDev || n > kMaxRanks) {
