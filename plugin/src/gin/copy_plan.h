@@ -22,7 +22,8 @@ enum class CopyMode {
               // MPS a copy-engine op costs tens to hundreds of µs, docs/performance.md)
 };
 
-// Parses EPX_GIN_COPY ("ce", "staged", "memcpy", "kernel"; empty = ce). Unknown text: Ce and *error set.
+// Parses EPX_GIN_COPY ("ce", "staged", "memcpy", "kernel", "kernel-all"; empty = ce). Unknown text: Ce and
+// *error set.
 CopyMode parseCopyMode(const std::string& text, std::string* error);
 const char* copyModeName(CopyMode mode);
 // Whether a put of `bytes` goes through the staging ring in `mode`.
