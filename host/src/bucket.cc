@@ -201,12 +201,9 @@ extern "C" ncclResult_t ncclEpBucketCreate(ncclComm_t comm, const ncclEpBucketTe
 extern "C" ncclResult_t ncclEpBucketDestroy(ncclEpBucket_t b) {
   if (!b) return ncclSuccess;
   cudaSetDevice(b->link.cudaDev);
-  const cudaError_t ce = cudaDeviceSynchronize();
-  const ncclResult_t drained = ce == cudaSuccess ? epx::linkDrain(&b->link, "ncclEpBucketDestroy") : ncclSuccess;
+  const ncclResult_t r = epx::linkQuiesce(&b->link, "ncclEpBucketDestroy");
   release(b);
-  if (ce != cudaSuccess)
-    return fail(ncclUnhandledCudaError, std::string("ncclEpBucketDestroy: pending work failed: ") + cudaGetErrorString(ce));
-  return drained;
+  return r;
 }
 
 extern "C" ncclResult_t ncclEpBucketGetTensor(ncclEpBucket_t b, int index, void** ptr) {

@@ -215,12 +215,10 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
 extern "C" ncclResult_t ncclEpGroupDestroy(ncclEpGroup_t g) {
   if (!g) return ncclSuccess;
   cudaSetDevice(g->cudaDev);
-  cudaError_t ce = cudaDeviceSynchronize();
   // No GIN signal of this group's kernels may land on the next device communicator's signals.
-  const ncclResult_t drained = ce == cudaSuccess ? epx::linkDrain(&g->link, "ncclEpGroupDestroy") : ncclSuccess;
+  const ncclResult_t r = epx::linkQuiesce(&g->link, "ncclEpGroupDestroy");
   releaseGroup(g);
-  if (ce != cudaSuccess) return fail(ncclUnhandledCudaError, cudaMsg("ncclEpGroupDestroy: pending work failed", ce));
-  return drained;
+  return r;
 }
 
 extern "C" ncclResult_t ncclEpGroupGetSmCount(ncclEpGroup_t g, int* sms) {

@@ -103,6 +103,9 @@ void linkClose(WindowLink* l) {
   l->error = l->errorDev = nullptr;
 }
 
+namespace {
+
+// The drain of linkQuiesce (see link.h).
 ncclResult_t linkDrain(WindowLink* l, const char* who) {
   if (!l->network() || l->ginContexts == 0 || l->error == nullptr) return ncclSuccess;
   const bool wait = !groupBroken(linkErrorSnapshot(*l));
@@ -113,6 +116,15 @@ ncclResult_t linkDrain(WindowLink* l, const char* who) {
   std::string text;
   const ncclResult_t r = linkAsyncError(*l, &text);  // the drain's timeout, naming the peer
   return fail(r, std::string(who) + ": " + text);
+}
+
+}  // namespace
+
+ncclResult_t linkQuiesce(WindowLink* l, const char* who, cudaError_t pending) {
+  const cudaError_t synced = cudaDeviceSynchronize();
+  if (pending == cudaSuccess) pending = synced;
+  if (pending != cudaSuccess) return fail(ncclUnhandledCudaError, cudaMsg(who, "pending work failed", pending));
+  return linkDrain(l, who);
 }
 
 ncclResult_t linkOpen(const LinkRequest& req, WindowLink* l) {

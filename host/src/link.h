@@ -63,16 +63,17 @@ std::string linkQuery(ncclComm_t comm, WindowLink* l);
 ncclResult_t linkOpen(const LinkRequest& req, WindowLink* l);
 void linkClose(WindowLink* l);
 
-// Collective over l->comm, at destroy, after this rank's work on the link has finished
-// (cudaDeviceSynchronize) and before linkClose: waits until no GIN signal of an earlier kernel is
-// still in flight between this rank and any network peer (dev::launchDrainGin), bounded by the
-// link's timeout. Signals that land after ncclDevCommDestroy would add to the ids that NCCL's pool
+// Collective over l->comm, at destroy, before linkClose: waits until this rank's work on the device
+// has finished (cudaDeviceSynchronize; `pending`: an error of work the caller just queued), then
+// drains (linkDrain): waits until no GIN signal of an earlier kernel is still in flight between
+// this rank and any network peer (dev::launchDrainGin), bounded by the link's timeout. Signals that land after ncclDevCommDestroy would add to the ids that NCCL's pool
 // hands the next device communicator of the communicator (a low-latency bank freed twice, a count
 // one ahead). Nothing to do without network peers. After the link recorded a timeout this rank
 // only posts its own drain signals (the live peers wait for them; a peer that stalled or died
-// cannot drain, and the communicator is to be aborted). A drain that times out is an error naming
-// the peer (ncclRemoteError); the caller still closes the link.
-ncclResult_t linkDrain(WindowLink* l, const char* who);
+// cannot drain, and the communicator is to be aborted). Errors: ncclUnhandledCudaError "<who>: pending
+// work failed: ..." when the work failed (no drain then); a drain that times out, ncclRemoteError
+// naming the peer. The caller still closes the link.
+ncclResult_t linkQuiesce(WindowLink* l, const char* who, cudaError_t pending = cudaSuccess);
 
 // The transport-layer arguments of l (Common without the EP-specific fields): flags at
 // `flagsOffset` of the window; nCtas CTAs per kernel; state / arrived may be null.

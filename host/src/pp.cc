@@ -126,13 +126,10 @@ extern "C" ncclResult_t ncclEpPpChannelDestroy(ncclEpPpChannel_t ch) {
   if (!ch) return ncclSuccess;
   cudaSetDevice(ch->link.cudaDev);
   // Sends return once their GIN puts are posted: wait until the last ones left the stage.
-  cudaError_t ce = ch->link.network() ? epx::dev::launchPpFlush(ch->args(0), nullptr) : cudaSuccess;
-  if (const cudaError_t se = cudaDeviceSynchronize(); ce == cudaSuccess) ce = se;
-  const ncclResult_t drained = ce == cudaSuccess ? epx::linkDrain(&ch->link, "ncclEpPpChannelDestroy") : ncclSuccess;
+  const cudaError_t flush = ch->link.network() ? epx::dev::launchPpFlush(ch->args(0), nullptr) : cudaSuccess;
+  const ncclResult_t r = epx::linkQuiesce(&ch->link, "ncclEpPpChannelDestroy", flush);
   release(ch);
-  if (ce != cudaSuccess)
-    return fail(ncclUnhandledCudaError, std::string("ncclEpPpChannelDestroy: pending work failed: ") + cudaGetErrorString(ce));
-  return drained;
+  return r;
 }
 
 extern "C" ncclResult_t ncclEpPpSend(ncclEpPpChannel_t ch, const void* buf, size_t bytes, int peer, cudaStream_t stream) {
