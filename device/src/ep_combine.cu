@@ -129,7 +129,7 @@ __device__ void putRound(const CombineArgs& a, const Transport& tr, OpSession& s
   const int K = c.topk;
   const uint64_t wire = wireRowBytes(a);
   const uint64_t wOff = inWindow(a, tr, a.topkWeights, c.wl.recvWeights) ? c.wl.recvWeights : c.wl.combineStageW;
-  ses.readyAllGin(tr, kOpCombine, kPhaseCombineReady);
+  ses.readyAllGin(tr, kOpCombine, kPhaseCombineFree);
   if (ses.abort) return;
   for (int s = threadIdx.x; s < c.nRanks; s += kThreads) {
     if (tr.lsa(s)) continue;
@@ -330,7 +330,7 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_consta
     if (!ses.abort) reduceTokens<false, WireRow, kExpanded>(a, tr, ses, globalWarp, numWarps, lane, rows, ownRows);
   }
   if (gin) tr.completeGin();  // combineX / weights are the caller's again
-  ses.end(tr, kOpCombine, ginRows);
+  ses.end(tr, kOpCombine, ginRows, kFlagReadyCombine);  // network peers: this combine finished (ginReadyTarget)
 }
 
 }  // namespace

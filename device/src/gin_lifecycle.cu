@@ -25,9 +25,9 @@ __global__ void resetGinSignalsKernel(const __grid_constant__ Common c) {
 // the drain word of src summed over contexts reaches ginContexts once all of them arrived.
 __global__ void drainGinKernel(const __grid_constant__ Common c, uint32_t drainBase, bool wait) {
   const Transport tr(c);
+  __threadfence_system();  // this rank's earlier work is visible before any drain signal leaves
   for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x) {
     if (p == c.rank || tr.lsa(p)) continue;
-    __threadfence_system();
     for (int ctx = 0; ctx < c.ginContexts; ++ctx) {
       ncclGin gin(tr.devComm(), ctx);
       gin.signal(ncclTeamWorld(tr.devComm()), p, ncclGin_SignalAdd{drainBase + uint32_t(c.rank), 1});

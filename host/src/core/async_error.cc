@@ -17,6 +17,7 @@ const char* phaseName(int phase) {
     case dev::kPhaseDispatchData: return "dispatch data";
     case dev::kPhaseCombineReady: return "combine start";
     case dev::kPhaseCombineData: return "combine data";
+    case dev::kPhaseCombineFree: return "combine start (the peer's previous combine has not finished)";
     case dev::kPhaseBadExpertId: return "expert id check";
     case dev::kPhaseGinCompletion: return "GIN completion";
     case dev::kPhaseLlDispatchFree: return "low-latency dispatch start (previous dispatch of this buffer bank not yet received by the peer)";

@@ -37,7 +37,8 @@ enum WaitPhase : int {
   kPhaseLlDispatchData = 9,  // low-latency: peer's dispatch rows/counts did not arrive
   kPhaseLlCombineFree = 10,
   kPhaseLlCombineData = 11,
-  kNumPhases = 12
+  kPhaseCombineFree = 12,    // network peer has not finished its previous combine (session.cuh ginReadyTarget)
+  kNumPhases = 13
 };
 
 // Waits of the bucket collectives and PP channels (values apart from the EP phases above).

@@ -1,7 +1,8 @@
 // The protocol session of one dispatch or combine, on the transport layer (transport.cuh):
 //   begin()        read this op's sequence number; CTA 0 tells every peer that it may send this op
-//                  to us (ready); every CTA waits until every NVLink peer may receive it from us
-//                  (its stores go straight into their windows);
+//                  to us (ready; combine: NVLink peers only, see ginReadyTarget); every CTA waits
+//                  until every NVLink peer may receive it from us (its stores go straight into
+//                  their windows);
 //   lastToStage()  the last CTA to finish staging a put round's GIN rows (it posts the round's
 //                  puts, after readyAllGin(): staging overlaps that round trip);
 //   arriveLsa()    after this CTA's stores into NVLink peers' windows: +1 on each such peer's
@@ -10,7 +11,8 @@
 //                  of sources, so the receiver can start on early ones): NVLink sources when all
 //                  their CTAs added (seq * nCtas), network sources when the rows they put (signal
 //                  summed over contexts) reach the running total kept in Common::arrived;
-//   end()          the last CTA advances the running totals and publishes the sequence number.
+//   end()          the last CTA advances the running totals and publishes the sequence number
+//                  (combine, and every bucket op: also "finished" to every network peer).
 // All CTAs of the grid must be co-resident (checked at group creation), and every rank launches
 // the same grid (agreed at group creation).
 #pragma once
@@ -45,20 +47,35 @@ struct OpSession {
     __syncthreads();
     const uint32_t s = seq;
     if (blockIdx.x == 0)
-      for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x) t.publish(p, readyKind, s);
+      for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x)
+        if (t.lsa(p) || !ginFreeAtEnd(kind)) t.publish(p, readyKind, s);
     bool ok = true;
-    for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x)
-      if (t.lsa(p) || c.ginReadyAtStart) ok = ok && t.wait(readyKind, p, s, phase);
+    for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x) {
+      if (t.lsa(p))
+        ok = ok && t.wait(readyKind, p, s, phase);
+      else if (c.ginReadyAtStart)
+        ok = ok && t.wait(readyKind, p, ginReadyTarget(kind), ginFreeAtEnd(kind) ? kPhaseCombineFree : phase);
+    }
     if (!ok) abort = 1;
     __syncthreads();
     t.mark(kStepReady);
   }
 
+  // Combine over GIN: a network peer's combine-ready word counts the combines it *finished*
+  // (published by end(), not by begin()), because a combine only writes the peer's receive area
+  // (combineRecv / combineRecvW), which the peer reads in its own combine and nowhere else: once
+  // the peer finished combine #seq-1 it may receive #seq, without waiting for it to start #seq (a
+  // one-way signal that the senders of an input already in the window cannot hide behind
+  // staging). Dispatch writes rows that the peer's experts read until it calls again, so it keeps
+  // "the peer started this op". The buckets use the same end-of-op word (bucket_layout.h).
+  static __device__ bool ginFreeAtEnd(int kind) { return kind == kOpCombine; }
+  __device__ uint32_t ginReadyTarget(int kind) const { return ginFreeAtEnd(kind) ? seq - 1u : seq; }
+
   // Single thread, before its first put to network peer p in this op: p may receive it from us.
   // false after a timeout (the CTA aborts).
   __device__ bool readyGin(const Transport& t, int kind, int p, int phase) {
     const int readyKind = kind == kOpDispatch ? kFlagReadyDispatch : kFlagReadyCombine;
-    if (t.wait(readyKind, p, seq, phase)) return true;
+    if (t.wait(readyKind, p, ginReadyTarget(kind), phase)) return true;
     abort = 1;
     return false;
   }
@@ -72,7 +89,7 @@ struct OpSession {
     const int readyKind = kind == kOpDispatch ? kFlagReadyDispatch : kFlagReadyCombine;
     bool ok = true;
     for (int p = threadIdx.x; p < t.c.nRanks; p += blockDim.x)
-      if (!t.lsa(p)) ok = ok && t.wait(readyKind, p, seq, phase);
+      if (!t.lsa(p)) ok = ok && t.wait(readyKind, p, ginReadyTarget(kind), phase);
     if (!ok) abort = 1;
     __syncthreads();
     if (threadIdx.x == 0) ginReady = 1;
