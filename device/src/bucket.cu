@@ -14,8 +14,9 @@
 //                 sources chunk by chunk instead, inside the reduction;
 //   reduce        reduce-scatter: this rank's shard = the sum of every rank's contribution in rank
 //                 order 0..nRanks-1, FP32 accumulation, then times the scale; written in place,
-//                 one put chunk at a time as soon as that chunk arrived from every network source
-//                 (the sum overlaps the rest of the transfer).
+//                 one put at a time as soon as that put arrived from every network source (the
+//                 sum overlaps the rest of the transfer; each transfer's last chunk goes as three
+//                 tapered puts, so a quarter of it is left to sum after the last arrival: PutChunks).
 // No multicast; all-reduce is a reduce-scatter followed by an all-gather (host/src/bucket.cc).
 #include "epx/device/bulk_copy.cuh"
 #include "epx/device/chunking.h"
@@ -104,14 +105,14 @@ __device__ void postGinSpread(const BucketArgs& a, const Transport& tr, OpSessio
   uint64_t item = 0;
   for (int ti = 0; ti < a.numTensors; ++ti) {
     const BucketTensorLayout& t = a.t[ti];
-    const uint64_t bytes = bucketTransferBytes(t, a.op, a.bf16Wire);
-    const uint64_t chunks = chunksOf(bytes, a.chunkBytes);
+    const PutChunks puts = bucketPutChunks(t, a.op, a.bf16Wire, a.chunkBytes);
+    const uint64_t chunks = puts.count();
     for (int k = 1; k < c.nRanks; ++k) {
       const int d = (c.rank + k) % c.nRanks;
       if (tr.lsa(d)) continue;
       for (uint64_t ch = 0; ch < chunks; ++ch, ++item) {
         if (int(item % uint64_t(gridDim.x)) != int(blockIdx.x)) continue;
-        const ByteRange r = chunkRange(bytes, a.chunkBytes, ch);
+        const ByteRange r = puts.range(ch);
         if (threadIdx.x == 0 && !ses.abort && peerMayReceive(a, tr, ses, d))
           tr.putSignal(d, transferDst(a, t, c.rank) + r.begin, transferSrc(a, t, c.rank, d) + r.begin, r.size(),
                        kFlagArriveDispatch, 1u, dataContextOf(d, c.ginContexts));
@@ -151,10 +152,10 @@ __device__ void postGinOrdered(const BucketArgs& a, const Transport& tr, OpSessi
     const int ctx = dataContextOf(d, c.ginContexts);
     for (int ti = 0; ti < a.numTensors; ++ti) {
       const BucketTensorLayout& t = a.t[ti];
-      const uint64_t bytes = bucketTransferBytes(t, a.op, a.bf16Wire);
+      const PutChunks puts = bucketPutChunks(t, a.op, a.bf16Wire, a.chunkBytes);
       const uint64_t src = converts(a, t) ? stageOf(t, d) : transferSrc(a, t, c.rank, d);
-      for (uint64_t ch = 0; ch < chunksOf(bytes, a.chunkBytes); ++ch) {
-        const ByteRange r = chunkRange(bytes, a.chunkBytes, ch);
+      for (uint64_t ch = 0; ch < puts.count(); ++ch) {
+        const ByteRange r = puts.range(ch);
         tr.putSignal(d, transferDst(a, t, c.rank) + r.begin, src + r.begin, r.size(), kFlagArriveDispatch, 1u, ctx);
       }
     }
@@ -298,14 +299,14 @@ __device__ void reduceShard(const BucketArgs& a, const Transport& tr, OpSession&
   uint32_t before = 0;  // put chunks of the earlier tensors
   for (int ti = 0; ti < a.numTensors; ++ti) {
     const BucketTensorLayout& t = a.t[ti];
-    const uint64_t bytes = bucketTransferBytes(t, a.op, a.bf16Wire);
-    const uint64_t chunks = chunksOf(bytes, a.chunkBytes);
+    const PutChunks puts = bucketPutChunks(t, a.op, a.bf16Wire, a.chunkBytes);
+    const uint64_t chunks = puts.count();
     for (uint64_t ch = 0; ch < chunks; ++ch) {
       if (tr.hasGin()) {
         ses.waitGinPrefix(tr, kBucketSessionKind, kPhaseBucketData, SameRows{bucketChunkTarget(before, ch)});
         if (ses.abort) return;
       }
-      reduceElems(a, tr, t, bucketChunkElems(bytes, bytes / t.shard, ch, a.chunkBytes));
+      reduceElems(a, tr, t, bucketChunkElems(puts, puts.bytes / t.shard, ch));
     }
     before += uint32_t(chunks);
   }

@@ -104,8 +104,10 @@ BOOST_AUTO_TEST_CASE(transfers_and_gin_puts) {
   const uint32_t fp32Puts = uint32_t(dev::chunksOf(shardBytes, dev::kBucketDefaultChunkBytes));
   BOOST_TEST(fp32Puts == 4u);
   BOOST_TEST(dev::bucketGinPutsPerPeer(l.t, 2, dev::kBucketAllGather, false, dev::kBucketDefaultChunkBytes) == fp32Puts + 1u);
+  // Reduce-scatter: the 4 MiB BF16 wire transfer's last 2 MiB chunk goes as 3 tapered puts; the
+  // 2-byte one is not tapered (below kTaperMinBytes).
   BOOST_TEST(dev::bucketGinPutsPerPeer(l.t, 2, dev::kBucketReduceScatter, true, dev::kBucketDefaultChunkBytes) ==
-             uint32_t(dev::chunksOf(shardBytes / 2, dev::kBucketDefaultChunkBytes)) + 1u);
+             uint32_t(dev::chunksOf(shardBytes / 2, dev::kBucketDefaultChunkBytes)) + 2u + 1u);
   // Another chunk size (ncclEpBucketConfig_t.chunkBytes): 64 KiB chunks of the same transfers.
   const uint64_t k64 = dev::kGinMinChunkBytes;
   BOOST_TEST(dev::bucketGinPutsPerPeer(l.t, 2, dev::kBucketAllGather, false, k64) ==
@@ -113,27 +115,48 @@ BOOST_AUTO_TEST_CASE(transfers_and_gin_puts) {
   BOOST_TEST(dev::chunksOf(shardBytes, k64) == 97u);  // 96 whole chunks and 4 bytes
 }
 
-// Reduce-scatter over GIN reduces chunk by chunk: the chunks' element ranges tile the shard in order
-// (every element once, whatever the shard, wire width or tail), and the arrival target of each chunk
-// counts the earlier tensors' chunks and this one's predecessors.
+// Reduce-scatter over GIN reduces put by put: the puts' element ranges tile the shard in order
+// (every element once, whatever the shard, wire width or tail), and the arrival target of each put
+// counts the earlier tensors' puts and this one's predecessors.
 BOOST_AUTO_TEST_CASE(reduce_chunks_tile_the_shard) {
   for (const uint64_t C : {dev::kBucketDefaultChunkBytes, dev::kGinMinChunkBytes, uint64_t(4) << 20})
   for (const uint64_t wire : {uint64_t(2), uint64_t(4)})
+    for (const bool taper : {false, true})
     for (const uint64_t shard : {uint64_t(0), uint64_t(1), uint64_t(8), C / wire - 8, C / wire, C / wire + 8,
-                                 5 * C / wire + 4, uint64_t(64) << 20 >> 2}) {
+                                 5 * C / wire + 4, 5 * C / wire + 3, uint64_t(64) << 20 >> 2}) {
       const uint64_t bytes = shard * wire;
-      const uint64_t chunks = dev::chunksOf(bytes, C);
+      const dev::PutChunks puts{bytes, C, taper};
       uint64_t next = 0;
-      for (uint64_t ch = 0; ch < chunks; ++ch) {
-        const dev::ByteRange e = dev::bucketChunkElems(bytes, wire, ch, C);
+      for (uint64_t ch = 0; ch < puts.count(); ++ch) {
+        const dev::ByteRange e = dev::bucketChunkElems(puts, wire, ch);
         BOOST_TEST(e.begin == next);
         BOOST_TEST(e.end > e.begin);
-        BOOST_TEST((e.end - e.begin) * wire == dev::chunkRange(bytes, C, ch).size());
+        BOOST_TEST((e.end - e.begin) * wire == puts.range(ch).size());
+        BOOST_TEST(puts.range(ch).size() <= C);
+        BOOST_TEST(puts.range(ch).begin % dev::kVecBytes == 0u);  // whole vectors from the transfer's start
         if (shard % 8 == 0) BOOST_TEST(e.begin % 4 == 0u);  // whole 4-element vectors (reduceElems)
         next = e.end;
       }
-      BOOST_TEST(next == shard, "chunk " << C << " wire " << wire << " shard " << shard);
+      BOOST_TEST(next == shard, "chunk " << C << " wire " << wire << " shard " << shard << " taper " << taper);
+      // Without the taper: chunkRange's chunks; with it, two more puts when the last chunk is big enough.
+      const uint64_t last = bytes == 0 ? 0 : bytes - (dev::chunksOf(bytes, C) - 1) * C;
+      BOOST_TEST(puts.count() == dev::chunksOf(bytes, C) + (taper && last >= dev::kTaperMinBytes ? 2u : 0u));
+      if (!taper)
+        for (uint64_t ch = 0; ch < puts.count(); ++ch)
+          BOOST_TEST(puts.range(ch).begin == dev::chunkRange(bytes, C, ch).begin);
     }
+  // 2 MiB chunks of a 16 MiB transfer, tapered: 7 whole chunks, then 1 MiB, 512 KiB, 512 KiB.
+  const uint64_t M = uint64_t(1) << 20;
+  const dev::PutChunks t16{16 * M, 2 * M, true};
+  BOOST_TEST(t16.count() == 10u);
+  BOOST_TEST(t16.range(6).size() == 2 * M);
+  BOOST_TEST(t16.range(7).begin == 14 * M);
+  BOOST_TEST(t16.range(7).size() == M);
+  BOOST_TEST(t16.range(8).size() == M / 2);
+  BOOST_TEST(t16.range(9).size() == M / 2);
+  BOOST_TEST(t16.range(9).end == 16 * M);
+  // A last chunk below kTaperMinBytes stays whole: 2 MiB + 100 KiB.
+  BOOST_TEST((dev::PutChunks{2 * M + 100 * 1024, 2 * M, true}.count()) == 2u);
   BOOST_TEST(dev::bucketChunkTarget(0, 0) == 1u);
   BOOST_TEST(dev::bucketChunkTarget(4, 0) == 5u);
   BOOST_TEST(dev::bucketChunkTarget(4, 2) == 7u);

@@ -95,11 +95,18 @@ EPX_HD uint64_t bucketTransferBytes(const BucketTensorLayout& t, int op, bool bf
   return t.shard * uint64_t(bf16Wire ? 2 : t.elemBytes);
 }
 
-// GIN puts (chunks of at most chunkBytes) each source sends each network destination in one op
-// over these tensors: the arrival count the destination waits for.
+// The GIN puts of one source's transfer of tensor t to one network destination: chunks of
+// chunkBytes; a reduce-scatter's with a tapered tail (the destination reduces each put as it
+// arrives, PutChunks).
+EPX_HD PutChunks bucketPutChunks(const BucketTensorLayout& t, int op, bool bf16Wire, uint64_t chunkBytes) {
+  return PutChunks{bucketTransferBytes(t, op, bf16Wire), chunkBytes, op == kBucketReduceScatter};
+}
+
+// GIN puts each source sends each network destination in one op over these tensors: the arrival
+// count the destination waits for.
 EPX_HD uint32_t bucketGinPutsPerPeer(const BucketTensorLayout* t, int n, int op, bool bf16Wire, uint64_t chunkBytes) {
   uint64_t puts = 0;
-  for (int i = 0; i < n; ++i) puts += chunksOf(bucketTransferBytes(t[i], op, bf16Wire), chunkBytes);
+  for (int i = 0; i < n; ++i) puts += bucketPutChunks(t[i], op, bf16Wire, chunkBytes).count();
   return uint32_t(puts);
 }
 
@@ -108,9 +115,9 @@ EPX_HD uint32_t bucketGinPutsPerPeer(const BucketTensorLayout* t, int n, int op,
 // count from that source has reached bucketChunkTarget(before, ch) once chunk ch of a tensor is in
 // (`before`: the chunks of the op's earlier tensors; the op's base count not included).
 EPX_HD uint32_t bucketChunkTarget(uint32_t before, uint64_t ch) { return before + uint32_t(ch) + 1u; }
-// The shard elements that put chunk ch of a `bytes` transfer carries (wireBytes per element).
-EPX_HD ByteRange bucketChunkElems(uint64_t bytes, uint64_t wireBytes, uint64_t ch, uint64_t chunkBytes) {
-  const ByteRange r = chunkRange(bytes, chunkBytes, ch);
+// The shard elements that put ch of a transfer carries (wireBytes per element).
+EPX_HD ByteRange bucketChunkElems(const PutChunks& puts, uint64_t wireBytes, uint64_t ch) {
+  const ByteRange r = puts.range(ch);
   return ByteRange{r.begin / wireBytes, r.end / wireBytes};
 }
 

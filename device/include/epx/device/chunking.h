@@ -35,6 +35,33 @@ EPX_HD ByteRange chunkRange(uint64_t bytes, uint64_t chunk, uint64_t i) {
   return ByteRange{b < bytes ? b : bytes, e < bytes ? e : bytes};
 }
 
+// The GIN puts of one transfer: chunks of `chunk` bytes (chunkRange), optionally with a tapered
+// tail. A receiver that works on each put as it arrives (the reduce-scatter's reduction) still has
+// the last put's work to do after the wire went quiet; tapering cuts the transfer's last chunk, when
+// it is at least kTaperMinBytes, into its half, a quarter and the rest (about a quarter), at 16-byte
+// boundaries (a boundary stays a whole vector from the transfer's start, also when `bytes` is not a
+// multiple of 16): two more puts, a quarter of the last chunk's work left after the last arrival.
+constexpr uint64_t kTaperMinBytes = 4 * kGinMinChunkBytes;
+constexpr uint64_t kTaperPieces = 3;
+struct PutChunks {
+  uint64_t bytes, chunk;
+  bool taper;
+  // Chunks without the taper, and whether this transfer's last one is tapered.
+  EPX_HD uint64_t whole() const { return chunksOf(bytes, chunk); }
+  EPX_HD bool tapered() const { return taper && bytes > 0 && bytes - (whole() - 1) * chunk >= kTaperMinBytes; }
+  EPX_HD uint64_t count() const { return whole() + (tapered() ? kTaperPieces - 1 : 0); }
+  // Bytes of put i (0 <= i < count()), in order; they tile [0, bytes).
+  EPX_HD ByteRange range(uint64_t i) const {
+    if (!tapered() || i + 1 < whole()) return chunkRange(bytes, chunk, i);
+    const uint64_t b = (whole() - 1) * chunk, last = bytes - b;
+    const uint64_t half = last / 2 / kVecBytes * kVecBytes, quarter = last / 4 / kVecBytes * kVecBytes;
+    const uint64_t j = i - (whole() - 1);
+    if (j == 0) return ByteRange{b, b + half};
+    if (j == 1) return ByteRange{b + half, b + half + quarter};
+    return ByteRange{b + half + quarter, bytes};
+  }
+};
+
 // Contiguous share of part p of `parts` over `bytes`, cut at 16-byte boundaries (the last part
 // takes the tail that is not a whole vector): CTA p's bytes of a transfer.
 EPX_HD ByteRange vecShare(uint64_t bytes, int parts, int p) {
