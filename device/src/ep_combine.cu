@@ -6,10 +6,11 @@
 //        in FP32, rounded to BF16 for the wire — or kept FP32 with the exact-combine option, so
 //        every contribution is rounded once, at the source's final BF16 output): stored directly
 //        into NVLink peers' windows, or staged in this rank's combineX and moved over GIN in a few
-//        put rounds of received rows: the last CTA to finish staging a round posts, per network
-//        source, one put of the weights and one of the rows, which adds the rows to the source's
-//        arrival signal — the source reduces each layout chunk of its tokens as soon as that
-//        chunk's rows arrived, while later rounds are on the wire.
+//        put rounds, round j carrying the j-th share of every network source's rows (in its token
+//        order): the last CTA to finish staging a round posts, per network source, one put of the
+//        weights and one of the rows, which adds the rows to the source's arrival signal — every
+//        source reduces each layout chunk of its tokens as soon as that chunk's rows arrived,
+//        while later rounds are on the wire.
 //  pull: (deduplicated layout, expert output already in the window's combineX) NVLink peers'
 //        rows are not sent: after every rank started combine, each rank reads its tokens' rows
 //        straight from those peers' windows; a closing arrival ("done reading") keeps combineX
@@ -117,13 +118,12 @@ __device__ void sendBack(const CombineArgs& a, const Transport& tr, SendRows whi
   }
 }
 
-// Called by the last CTA to finish staging put round `rows` (a contiguous range of the rows from
-// network sources, in source order): per network source s, the round's rows s sent us are
-// contiguous here and in its combineRecv (this rank's slots, in s's token order), so one put of
-// their weights and one of the rows, which adds the rows to s's arrival signal: s reduces its
-// tokens as their rows arrive (waitGinPrefix). Sources are spread over the contexts; each source's
-// puts stay on one context, in row order.
-__device__ void putRound(const CombineArgs& a, const Transport& tr, OpSession& ses, Share rows) {
+// Called by the last CTA to finish staging put round `round` of `rounds`: per network source s,
+// the round's rows s sent us (combineRoundRows) are contiguous here and in its combineRecv (this
+// rank's slots, in s's token order), so one put of their weights and one of the rows, which adds
+// the rows to s's arrival signal: s reduces its tokens as their rows arrive (waitGinPrefix).
+// Sources are spread over the contexts; each source's puts stay on one context, in row order.
+__device__ void putRound(const CombineArgs& a, const Transport& tr, OpSession& ses, int round, int rounds) {
   const Common& c = a.c;
   const Route& r = a.r;
   const int K = c.topk;
@@ -134,7 +134,7 @@ __device__ void putRound(const CombineArgs& a, const Transport& tr, OpSession& s
   for (int s = threadIdx.x; s < c.nRanks; s += kThreads) {
     if (tr.lsa(s)) continue;
     const int ginBase = r.recvGinBase[s], base = r.recvBase[s];
-    const Share v = intersect(Share{ginBase, r.recvGinBase[s + 1]}, rows);
+    const Share v = combineRoundRows(r.recvGinBase, s, rounds, round);
     const Share piece{base + (v.begin - ginBase), base + (v.end - ginBase)};
     const int n = piece.end - piece.begin;
     if (n == 0) continue;
@@ -301,17 +301,20 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_consta
   const GinRows ginRows{nullptr, r.sendCount};
 
   ses.begin(tr, kOpCombine, kPhaseCombineReady);
-  // Rows from network sources in put rounds (protocol.h): round j leaves while round j+1 is
-  // staged; then rows from NVLink sources (push), while the last round is on the wire.
+  // Rows from network sources in put rounds (protocol.h): round j (the j-th share of every
+  // network source's rows) leaves while round j+1 is staged; then rows from NVLink sources
+  // (push), while the last round is on the wire.
   if (gin) {
     const int ginRows = r.recvGinBase[c.nRanks];
     const int rounds = putRoundsOf((ginRows + kLayoutChunk - 1) / kLayoutChunk, true, c.putRounds);
     for (int j = 0; j < rounds; ++j) {
-      const Share round = shareOf(ginRows, rounds, j);
-      const Share mine = shareOf(round.end - round.begin, gridDim.x, blockIdx.x);
-      if (!ses.abort)
-        sendBack<WireRow, kExpanded>(a, tr, SendRows::kGin, Share{round.begin + mine.begin, round.begin + mine.end}, lane, rows);
-      if (ses.lastToStage(tr, kOpCombine, j) && !ses.abort) putRound(a, tr, ses, round);
+      for (int s = 0; s < c.nRanks && !ses.abort; ++s) {
+        const Share piece = combineRoundRows(r.recvGinBase, s, rounds, j);
+        if (piece.end == piece.begin) continue;
+        const Share mine = shareOf(piece.end - piece.begin, gridDim.x, blockIdx.x);
+        sendBack<WireRow, kExpanded>(a, tr, SendRows::kGin, Share{piece.begin + mine.begin, piece.begin + mine.end}, lane, rows);
+      }
+      if (ses.lastToStage(tr, kOpCombine, j) && !ses.abort) putRound(a, tr, ses, j, rounds);
     }
   }
   const bool pull = !kExpanded && a.pull;

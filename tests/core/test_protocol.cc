@@ -121,6 +121,30 @@ BOOST_AUTO_TEST_CASE(put_rounds_cover_whole_layout_chunks) {
   }
 }
 
+// Combine rounds: round j carries the j-th share of every network source's rows, so over the
+// rounds each source's rows go back in order (its arrival count is a prefix) and every round
+// reaches every source that still has rows; NVLink sources (no GIN rows) get nothing.
+BOOST_AUTO_TEST_CASE(combine_rounds_give_every_source_a_prefix) {
+  const int R = 8;
+  const std::vector<int> rows = {0, 3400, 1, 0, 3, 9000, 7, 2};  // GIN rows from each source (0: NVLink or none)
+  std::vector<int> ginBase(R + 1, 0);
+  for (int s = 0; s < R; ++s) ginBase[s + 1] = ginBase[s] + rows[s];
+  for (int rounds = 1; rounds <= dev::kMaxPutRounds; ++rounds) {
+    std::vector<int> next(ginBase.begin(), ginBase.end() - 1);
+    for (int j = 0; j < rounds; ++j)
+      for (int s = 0; s < R; ++s) {
+        const dev::Share p = dev::combineRoundRows(ginBase.data(), s, rounds, j);
+        BOOST_TEST(p.begin == next[s]);
+        BOOST_TEST(p.end >= p.begin);
+        // Shares of one source differ by at most one row between rounds.
+        BOOST_TEST(p.end - p.begin <= rows[s] / rounds + 1);
+        if (rows[s] >= rounds) BOOST_TEST(p.end > p.begin);
+        next[s] = p.end;
+      }
+    for (int s = 0; s < R; ++s) BOOST_TEST(next[s] == ginBase[s + 1], "rounds " << rounds << " source " << s);
+  }
+}
+
 // Layout numbering as the layout kernel does it: chunk-local slots in token order, chunkRankBase
 // [chunks][R] the rows to each rank in earlier chunks, sendCount [R].
 struct ChunkedRoute {

@@ -87,9 +87,13 @@ EPX_HD Share shareOf(int n, int parts, int p) {
 // later rows, with few enough GIN operations (each has a fixed cost in the proxy path). Dispatch:
 // round j covers whole layout chunks (so each destination's rows of the round are contiguous:
 // chunkRankBase gives their bounds); every CTA stages its share of the round's tokens, and the last
-// CTA to finish the round posts one put per network destination. Combine: round j covers a
-// contiguous range of the rows received from network sources (in source order, ginRowOf), cut the
-// same way into CTA shares; rows of NVLink sources go after the last round, while it is on the wire.
+// CTA to finish the round posts one put per network destination. Combine: round j covers the j-th
+// share of every network source's received rows (combineRoundRows: each source's rows are in its
+// token order, so every source gets a prefix of its returned rows in every round and reduces its
+// first layout chunks while the later rounds are on the wire — rounds over contiguous rows in
+// source order gave the last sources all their rows in the last round, and so their whole
+// reduction after the wire); the CTAs share each source's piece; rows of NVLink sources go after
+// the last round, while it is on the wire.
 constexpr int kMaxPutRounds = 8;
 // Default rounds: as many as keep a dispatch's GIN operations per call within kPutOpsBudget (each
 // network peer gets one x put per round plus kMetaPutsPerPeer puts of the per-row arrays). The
@@ -168,6 +172,14 @@ EPX_HD int sourceOfRow(const int* recvBase, int nRanks, int i) {
 EPX_HD int ginRowOf(const int* recvBase, const int* recvGinBase, int nRanks, int v) {
   const int s = sourceOfRow(recvGinBase, nRanks, v);
   return recvBase[s] + (v - recvGinBase[s]);
+}
+
+// Combine put round j of `rounds`: the rows received from network source s that go back to it in
+// that round, numbered as GIN rows (recvGinBase [nRanks + 1]; empty for NVLink sources). Over j
+// they tile s's rows in order, so s's arrival count is always a prefix of its rows.
+EPX_HD Share combineRoundRows(const int* recvGinBase, int s, int rounds, int j) {
+  const Share p = shareOf(recvGinBase[s + 1] - recvGinBase[s], rounds, j);
+  return Share{recvGinBase[s] + p.begin, recvGinBase[s] + p.end};
 }
 
 // Whether world rank `peer` is an NVLink (LSA) peer of `rank` (LSA teams are consecutive ranks).
