@@ -35,8 +35,8 @@ Outcome parse(std::vector<std::string> args, std::vector<std::pair<std::string, 
     ::close(fds[0]);
     ::dup2(fds[1], 1);
     ::dup2(fds[1], 2);
-    for (const char* v : {"EPX_MP_SIZE", "EPX_MP_RANK", "EPX_MP_ID_FILE", "EPX_GIN_EMU_GBPS", "EPX_GIN_EMU_LATENCY_US",
-                          "EPX_HOST_SYNC"})
+    for (const char* v : {"EPX_MP_SIZE", "EPX_MP_RANK", "EPX_MP_ID_FILE", "EPX_MP_RANKS_PER_NODE", "EPX_GIN_EMU_GBPS",
+                          "EPX_GIN_EMU_LATENCY_US", "EPX_HOST_SYNC"})
       ::unsetenv(v);
     for (const auto& [k, v] : env)
       if (v.empty()) ::unsetenv(k.c_str());
@@ -211,11 +211,36 @@ BOOST_AUTO_TEST_CASE(gin_emu_gbps_uses_the_plugin_range) {
   BOOST_TEST(epxbench::kNicMaxGBps == epx::plugin::gin::kNicMaxGBps);
   Outcome o = parse({}, {{"EPX_GIN_EMU_GBPS", "0.0001"}});
   BOOST_TEST(o.status == 2);
-  BOOST_TEST(has(o, "epx-bench: EPX_GIN_EMU_GBPS: '0.0001' is outside 0.001..10000 GB/s (0 = off)"), o.output);
+  BOOST_TEST(has(o, "epx-bench: EPX_GIN_EMU_GBPS: '0.0001' is neither 0 (off) nor in 0.001..10000 GB/s"), o.output);
   o = parse({}, {{"EPX_GIN_EMU_GBPS", "10001"}});
   BOOST_TEST(o.status == 2);
   BOOST_TEST(has(o, "EPX_GIN_EMU_GBPS"), o.output);
   BOOST_TEST(parse({}, {{"EPX_GIN_EMU_GBPS", "-1"}}).status == 2);
+}
+
+// Options of one layout only are refused when no run uses them; EPX_MP_RANKS_PER_NODE is checked
+// like --ranks-per-node; --version prints the library's version (EPX_VERSION_CODE 100 = 0.1.0).
+BOOST_AUTO_TEST_CASE(layout_options_ranks_per_node_and_version) {
+  BOOST_TEST(has(parse({"--align", "64"}), "--align applies to the expanded layout only"));
+  BOOST_TEST(parse({"--align", "64", "--layout", "both"}).status == 0);
+  BOOST_TEST(has(parse({"--buffers", "user", "--layout", "expanded"}), "--buffers applies to the deduplicated layout only"));
+  BOOST_TEST(parse({"--buffers", "user", "--layout", "dedup"}).status == 0);
+  const std::vector<std::pair<std::string, std::string>> mp = {
+      {"EPX_MP_SIZE", "4"}, {"EPX_MP_RANK", "0"}, {"EPX_MP_ID_FILE", "/tmp/x"}};
+  for (const char* v : {"abc", "0", "-1", "2x"}) {
+    auto env = mp;
+    env.push_back({"EPX_MP_RANKS_PER_NODE", v});
+    const Outcome o = parse({}, env);
+    BOOST_TEST(o.status == 2);
+    BOOST_TEST(has(o, "EPX_MP_RANKS_PER_NODE: '" + std::string(v) + "' is not an integer in [1, 1048576]"), o.output);
+  }
+  auto env = mp;
+  env.push_back({"EPX_MP_RANKS_PER_NODE", "2"});
+  BOOST_TEST(parse({}, env).status == 0);
+  const Outcome v = parse({"--version"});
+  BOOST_TEST(v.status == 0);
+  BOOST_TEST(v.output == "epx-bench 0.1.0\n");
+  BOOST_TEST(epxbench::epxVersionText() == "0.1.0");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

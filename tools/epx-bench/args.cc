@@ -13,6 +13,12 @@
 
 namespace epxbench {
 
+std::string epxVersionText() {
+  // Encoded as NCCL encodes its own: major * 10000 + minor * 100 + patch (100 = 0.1.0).
+  return std::to_string(kEpxVersionCode / 10000) + "." + std::to_string(kEpxVersionCode / 100 % 100) + "." +
+         std::to_string(kEpxVersionCode % 100);
+}
+
 namespace {
 
 void usage(FILE* f) {
@@ -66,6 +72,7 @@ void usage(FILE* f) {
       "  --coll-ctas N       bucket, pp: CTAs per kernel, 1..32 (default 4)\n"
       "  --host-sync S       how host threads wait for the GPU: auto, spin, yield, blocking (cudaDeviceSchedule*;\n"
       "                      default EPX_HOST_SYNC, else CUDA's auto; yield frees host cores many ranks share)\n"
+      "  --version           print epx's version and exit\n"
       "  -h, --help          this text\n");
 }
 
@@ -185,6 +192,9 @@ Options parseArgs(int argc, char** argv) {
     if (!std::strcmp(a, "-h") || !std::strcmp(a, "--help")) {
       usage(stdout);
       std::exit(0);
+    } else if (!std::strcmp(a, "--version")) {
+      std::printf("epx-bench %s\n", epxVersionText().c_str());
+      std::exit(0);
     } else if (!std::strcmp(a, "--gpus")) {
       o.gpus = int(toInt(a, val(), 1, 64));
     } else if (!std::strcmp(a, "--tokens")) {
@@ -281,14 +291,19 @@ Options parseArgs(int argc, char** argv) {
       const double g = toDouble("EPX_GIN_EMU_GBPS", e, 0, kNicMaxGBps);
       if (g > 0 && g < kNicMinGBps) {
         std::ostringstream os;
-        os << "EPX_GIN_EMU_GBPS: '" << e << "' is outside " << kNicMinGBps << ".." << kNicMaxGBps
-           << " GB/s (0 = off), the GIN plugin's range";
+        os << "EPX_GIN_EMU_GBPS: '" << e << "' is neither 0 (off) nor in " << kNicMinGBps << ".." << kNicMaxGBps
+           << " GB/s, the GIN plugin's range";
         bad(os.str());
       }
       if (g > 0) o.netGBps = g;
     }
   if (const char* e = std::getenv("EPX_BENCH_STREAM_SHIFT"); e && *e)
     o.streamShift = int(toInt("EPX_BENCH_STREAM_SHIFT", e, 0, kMaxStreamShift));
+  // --ranks-per-node wins over EPX_MP_RANKS_PER_NODE (multi-process mode); checked here, so a typo
+  // is an error on every machine (run() checks that it divides the rank count).
+  if (!o.ranksPerNode && multiProcessRequested())
+    if (const char* e = std::getenv("EPX_MP_RANKS_PER_NODE"); e && *e)
+      o.ranksPerNode = int(toInt("EPX_MP_RANKS_PER_NODE", e, 1, 1 << 20));
   if (o.netLatencyUs < 0) {
     const char* e = std::getenv("EPX_GIN_EMU_LATENCY_US");
     o.netLatencyUs = o.netGBps > 0 && e && *e ? toDouble("EPX_GIN_EMU_LATENCY_US", e, 0, 1e6) : 0.0;
@@ -317,6 +332,12 @@ Options parseArgs(int argc, char** argv) {
         " GPUs (more ranks: multi-process mode, EPX_MP_SIZE/EPX_MP_RANK/EPX_MP_ID_FILE)");
   if (o.lowLatency() && wasGiven("--sms") && o.sms.size() > 1)
     bad("--algo low-latency runs one SM budget: give --sms one value, got " + std::to_string(o.sms.size()));
+  // Options of one layout or buffer kind only: refused when every run would ignore them.
+  const bool expanded = std::find(o.layouts.begin(), o.layouts.end(), 0) != o.layouts.end();
+  const bool dedup = std::find(o.layouts.begin(), o.layouts.end(), 1) != o.layouts.end();
+  if (wasGiven("--align") && !expanded) bad("--align applies to the expanded layout only (--layout expanded or both)");
+  if (wasGiven("--buffers") && !dedup)
+    bad("--buffers applies to the deduplicated layout only (the expanded layout always uses its own buffers)");
   if (!o.collectives() && o.gpus > 0 && o.experts % o.gpus)
     bad("--experts " + std::to_string(o.experts) + " must be a multiple of --gpus " + std::to_string(o.gpus) +
         " (every rank holds the same number of experts)");

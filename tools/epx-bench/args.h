@@ -78,6 +78,11 @@ Options parseArgs(int argc, char** argv);
 
 const char* routingName(RoutingKind k);
 const char* layoutName(int layout);
+// epx's version: EPX_VERSION_CODE of epx/ep.h, mirrored here so that the argument parser builds
+// without CUDA/NCCL headers (the unit tests); report.cc checks that both agree.
+constexpr int kEpxVersionCode = 100;
+std::string epxVersionText();  // "0.1.0"
+
 const char* modeName(int mode);
 
 }  // namespace epxbench

@@ -137,6 +137,17 @@ std::string rankList(const std::vector<int>& ranks) {
   return s;
 }
 
+// The rank count against the shape: every rank holds the same number of experts, and the ranks
+// per node (network floor) divide the ranks. "" when fine.
+std::string rankShapeProblem(const Options& opt, int n, int ranksPerNode) {
+  if (!opt.collectives() && opt.experts % n)
+    return "--experts " + std::to_string(opt.experts) + " is not a multiple of the " + std::to_string(n) + " ranks";
+  if (ranksPerNode > n || n % ranksPerNode)
+    return "ranks per node " + std::to_string(ranksPerNode) + " (--ranks-per-node / EPX_MP_RANKS_PER_NODE) does not divide the " +
+           std::to_string(n) + " ranks";
+  return "";
+}
+
 int run(const Options& opt) {
   // One process per rank (EPX_MP_SIZE / EPX_MP_RANK / EPX_MP_ID_FILE, scripts/fake-nodes.sh), or all
   // ranks in this process, one per GPU. Read first, so that a bad value is an error on every machine.
@@ -152,6 +163,14 @@ int run(const Options& opt) {
     std::fprintf(stderr, "epx-bench: --gpus %d, but the job has EPX_MP_SIZE=%d ranks\n", opt.gpus, mpe.size);
     return 2;
   }
+  // So are a shape and a rank count that do not fit, when the rank count is known without a GPU.
+  if (mpe.enabled || opt.gpus)
+    if (const std::string why = rankShapeProblem(opt, mpe.enabled ? mpe.size : opt.gpus,
+                                                 opt.ranksPerNode ? opt.ranksPerNode : mpe.enabled ? 1 : opt.gpus);
+        !why.empty()) {
+      std::fprintf(stderr, "epx-bench: %s\n", why.c_str());
+      return 2;
+    }
   int nDev = 0;
   const cudaError_t e = cudaGetDeviceCount(&nDev);
   if (e != cudaSuccess || nDev <= 0) {
@@ -177,14 +196,11 @@ int run(const Options& opt) {
       return 2;
     }
   }
-  if (!opt.collectives() && opt.experts % n) {
-    std::fprintf(stderr, "epx-bench: --experts %d is not a multiple of the %d ranks\n", opt.experts, n);
+  // opt.ranksPerNode: --ranks-per-node, or EPX_MP_RANKS_PER_NODE in multi-process mode (parseArgs).
+  const int ranksPerNode = opt.ranksPerNode ? opt.ranksPerNode : mp ? 1 : n;
+  if (const std::string why = rankShapeProblem(opt, n, ranksPerNode); !why.empty()) {
+    std::fprintf(stderr, "epx-bench: %s\n", why.c_str());
     return 2;
-  }
-  int ranksPerNode = opt.ranksPerNode;
-  if (!ranksPerNode) {
-    const char* v = std::getenv("EPX_MP_RANKS_PER_NODE");
-    ranksPerNode = !mp ? n : v && *v ? std::max(1, std::atoi(v)) : 1;
   }
   const BenchShape s{n, opt.tokens, opt.hidden, opt.topk, opt.experts};
   const bool fp8 = s.hidden % 128 == 0;

@@ -56,12 +56,14 @@ void Report::note(const std::string& line) {
   if (printer_) std::printf("# %s\n", line.c_str());
 }
 
+static_assert(kEpxVersionCode == EPX_VERSION_CODE, "args.h kEpxVersionCode must mirror epx/ep.h");
+
 void Report::printSystem(const Placement& pl) {
   if (!printer_) return;
   int rt = 0;
   BENCH_NCCL(ncclGetVersion(&rt));
-  std::printf("# epx-bench: epx %d.%d.%d: ncclEp against NCCL's own calls and the floor of the mode run (docs/bench.md)\n",
-              EPX_VERSION_CODE / 100, EPX_VERSION_CODE / 10 % 10, EPX_VERSION_CODE % 10);
+  std::printf("# epx-bench: epx %s: ncclEp against NCCL's own calls and the floor of the mode run (docs/bench.md)\n",
+              epxVersionText().c_str());
   std::printf("# NCCL: headers %s, runtime %s\n", ncclVersionText(NCCL_VERSION_CODE).c_str(),
               ncclVersionText(rt).c_str());
   if (pl.multiProcess)

@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <utility>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -109,11 +110,13 @@ inline MpEnv mpEnv() {
   const char* size = std::getenv("EPX_MP_SIZE");
   const char* rank = std::getenv("EPX_MP_RANK");
   const char* file = std::getenv("EPX_MP_ID_FILE");
-  if (!size || !*size || !rank || !*rank || !file || !*file)
-    throw std::runtime_error(
-        "multi-process mode needs all of EPX_MP_SIZE, EPX_MP_RANK and EPX_MP_ID_FILE (set: " +
-        std::string(size && *size ? "EPX_MP_SIZE " : "") + (rank && *rank ? "EPX_MP_RANK " : "") +
-        (file && *file ? "EPX_MP_ID_FILE" : "") + ")");
+  if (!size || !*size || !rank || !*rank || !file || !*file) {
+    std::string set;
+    for (const auto& [name, v] : {std::pair<const char*, const char*>{"EPX_MP_SIZE", size}, {"EPX_MP_RANK", rank},
+                                  {"EPX_MP_ID_FILE", file}})
+      if (v && *v) set += (set.empty() ? "" : ", ") + std::string(name);
+    throw std::runtime_error("multi-process mode needs all of EPX_MP_SIZE, EPX_MP_RANK and EPX_MP_ID_FILE (set: " + set + ")");
+  }
   auto toInt = [](const char* name, const char* v) {
     char* end = nullptr;
     long x = std::strtol(v, &end, 10);
@@ -125,7 +128,8 @@ inline MpEnv mpEnv() {
   m.size = toInt("EPX_MP_SIZE", size);
   m.rank = toInt("EPX_MP_RANK", rank);
   m.idFile = file;
-  if (m.size < 1 || m.rank >= m.size)
+  if (m.size < 1) throw std::runtime_error("EPX_MP_SIZE=" + std::to_string(m.size) + ": a job has at least 1 rank");
+  if (m.rank >= m.size)
     throw std::runtime_error("EPX_MP_RANK=" + std::to_string(m.rank) + " is not in [0, EPX_MP_SIZE=" +
                              std::to_string(m.size) + ")");
   return m;
