@@ -3,7 +3,7 @@
 # (quick lists), then epx-bench --algo bucket at 2 and 4 fake nodes (4 CTAs, twice at 4; 8 CTAs),
 # emulated NIC 50 GB/s + 3 us. Lines in $OUT/bucket-free.txt.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 . scripts/devbuild-env.sh
 log="$OUT/bucket-free.txt"
 export EPX_TEST_QUICK=1

@@ -5,12 +5,12 @@
 # the low-latency bench at 8 fake nodes (0, 1, 128 tokens; '# gin' lines with copy / gapMean), the
 # high-throughput bench at 8 fake nodes (14 SMs), the PP ring at 4 fake nodes; then the EP, LL and PP
 # suites at 2 and 8 fake nodes with the default (quick lists). Lines under $OUT/pump-ab.txt.
-#   scripts/gpu-pump-ab.sh
+#   scripts/experiments/gpu-pump-ab.sh
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 . scripts/devbuild-env.sh
 log="$OUT/pump-ab.txt"
-. scripts/gpu-ab-lib.sh
+. scripts/experiments/gpu-ab-lib.sh
 for mode in each poll; do
   ab_ll 8 "$mode" 0,1,128 EPX_GIN_PUMP=$mode
   ab_ht "$mode" EPX_GIN_PUMP=$mode

@@ -6,9 +6,9 @@
 # default 540 s): group_churn under EPX_GIN_SIGNAL=kernel (reps), the whole low_latency suite under
 # kernel (reps) and readback (1), the dead-peer test at 2 ranks, and the modes, pp and bucket suites
 # at 2 fake nodes with defaults. One line per step in $OUT/drain-summary.txt (printed at the end).
-#   scripts/gpu-drain-check.sh [reps, default 3]
+#   scripts/experiments/gpu-drain-check.sh [reps, default 3]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
 reps=${1:-3}
 budget=${EPX_DRAIN_BUDGET_S:-540}

@@ -8,12 +8,12 @@
 # EP/LL/PP suites at 8 fake nodes with both kernel modes; the high-throughput bench at 8 fake
 # nodes (14 SMs) for process, both kernel modes, process:8.
 # Lines in $OUT/copy-ab.txt.
-#   scripts/gpu-copy-ab.sh
+#   scripts/experiments/gpu-copy-ab.sh
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 . scripts/devbuild-env.sh
 log="$OUT/copy-ab.txt"
-. scripts/gpu-ab-lib.sh
+. scripts/experiments/gpu-ab-lib.sh
 ab_ll 8 process 0,128 EPX_GIN_STREAMS=process
 ab_ll 8 kboth 0,128 EPX_GIN_STREAMS=process EPX_GIN_COPY=kernel EPX_GIN_SIGNAL=kernel
 ab_ll 8 process8 0,128 EPX_GIN_STREAMS=process:8

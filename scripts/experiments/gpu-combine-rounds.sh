@@ -6,12 +6,12 @@
 # uniform, dedup into the window, capacity, emulated NIC 50 GB/s + 3 us; then the EP suites at 4 and
 # 8 fake nodes and the dead-peer test at 4 (quick lists) with the new build. Lines in
 # $OUT/combine-rounds.txt; everything else packed into $OUT/logs.tgz.
-#   scripts/gpu-combine-rounds.sh
+#   scripts/experiments/gpu-combine-rounds.sh
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 . scripts/devbuild-env.sh
 log="$OUT/combine-rounds.txt"
-. scripts/gpu-ab-lib.sh
+. scripts/experiments/gpu-ab-lib.sh
 ht4() {  # ht4 <label> [VAR=value...]: 4 fake nodes, 16 SMs, same shape as ab_ht
   local label=$1; shift
   env "$@" scripts/gpu-fn-bench.sh 4 150 "ht4-$label" --tokens 4096 --hidden 7168 --topk 8 --experts 256 \

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Quick GPU check on the device machine (bundled .devbuild): the EP suite at 1 rank, then across
 # N fake nodes on one GPU (one process per rank, MPS). Logs under $OUT.
-#   scripts/gpu-smoke.sh [N fake nodes (default 2)] [boost --run_test filter (default all)]
+#   scripts/experiments/gpu-smoke.sh [N fake nodes (default 2)] [boost --run_test filter (default all)]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
 n=${1:-2}; filter=${2:-}
 PIPNCCL=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib

@@ -2,10 +2,10 @@
 # On the device machine (bundled .devbuild): epx-bench across fake nodes with the emulated NIC (50 GB/s,
 # 3 us) at the issue-8 shape, once per EPX_GIN_PUT_ROUNDS value, to choose the put-round policy
 # (docs/performance.md). Prints each run's epx row and GIN-op lines.
-#   scripts/gpu-put-rounds.sh "N:R1,R2 N:R..." [extra epx-bench args]
-# e.g. scripts/gpu-put-rounds.sh "8:1,2 2:8 4:8" --sms 16
+#   scripts/experiments/gpu-put-rounds.sh "N:R1,R2 N:R..." [extra epx-bench args]
+# e.g. scripts/experiments/gpu-put-rounds.sh "8:1,2 2:8 4:8" --sms 16
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 plan=$1; shift
 . scripts/devbuild-env.sh
 for item in $plan; do

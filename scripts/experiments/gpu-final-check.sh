@@ -5,7 +5,7 @@
 # uniform, dedup into the window, capacity); emulated NIC 50 GB/s + 3 us. Then the EP suites at 1
 # rank and 2 fake nodes (quick lists). Lines in $OUT/final.txt; the rest packed into $OUT/logs.tgz.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 . scripts/devbuild-env.sh
 log="$OUT/final.txt"
 coll() {  # coll <nodes> <label> <algo> [epx-bench args]

@@ -3,7 +3,7 @@
 # emulated NIC 50 GB/s + 3 us) with 4 and 8 CTAs and 1 / 2 MiB GIN chunks: does the reduce-scatter's
 # last-chunk reduction (its drain) hold it below 85 %? Lines in $OUT/rs-ctas.txt.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 . scripts/devbuild-env.sh
 log="$OUT/rs-ctas.txt"
 run() {  # run <label> [epx-bench args]

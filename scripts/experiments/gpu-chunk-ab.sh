@@ -4,7 +4,7 @@
 # nodes (emulated NIC 50 GB/s + 3 us, 4 CTAs, 64 MiB FP32 tensor / 16 MiB PP messages); then the
 # bucket and pp suites at 2 and 4 fake nodes. Lines in $OUT/chunk-ab.txt.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 . scripts/devbuild-env.sh
 log="$OUT/chunk-ab.txt"
 coll() {  # coll <nodes> <label> <algo> [epx-bench args]

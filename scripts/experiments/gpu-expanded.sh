@@ -3,10 +3,10 @@
 # kernels at 1 rank and across fake nodes, and the expanded-layout benchmark at 1 rank with its
 # memory floor, A/B against earlier builds: EPX_AB names them (default "old": .devbuild-old/, with
 # lib/libepx.so* and optionally bin/epx-bench; the bundled epx-bench otherwise), then this build.
-#   scripts/gpu-expanded.sh [fake-node suites, default shapes,modes,precision,edge,graph,zero_copy]
+#   scripts/experiments/gpu-expanded.sh [fake-node suites, default shapes,modes,precision,edge,graph,zero_copy]
 # One line per step in $OUT/summary.txt; logs packed into $OUT/logs.tgz.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 . scripts/devbuild-env.sh
 suites=${1:-shapes,modes,precision,edge,graph,zero_copy}
 S=$OUT/summary.txt

@@ -5,7 +5,7 @@
 # fake nodes with 16 CTAs. One line per step in $OUT/summary.txt; every log packed into
 # $OUT/logs.tgz (the device tool brings back few files).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 . scripts/devbuild-env.sh
 S=$OUT/summary.txt
 pack() { (cd "$OUT" && tar czf /tmp/epx-logs.tgz --exclude=summary.txt --exclude=logs.tgz . && mv /tmp/epx-logs.tgz logs.tgz &&
@@ -23,6 +23,6 @@ for n in 2 8; do
     --experts 256 --sms 8 --iters 20 --warmup 5 > /dev/null
   echo "== LL bench, $n fake nodes"; grep -v "^#" "$OUT/bench-fn$n-ll.txt" 2>/dev/null | grep -v "^$" | head -12
 done
-. scripts/gpu-ab-lib.sh
+. scripts/experiments/gpu-ab-lib.sh
 coll_bench 2 merge 16 bucket,pp
 echo "total $(( $(date +%s) - t0 )) s" | tee -a "$S"

@@ -4,12 +4,12 @@
 # rank) at 2, 4 and 8 fake nodes with the emulated NIC (50 GB/s, 3 us) and at 8 with it off (no
 # pacing, no added latency: what is left is the processes' GIN work on the one GPU), with the
 # `# gin` lines (copy latency per operation). Lines in $OUT/ll-rig.txt.
-#   scripts/gpu-ll-rig-floor.sh
+#   scripts/experiments/gpu-ll-rig-floor.sh
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 . scripts/devbuild-env.sh
 log="$OUT/ll-rig.txt"
-. scripts/gpu-ab-lib.sh
+. scripts/experiments/gpu-ab-lib.sh
 for n in 2 4 8; do ab_ll "$n" emu 0,128; done
 ab_ll 8 off 0,128 EPX_GIN_EMU_GBPS=off
 cat "$log"

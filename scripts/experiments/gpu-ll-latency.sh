@@ -4,9 +4,9 @@
 # with the host threads' GPU waits spinning (CUDA's default) and blocking (--host-sync blocking),
 # the ipc backend's latency line ("# gin") under each configuration, and a snapshot of the busiest
 # host threads during the 8-node run. Optionally a high-throughput pair at 8 fake nodes (HT=1).
-#   scripts/gpu-ll-latency.sh [tokens list, default 1,128] [nodes list, default "2 8"] [waits, default "auto blocking"]
+#   scripts/experiments/gpu-ll-latency.sh [tokens list, default 1,128] [nodes list, default "2 8"] [waits, default "auto blocking"]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 tokens=${1:-1,128} nodes=${2:-2 8} syncs=${3:-auto blocking}
 export NCCL_SET_THREAD_NAME=1  # NCCL's threads by name in the snapshot
 . scripts/devbuild-env.sh

@@ -6,10 +6,10 @@
 # low_latency and pp suites at 4 fake nodes with kernel-all. Emulated NIC 50 GB/s + 3 us.
 # Lines in $OUT/copy-kernel-ab.txt.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 . scripts/devbuild-env.sh
 log="$OUT/copy-kernel-ab.txt"
-. scripts/gpu-ab-lib.sh
+. scripts/experiments/gpu-ab-lib.sh
 coll() {  # coll <nodes> <label> <algo> [VAR=value...] [-- epx-bench args]
   local n=$1 label=$2 algo=$3; shift 3
   local envs=()

@@ -6,12 +6,12 @@
 # nodes and the dead-peer test at 4 (quick lists) with the new build (SUITES=0: none; SUITE_STEPS:
 # gpu-run.sh fakenodes steps). Also the buckets at 4 fake nodes, old / new twice (the
 # reduce-scatter's tapered last chunk). Lines in $OUT/combine-free.txt.
-#   scripts/gpu-combine-free.sh
+#   scripts/experiments/gpu-combine-free.sh
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 . scripts/devbuild-env.sh
 log="$OUT/combine-free.txt"
-. scripts/gpu-ab-lib.sh
+. scripts/experiments/gpu-ab-lib.sh
 ht4() {  # ht4 <label> [VAR=value...]: 4 fake nodes, 16 SMs, same shape as ab_ht
   local label=$1; shift
   env "$@" scripts/gpu-fn-bench.sh 4 150 "ht4-$label" --tokens 4096 --hidden 7168 --topk 8 --experts 256 \

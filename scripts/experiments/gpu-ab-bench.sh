@@ -2,9 +2,9 @@
 # On the device machine: the same epx-bench run across N fake nodes (emulated NIC 50 GB/s, 3 us) with
 # two builds of epx, .devbuild-old/ (bin/epx-bench + lib/libepx.so*; the rest from .devbuild/) and
 # .devbuild/, one after the other, to tell a code change from the machine (docs/performance.md).
-#   scripts/gpu-ab-bench.sh N limit_s [epx-bench args...]
+#   scripts/experiments/gpu-ab-bench.sh N limit_s [epx-bench args...]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 n=$1 limit=$2; shift 2
 . scripts/devbuild-env.sh
 export EPX_GIN_EMU_GBPS=${EPX_GIN_EMU_GBPS:-50} EPX_GIN_EMU_LATENCY_US=${EPX_GIN_EMU_LATENCY_US:-3}

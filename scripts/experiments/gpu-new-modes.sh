@@ -4,9 +4,9 @@
 # optionally the 8-fake-node A/B of the high-throughput path (when .devbuild-old/ was carried).
 # Every log is packed into $OUT/logs.tgz (the device tool brings back a few files only);
 # $OUT/summary.txt has one line per step.
-#   scripts/gpu-new-modes.sh [fake-node counts, default "2"] [suites, default low_latency,pp,bucket]
+#   scripts/experiments/gpu-new-modes.sh [fake-node counts, default "2"] [suites, default low_latency,pp,bucket]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 . scripts/devbuild-env.sh
 counts=${1:-2} suites=${2:-low_latency,pp,bucket}
 S=$OUT/summary.txt
@@ -23,7 +23,7 @@ scripts/gpu-fn-bench.sh 2 90 ll --algo low-latency --ll-tokens 1,32,128 --hidden
   --iters 20 --warmup 5 > /dev/null
 grep -v "^#" "$OUT/bench-fn2-ll.txt" 2>/dev/null | grep -v "^$" | head -20
 if [ -x .devbuild-old/bin/epx-bench ]; then
-  scripts/gpu-ab-bench.sh 8 120 --tokens 4096 --hidden 7168 --topk 8 --experts 256 --routing uniform --iters 6 --warmup 2 \
+  scripts/experiments/gpu-ab-bench.sh 8 120 --tokens 4096 --hidden 7168 --topk 8 --experts 256 --routing uniform --iters 6 --warmup 2 \
     --no-baseline --sms 16
 fi
 echo "total $(( $(date +%s) - t0 )) s" | tee -a "$S"

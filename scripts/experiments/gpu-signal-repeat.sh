@@ -5,9 +5,9 @@
 # label:VAR=value[+VAR=value...]; default "readback:EPX_GIN_SIGNAL=readback kernel:EPX_GIN_SIGNAL=kernel".
 # One line per run in $OUT/signal-repeat.txt (variant, round, ok/FAIL, the first two errors), then
 # a count per variant; printed at the end.
-#   scripts/gpu-signal-repeat.sh [reps, default 4] [test, default low_latency] [variant...]
+#   scripts/experiments/gpu-signal-repeat.sh [reps, default 4] [test, default low_latency] [variant...]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 . scripts/devbuild-env.sh
 reps=${1:-4}
 t=${2:-low_latency}

@@ -4,9 +4,9 @@
 # emulated NIC 50 GB/s + 3 us, under variations: 2 / 4 / 8 fake nodes at 16 MiB and 4 CTAs; at 4
 # fake nodes 4 and 64 MiB messages, 8 CTAs, host threads blocking; then the bucket collectives at 4
 # fake nodes. Compact lines in $OUT/pp-diag.txt (and on stdout).
-#   scripts/gpu-pp-diag.sh [VAR=value...]
+#   scripts/experiments/gpu-pp-diag.sh [VAR=value...]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 . scripts/devbuild-env.sh
 log="$OUT/pp-diag.txt"
 run() {  # run <nodes> <label> <epx-bench args...>

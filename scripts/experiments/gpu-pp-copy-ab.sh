@@ -5,7 +5,7 @@
 # the pp suite at 2 and 4 fake nodes (the chunk-size change). Emulated NIC 50 GB/s + 3 us unless
 # EPX_GIN_EMU_GBPS=off. Lines in $OUT/pp-copy-ab.txt.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 . scripts/devbuild-env.sh
 log="$OUT/pp-copy-ab.txt"
 pp() {  # pp <nodes> <label> [VAR=value...] [-- epx-bench args]

@@ -5,12 +5,12 @@
 # 2. the modes, low_latency, pp and bucket suites at 2 and 4 fake nodes (quick case lists);
 # 3. the dead-peer test in capacity mode at 4 fake nodes.
 # Compact lines in $OUT/verify.txt (and on stdout).
-#   scripts/gpu-verify.sh [VAR=value...]
+#   scripts/experiments/gpu-verify.sh [VAR=value...]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 . scripts/devbuild-env.sh
 log="$OUT/verify.txt"
-. scripts/gpu-ab-lib.sh
+. scripts/experiments/gpu-ab-lib.sh
 export EPX_TEST_QUICK=${EPX_TEST_QUICK:-1}
 for n in 2 4; do coll_bench "$n" verify 4 bucket,pp "$@" | sed "s/^/coll$n: /" | tee -a "$log"; done
 for n in 2 4; do

@@ -5,12 +5,12 @@
 # then the full case lists of the pp and bucket suites (no EPX_TEST_QUICK: sizes to 256 MiB with
 # EPX_BUCKET_LARGE_MIB=256, 1000 iterations, 50 graph replays) at 1 rank and 2, 4, 8 fake nodes,
 # each under its own limit. Extra VAR=value arguments go to every run. Lines in $OUT/full-coll.txt.
-#   scripts/gpu-full-coll.sh [VAR=value...]
+#   scripts/experiments/gpu-full-coll.sh [VAR=value...]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 . scripts/devbuild-env.sh
 log="$OUT/full-coll.txt"
-. scripts/gpu-ab-lib.sh
+. scripts/experiments/gpu-ab-lib.sh
 coll_bench 4 full 4 bucket,pp "$@" | sed "s/^/coll4: /" | tee -a "$log"
 unset EPX_TEST_QUICK
 for n in 1 2 4 8; do

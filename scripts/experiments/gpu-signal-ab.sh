@@ -5,12 +5,12 @@
 #   high-throughput at 8 fake nodes (ab_ht), low-latency 0/128 tokens at 8 fake nodes (ab_ll),
 #   epx-bench --algo bucket / pp at 4 fake nodes (4 CTAs, 64 MiB / PP 16 MiB).
 # Compact lines in $OUT/signal-ab.txt, printed at the end.
-#   scripts/gpu-signal-ab.sh [settings: any of rb,sig,both; default rb,sig,both]
+#   scripts/experiments/gpu-signal-ab.sh [settings: any of rb,sig,both; default rb,sig,both]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 . scripts/devbuild-env.sh
 log="$OUT/signal-ab.txt"
-. scripts/gpu-ab-lib.sh
+. scripts/experiments/gpu-ab-lib.sh
 settings=${1:-rb,sig,both}
 envOf() {
   case $1 in

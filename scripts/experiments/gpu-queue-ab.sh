@@ -6,10 +6,10 @@
 # (EPX_GIN_STREAM_PRIORITY=high); then PP at 8, the collectives at 4, LL (128 tokens) and HT at 8
 # fake nodes, default against high. Emulated NIC 50 GB/s + 3 us. Lines in $OUT/queue-ab.txt.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 . scripts/devbuild-env.sh
 log="$OUT/queue-ab.txt"
-. scripts/gpu-ab-lib.sh
+. scripts/experiments/gpu-ab-lib.sh
 pp() {  # pp <nodes> <label> <algo> [VAR=value...]
   local n=$1 label=$2 algo=$3; shift 3
   env "$@" scripts/gpu-fn-bench.sh "$n" 120 "q-$label" --algo "$algo" --coll-ctas 4 --iters 20 --warmup 3 > /dev/null

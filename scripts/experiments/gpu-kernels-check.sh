@@ -6,12 +6,12 @@
 # 256 tokens) at 2, 4, 8 fake nodes with the kernels; epx-bench --algo bucket / pp at 4 fake nodes; suites at 2 and 4
 # fake nodes (quick), all with the kernels. (The 2026-12-03 run had them as defaults, since reverted:
 # docs/low-latency.md.) Compact lines in $OUT/kernels.txt, printed at the end.
-#   scripts/gpu-kernels-check.sh
+#   scripts/experiments/gpu-kernels-check.sh
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 . scripts/devbuild-env.sh
 log="$OUT/kernels.txt"
-. scripts/gpu-ab-lib.sh
+. scripts/experiments/gpu-ab-lib.sh
 ab_ll 8 old 0,128 EPX_GIN_COPY=ce EPX_GIN_SIGNAL=readback
 kernels=(EPX_GIN_COPY=kernel EPX_GIN_SIGNAL=kernel)
 ab_ll 8 new 0,128 "${kernels[@]}"
