@@ -60,7 +60,6 @@ struct Options {
   size_t ppBytes = size_t(16) << 20;
   size_t chunkBytes = 0;  // bucket and PP GIN chunk; 0: the library's default
   int streamShift = 0;    // EPX_BENCH_STREAM_SHIFT (0..kMaxStreamShift): a test-rig diagnostic, coll_bench.cc
-
   int collCtas = 4;
   // How host threads wait for the GPU (cudaSetDeviceFlags before any context exists): auto
   // (CUDA's default), spin, yield or blocking; empty = EPX_HOST_SYNC or CUDA's default

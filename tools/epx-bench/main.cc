@@ -137,15 +137,22 @@ std::string rankList(const std::vector<int>& ranks) {
   return s;
 }
 
-// The rank count against the shape: every rank holds the same number of experts, and the ranks
-// per node (network floor) divide the ranks. "" when fine.
-std::string rankShapeProblem(const Options& opt, int n, int ranksPerNode) {
+// Ranks per node for the network floor: --ranks-per-node or EPX_MP_RANKS_PER_NODE (parseArgs),
+// else one per process in multi-process mode, else all n ranks of this process.
+int ranksPerNodeOf(const Options& opt, bool mp, int n) { return opt.ranksPerNode ? opt.ranksPerNode : mp ? 1 : n; }
+
+// The rank count n against the shape: every rank holds the same number of experts, and the ranks
+// per node divide the ranks. Prints the problem and returns false.
+bool rankShapeFits(const Options& opt, bool mp, int n) {
+  std::string why;
+  const int perNode = ranksPerNodeOf(opt, mp, n);
   if (!opt.collectives() && opt.experts % n)
-    return "--experts " + std::to_string(opt.experts) + " is not a multiple of the " + std::to_string(n) + " ranks";
-  if (ranksPerNode > n || n % ranksPerNode)
-    return "ranks per node " + std::to_string(ranksPerNode) + " (--ranks-per-node / EPX_MP_RANKS_PER_NODE) does not divide the " +
-           std::to_string(n) + " ranks";
-  return "";
+    why = "--experts " + std::to_string(opt.experts) + " is not a multiple of the " + std::to_string(n) + " ranks";
+  else if (perNode > n || n % perNode)
+    why = "ranks per node " + std::to_string(perNode) + " (--ranks-per-node / EPX_MP_RANKS_PER_NODE) does not divide the " +
+          std::to_string(n) + " ranks";
+  if (!why.empty()) std::fprintf(stderr, "epx-bench: %s\n", why.c_str());
+  return why.empty();
 }
 
 int run(const Options& opt) {
@@ -163,14 +170,10 @@ int run(const Options& opt) {
     std::fprintf(stderr, "epx-bench: --gpus %d, but the job has EPX_MP_SIZE=%d ranks\n", opt.gpus, mpe.size);
     return 2;
   }
-  // So are a shape and a rank count that do not fit, when the rank count is known without a GPU.
-  if (mpe.enabled || opt.gpus)
-    if (const std::string why = rankShapeProblem(opt, mpe.enabled ? mpe.size : opt.gpus,
-                                                 opt.ranksPerNode ? opt.ranksPerNode : mpe.enabled ? 1 : opt.gpus);
-        !why.empty()) {
-      std::fprintf(stderr, "epx-bench: %s\n", why.c_str());
-      return 2;
-    }
+  // So are a shape and a rank count that do not fit, when the rank count is known without a GPU
+  // (else checked once the local GPUs are counted).
+  const int knownRanks = mpe.enabled ? mpe.size : opt.gpus;
+  if (knownRanks && !rankShapeFits(opt, mpe.enabled, knownRanks)) return 2;
   int nDev = 0;
   const cudaError_t e = cudaGetDeviceCount(&nDev);
   if (e != cudaSuccess || nDev <= 0) {
@@ -196,12 +199,8 @@ int run(const Options& opt) {
       return 2;
     }
   }
-  // opt.ranksPerNode: --ranks-per-node, or EPX_MP_RANKS_PER_NODE in multi-process mode (parseArgs).
-  const int ranksPerNode = opt.ranksPerNode ? opt.ranksPerNode : mp ? 1 : n;
-  if (const std::string why = rankShapeProblem(opt, n, ranksPerNode); !why.empty()) {
-    std::fprintf(stderr, "epx-bench: %s\n", why.c_str());
-    return 2;
-  }
+  if (!knownRanks && !rankShapeFits(opt, mp, n)) return 2;
+  const int ranksPerNode = ranksPerNodeOf(opt, mp, n);
   const BenchShape s{n, opt.tokens, opt.hidden, opt.topk, opt.experts};
   const bool fp8 = s.hidden % 128 == 0;
   const bool printer = !mp || mpe.rank == 0;  // rank 0 prints the tables; every rank checks

@@ -26,13 +26,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <utility>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace epx::testing {
