@@ -1,21 +1,26 @@
-# Sourced by the device-machine A/B scripts (gpu-pump-ab.sh, gpu-copy-ab.sh, gpu-kernels-check.sh,
-# gpu-signal-ab.sh, gpu-full-coll.sh, gpu-coll-ab.sh, gpu-gin-checks.sh, gpu-merge-check.sh):
-# one epx-bench run across fake nodes with the emulated NIC (gpu-fn-bench.sh), its data lines
-# appended to $log (set by the caller) with spaces squeezed and a "<tag>:" prefix.
+# Sourced by the device-machine experiment scripts of this folder: one epx-bench run across fake
+# nodes with the emulated NIC (gpu-fn-bench.sh; EPX_AB_BUILD there picks an older build), its data
+# lines with spaces squeezed and a "<tag>:" prefix (ab_ll, ht_bench, ab_ht: appended to $log, set
+# by the caller; coll_bench, coll_lines: printed).
 #   ab_ll <nodes> <label> <tokens> [VAR=value...]   low-latency: hidden 7168, top-8, 256 experts, 8 SMs
-#   ab_ht <label> [VAR=value...]                    high-throughput at 8 fake nodes: 4096 tokens, 14 SMs,
-#                                                   uniform, dedup into the window, capacity
+#   ht_bench <nodes> <sms> <label> [VAR=value...]   high-throughput: 4096 tokens, uniform, dedup into
+#                                                   the window, capacity (tag "ht<nodes> <label>")
+#   ab_ht <label> [VAR=value...]                    ht_bench at 8 fake nodes, 14 SMs
 ab_ll() {
   local n=$1 label=$2 tokens=$3; shift 3
   env "$@" scripts/gpu-fn-bench.sh "$n" 150 "ll-$label" --algo low-latency --ll-tokens "$tokens" --hidden 7168 \
     --topk 8 --experts 256 --sms 8 --iters 20 --warmup 5 > /dev/null
   grep -E "^ +[0-9]|^# gin " "$OUT/bench-fn$n-ll-$label.txt" | sed -E "s/ +/ /g; s/^/ll$n $label:/" >> "$log"
 }
+ht_bench() {
+  local n=$1 sms=$2 label=$3; shift 3
+  env "$@" scripts/gpu-fn-bench.sh "$n" 200 "ht$n-$label" --tokens 4096 --hidden 7168 --topk 8 --experts 256 \
+    --routing uniform --layout dedup --mode capacity --sms "$sms" --iters 6 --warmup 2 --no-baseline > /dev/null
+  grep -E "^  uniform" "$OUT/bench-fn$n-ht$n-$label.txt" | sed -E "s/ +/ /g; s/^/ht$n $label:/" >> "$log"
+}
 ab_ht() {
   local label=$1; shift
-  env "$@" scripts/gpu-fn-bench.sh 8 200 "ht-$label" --tokens 4096 --hidden 7168 --topk 8 --experts 256 \
-    --routing uniform --layout dedup --mode capacity --sms 14 --iters 6 --warmup 2 --no-baseline > /dev/null
-  grep -E "^  uniform" "$OUT/bench-fn8-ht-$label.txt" | sed -E "s/ +/ /g; s/^/ht8 $label:/" >> "$log"
+  ht_bench 8 14 "$label" "$@"
 }
 # coll_bench <nodes> <label> <ctas> <algos> [VAR=value...]: epx-bench --algo bucket and/or pp
 # (<algos>: bucket, pp or bucket,pp; 64 MiB FP32 tensor / 16 MiB PP messages, 20 calls after 3)
@@ -27,4 +32,16 @@ coll_bench() {
       --warmup 3 > /dev/null
     grep -hE " (epx|nccl) " "$OUT/bench-fn$n-coll-$label-$algo.txt" | sed -E "s/ +/ /g"
   done
+}
+# coll_lines <nodes> <label> <algo> [VAR=value...] [-- epx-bench args]: epx-bench --algo <algo>
+# (bucket or pp; 4 CTAs, --iters 20 --warmup 3, which later args may override) across fake nodes;
+# its epx and `# gin` lines, spaces squeezed, prefixed "<nodes> <label>: ".
+coll_lines() {
+  local n=$1 label=$2 algo=$3; shift 3
+  local envs=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
+  [ "${1:-}" = -- ] && shift
+  env "${envs[@]}" scripts/gpu-fn-bench.sh "$n" 120 "cl-$label" --algo "$algo" --coll-ctas 4 --iters 20 --warmup 3 \
+    "$@" > /dev/null
+  grep -hE " epx |^# gin " "$OUT/bench-fn$n-cl-$label.txt" | sed -E "s/ +/ /g; s/^/$n $label: /"
 }

@@ -7,18 +7,15 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/devbuild-env.sh
 log="$OUT/chunk-ab.txt"
-coll() {  # coll <nodes> <label> <algo> [epx-bench args]
-  local n=$1 label=$2 algo=$3; shift 3
-  scripts/gpu-fn-bench.sh "$n" 60 "ch-$label" --algo "$algo" --coll-ctas 4 --iters 20 --warmup 3 "$@" > /dev/null
-  grep -hE " epx |^# gin " "$OUT/bench-fn$n-ch-$label.txt" | sed -E "s/ +/ /g; s/^/$n $label: /" | tee -a "$log"
-}
+. scripts/experiments/gpu-ab-lib.sh
+coll() { coll_lines "$@" | tee -a "$log"; }  # coll <nodes> <label> <algo> [-- epx-bench args]
 coll 4 bucket-def bucket
-coll 4 bucket-4m bucket --chunk-kib 4096
-coll 4 bucket-8m bucket --chunk-kib 8192
-coll 2 bucket-4m bucket --chunk-kib 4096
+coll 4 bucket-4m bucket -- --chunk-kib 4096
+coll 4 bucket-8m bucket -- --chunk-kib 8192
+coll 2 bucket-4m bucket -- --chunk-kib 4096
 coll 8 bucket-def bucket
-coll 8 bucket-8m bucket --chunk-kib 8192
-coll 4 pp-4m pp --chunk-kib 4096
-coll 8 pp-16m pp --chunk-kib 16384
+coll 8 bucket-8m bucket -- --chunk-kib 8192
+coll 4 pp-4m pp -- --chunk-kib 4096
+coll 8 pp-16m pp -- --chunk-kib 16384
 export EPX_TEST_QUICK=1
 for n in 2 4; do scripts/gpu-fn-suites.sh "$n" 90 bucket,pp | grep -E "exit|error|FAIL" | head -8 | tee -a "$log"; done

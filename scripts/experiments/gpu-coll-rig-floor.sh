@@ -9,11 +9,9 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/devbuild-env.sh
 log="$OUT/coll-rig.txt"
-coll() {  # coll <label> <algo> [VAR=value...] -- [epx-bench args]
-  local label=$1 algo=$2; shift 2
-  local envs=(); while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
-  env "${envs[@]}" scripts/gpu-fn-bench.sh 8 120 "cr-$label" --algo "$algo" --coll-ctas 4 --iters 10 --warmup 2 "$@" > /dev/null
-  grep -hE " epx |^# gin " "$OUT/bench-fn8-cr-$label.txt" | sed -E "s/ +/ /g; s/^/8 $label: /" >> "$log"
+. scripts/experiments/gpu-ab-lib.sh
+coll() {  # coll <label> <algo> [VAR=value...] -- [epx-bench args]: 8 fake nodes, 10 calls after 2
+  coll_lines 8 "$@" --iters 10 --warmup 2 >> "$log"
 }
 coll bucket-off bucket EPX_GIN_EMU_GBPS=off --
 coll bucket-emu bucket --

@@ -12,18 +12,12 @@ cd "$(dirname "$0")/../.."
 . scripts/devbuild-env.sh
 log="$OUT/combine-free.txt"
 . scripts/experiments/gpu-ab-lib.sh
-ht4() {  # ht4 <label> [VAR=value...]: 4 fake nodes, 16 SMs, same shape as ab_ht
-  local label=$1; shift
-  env "$@" scripts/gpu-fn-bench.sh 4 150 "ht4-$label" --tokens 4096 --hidden 7168 --topk 8 --experts 256 \
-    --routing uniform --layout dedup --mode capacity --sms 16 --iters 6 --warmup 2 --no-baseline > /dev/null
-  grep -E "^  uniform" "$OUT/bench-fn4-ht4-$label.txt" | sed -E "s/ +/ /g; s/^/ht4 $label:/" >> "$log"
-}
 for round in 1 2; do
   ab_ht "old$round" EPX_AB_BUILD=.devbuild-old
   ab_ht "new$round"
 done
-ht4 old EPX_AB_BUILD=.devbuild-old
-ht4 new
+ht_bench 4 16 old EPX_AB_BUILD=.devbuild-old
+ht_bench 4 16 new
 # Buckets at 4 fake nodes (4 CTAs, 64 MiB): the reduce-scatter's tapered last chunk, old / new twice.
 for round in 1 2; do
   coll_bench 4 "old$round" 4 bucket EPX_AB_BUILD=.devbuild-old | grep " epx " | sed "s/^/coll4 old$round:/" >> "$log"

@@ -12,19 +12,13 @@ cd "$(dirname "$0")/../.."
 . scripts/devbuild-env.sh
 log="$OUT/combine-rounds.txt"
 . scripts/experiments/gpu-ab-lib.sh
-ht4() {  # ht4 <label> [VAR=value...]: 4 fake nodes, 16 SMs, same shape as ab_ht
-  local label=$1; shift
-  env "$@" scripts/gpu-fn-bench.sh 4 150 "ht4-$label" --tokens 4096 --hidden 7168 --topk 8 --experts 256 \
-    --routing uniform --layout dedup --mode capacity --sms 16 --iters 6 --warmup 2 --no-baseline > /dev/null
-  grep -E "^  uniform" "$OUT/bench-fn4-ht4-$label.txt" | sed -E "s/ +/ /g; s/^/ht4 $label:/" >> "$log"
-}
 for round in 1 2 3; do
   ab_ht "old$round" EPX_AB_BUILD=.devbuild-old2
   ab_ht "new$round"
 done
 for round in 1 2; do
-  ht4 "old$round" EPX_AB_BUILD=.devbuild-old2
-  ht4 "new$round"
+  ht_bench 4 16 "old$round" EPX_AB_BUILD=.devbuild-old2
+  ht_bench 4 16 "new$round"
 done
 cat "$log"
 EPX_FAKENODES_STEPS=${SUITE_STEPS:-ep4,ep8,dead4} EPX_FAKENODES_BUDGET_S=${SUITE_BUDGET_S:-330} scripts/gpu-run.sh fakenodes > /dev/null 2>&1

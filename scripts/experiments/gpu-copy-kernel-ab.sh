@@ -10,19 +10,12 @@ cd "$(dirname "$0")/../.."
 . scripts/devbuild-env.sh
 log="$OUT/copy-kernel-ab.txt"
 . scripts/experiments/gpu-ab-lib.sh
-coll() {  # coll <nodes> <label> <algo> [VAR=value...] [-- epx-bench args]
-  local n=$1 label=$2 algo=$3; shift 3
-  local envs=()
-  while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
-  [ "${1:-}" = -- ] && shift
-  env "${envs[@]}" scripts/gpu-fn-bench.sh "$n" 60 "k-$label" --algo "$algo" --coll-ctas 4 --iters 20 --warmup 3 "$@" > /dev/null
-  grep -hE " epx |^# gin " "$OUT/bench-fn$n-k-$label.txt" | sed -E "s/ +/ /g; s/^/$n $label: /" | tee -a "$log"
-}
+coll() { coll_lines "$@" | tee -a "$log"; }  # coll <nodes> <label> <algo> [VAR=value...] [-- epx-bench args]
 K=EPX_GIN_COPY=kernel-all
 coll 4 pp-kall pp $K
-coll 4 pp-kall-c4m pp $K -- --pp-chunk-kib 4096
-coll 8 pp-c4m pp -- --pp-chunk-kib 4096
-coll 8 pp-kall-c4m pp $K -- --pp-chunk-kib 4096
+coll 4 pp-kall-c4m pp $K -- --chunk-kib 4096
+coll 8 pp-c4m pp -- --chunk-kib 4096
+coll 8 pp-kall-c4m pp $K -- --chunk-kib 4096
 coll 4 bucket-kall bucket $K
 ab_ll 4 def 128
 ab_ll 4 kall 128 $K

@@ -8,16 +8,13 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/devbuild-env.sh
 log="$OUT/final.txt"
-coll() {  # coll <nodes> <label> <algo> [epx-bench args]
-  local n=$1 label=$2 algo=$3; shift 3
-  scripts/gpu-fn-bench.sh "$n" 90 "fc-$label" --algo "$algo" --coll-ctas 4 --iters 20 --warmup 3 "$@" > /dev/null
-  grep -hE " epx " "$OUT/bench-fn$n-fc-$label.txt" | sed -E "s/ +/ /g; s/^/$n $label: /" >> "$log"
-}
+. scripts/experiments/gpu-ab-lib.sh
+coll() { coll_lines "$@" >> "$log"; }  # coll <nodes> <label> <algo> [-- epx-bench args]
 coll 2 bucket bucket
 coll 4 bucket1 bucket
 coll 4 bucket2 bucket
-coll 2 pp pp --chunk-kib 4096
-coll 4 pp pp --chunk-kib 4096
+coll 2 pp pp -- --chunk-kib 4096
+coll 4 pp pp -- --chunk-kib 4096
 scripts/gpu-fn-bench.sh 2 120 ht2 --tokens 4096 --hidden 7168 --topk 8 --experts 256 --routing uniform --layout dedup \
   --mode capacity --sms 16 --iters 6 --warmup 2 --no-baseline > /dev/null
 grep -E "^  uniform" "$OUT/bench-fn2-ht2.txt" | sed -E "s/ +/ /g; s/^/ht2: /" >> "$log"
