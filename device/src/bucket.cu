@@ -5,9 +5,10 @@
 //                 receive it (NVLink peers: the session; network peers: every CTA too);
 //   network       GIN chunks, each adding 1 to the peer's arrival signal: all-gather puts this
 //                 rank's shard from its tensor, chunks spread over the CTAs; reduce-scatter puts its
-//                 contribution to the peer's shard from its tensor (or, BF16 wire, from the stage
-//                 once every CTA converted its share), every chunk to one peer posted by one thread
-//                 in order, so the peer's arrival count says which chunks are in;
+//                 contribution to the peer's shard from its tensor (or, BF16 wire, from the stage,
+//                 each chunk as soon as every CTA converted its share of it), every chunk to one
+//                 peer posted by one thread in order, so the peer's arrival count says which
+//                 chunks are in;
 //   NVLink        every CTA stores its share of each transfer into the NVLink peers' windows
 //                 (BF16 wire: converted on the way), then arrives at each of them;
 //   arrivals      until every source's data arrived (bounded); reduce-scatter waits for network
@@ -48,6 +49,11 @@ __device__ uint64_t transferDst(const BucketArgs& a, const BucketTensorLayout& t
 __device__ bool converts(const BucketArgs& a, const BucketTensorLayout& t) {
   return a.op == kBucketReduceScatter && a.bf16Wire && t.elem == kElemF32;
 }
+__device__ bool convertsAny(const BucketArgs& a) {
+  for (int i = 0; i < a.numTensors; ++i)
+    if (converts(a, a.t[i])) return true;
+  return false;
+}
 
 // Vectors of four elements each thread loads before using them (loads in flight: conversions and
 // sums are bound by memory latency otherwise). Rows are 16-byte aligned (FP32) when the shard is a
@@ -55,33 +61,48 @@ __device__ bool converts(const BucketArgs& a, const BucketTensorLayout& t) {
 constexpr int kReduceVecs = 4;
 constexpr uint64_t kVecElems = 4, kVecShardMultiple = 8;
 
-// CTA p's elements of n: whole 4-element vectors when n is a multiple of kVecShardMultiple.
-__device__ ByteRange elemShare(uint64_t n, int parts, int p) {
-  if (n % kVecShardMultiple != 0) return itemShare(n, parts, p);
-  const ByteRange v = itemShare(n / kVecElems, parts, p);
-  return ByteRange{v.begin * kVecElems, v.end * kVecElems};
-}
 
-// Elements [b, e) of FP32 src as BF16 into dst (CTA-wide): four per thread, kReduceVecs in flight,
-// when b and e are multiples of 4 (16-byte source / 8-byte destination vectors); else one by one.
-__device__ void ctaToBf16(uint16_t* dst, const float* src, uint64_t b, uint64_t e) {
-  if (b % kVecElems != 0 || e % kVecElems != 0) {
-    for (uint64_t i = b + threadIdx.x; i < e; i += blockDim.x) dst[i] = toBf16Bits(src[i]);
-    return;
-  }
-  const uint64_t end = e / kVecElems;
-  for (uint64_t q0 = b / kVecElems + threadIdx.x; q0 < end; q0 += uint64_t(blockDim.x) * kReduceVecs) {
+// The threads that convert: a CTA's threads [first, first + count) (count a multiple of 32), which
+// meet at their own barrier (the posting CTA's poster warp is not among them).
+struct Converters {
+  uint32_t first, count;
+  static constexpr uint32_t kBarrier = 1;  // named barrier 0 is __syncthreads
+  __device__ static Converters all() { return Converters{0, blockDim.x}; }
+  __device__ uint32_t tid() const { return threadIdx.x - first; }
+  __device__ void sync() const { asm volatile("bar.sync %0, %1;" ::"n"(kBarrier), "r"(count) : "memory"); }
+};
+
+// Elements [b, e) of FP32 src as BF16 into dst (the Converters' threads): 16-byte source / 8-byte
+// destination vectors, four elements per thread and kReduceVecs in flight, from b (a multiple of 4)
+// up to the last whole vector when both rows are aligned; the rest one by one. A shard that is not
+// a multiple of 8 elements puts rank r's row of a tensor, of the stage and of the scratch area at
+// r * shard elements, so row alignment differs from row to row (a 1007-element shard: the second
+// stage row starts 2014 bytes in).
+__device__ void ctaToBf16(uint16_t* dst, const float* src, uint64_t b, uint64_t e, Converters cv) {
+  const bool vectors = b % kVecElems == 0 && reinterpret_cast<uintptr_t>(src) % sizeof(float4) == 0 &&
+                       reinterpret_cast<uintptr_t>(dst) % sizeof(uint2) == 0;
+  const uint64_t vecEnd = vectors ? b + (e - b) / kVecElems * kVecElems : b;
+  for (uint64_t i = vecEnd + cv.tid(); i < e; i += cv.count) dst[i] = toBf16Bits(src[i]);
+  const uint64_t end = vecEnd / kVecElems;
+  for (uint64_t q0 = b / kVecElems + cv.tid(); q0 < end; q0 += uint64_t(cv.count) * kReduceVecs) {
     float4 v[kReduceVecs];
 #pragma unroll
     for (int u = 0; u < kReduceVecs; ++u)
-      if (q0 + u * blockDim.x < end) v[u] = reinterpret_cast<const float4*>(src)[q0 + u * blockDim.x];
+      if (q0 + u * cv.count < end) v[u] = reinterpret_cast<const float4*>(src)[q0 + u * cv.count];
 #pragma unroll
     for (int u = 0; u < kReduceVecs; ++u)
-      if (q0 + u * blockDim.x < end)
-        reinterpret_cast<uint2*>(dst)[q0 + u * blockDim.x] =
+      if (q0 + u * cv.count < end)
+        reinterpret_cast<uint2*>(dst)[q0 + u * cv.count] =
             make_uint2(uint32_t(toBf16Bits(v[u].x)) | (uint32_t(toBf16Bits(v[u].y)) << 16),
                        uint32_t(toBf16Bits(v[u].z)) | (uint32_t(toBf16Bits(v[u].w)) << 16));
   }
+}
+
+// Part p of `parts` of elements el: whole 4-element vectors from el.begin, the last part also
+// takes the tail that is not a whole vector.
+__device__ ByteRange vecElemShare(ByteRange el, int parts, int p) {
+  const ByteRange v = itemShare((el.end - el.begin) / kVecElems, parts, p);
+  return ByteRange{el.begin + v.begin * kVecElems, p == parts - 1 ? el.end : el.begin + v.end * kVecElems};
 }
 
 // Where a reduce-scatter's stage holds this rank's BF16 contribution to dst's shard of tensor t.
@@ -123,40 +144,97 @@ __device__ void postGinSpread(const BucketArgs& a, const Transport& tr, OpSessio
 
 // GIN, reduce-scatter: every chunk to network peer d is posted by one thread, in (tensor, chunk)
 // order on one context, so d's arrival count from this rank is a prefix of the chunks
-// (bucketChunkTarget) and d reduces each chunk as soon as it arrived from every source. FP32 wire:
-// the chunks leave from the tensor, network peer k's from CTA k % nCtas. BF16 wire: every CTA first
-// converts its share of each (tensor, peer) contribution into the stage; the last CTA to finish
-// posts every peer's chunks (one thread per peer).
-__device__ void postGinOrdered(const BucketArgs& a, const Transport& tr, OpSession& ses) {
+// (bucketChunkTarget) and d reduces each chunk as soon as it arrived from every source.
+// FP32 wire (nothing converts): the chunks leave from the tensor, network peer k's from thread 0
+// of CTA k % nCtas.
+__device__ void postGinDirect(const BucketArgs& a, const Transport& tr, OpSession& ses) {
   const Common& c = tr.c;
-  char* local = tr.localBase();
-  bool staged = false;
-  for (int ti = 0; ti < a.numTensors; ++ti) {
-    const BucketTensorLayout& t = a.t[ti];
-    if (!converts(a, t)) continue;
-    staged = true;
-    const ByteRange e = elemShare(t.shard, gridDim.x, blockIdx.x);
-    for (int d = 0; d < c.nRanks; ++d)
-      if (!tr.lsa(d))
-        ctaToBf16(reinterpret_cast<uint16_t*>(local + stageOf(t, d)),
-                  reinterpret_cast<const float*>(local + transferSrc(a, t, c.rank, d)), e.begin, e.end);
-  }
-  if (staged && !ses.lastToStage(tr, kBucketSessionKind, 0)) return;
+  if (threadIdx.x != 0) return;
   for (int k = 1, peer = 0; k < c.nRanks; ++k) {
     const int d = (c.rank + k) % c.nRanks;
     if (tr.lsa(d)) continue;
-    const bool mine = staged ? peer % int(blockDim.x) == int(threadIdx.x)
-                             : peer % int(gridDim.x) == int(blockIdx.x) && threadIdx.x == 0;
-    ++peer;
-    if (!mine || ses.abort || !peerMayReceive(a, tr, ses, d)) continue;
+    if (peer++ % int(gridDim.x) != int(blockIdx.x) || ses.abort || !peerMayReceive(a, tr, ses, d)) continue;
     const int ctx = dataContextOf(d, c.ginContexts);
     for (int ti = 0; ti < a.numTensors; ++ti) {
       const BucketTensorLayout& t = a.t[ti];
       const PutChunks puts = bucketPutChunks(t, a.op, a.bf16Wire, a.chunkBytes);
-      const uint64_t src = converts(a, t) ? stageOf(t, d) : transferSrc(a, t, c.rank, d);
       for (uint64_t ch = 0; ch < puts.count(); ++ch) {
         const ByteRange r = puts.range(ch);
-        tr.putSignal(d, transferDst(a, t, c.rank) + r.begin, src + r.begin, r.size(), kFlagArriveDispatch, 1u, ctx);
+        tr.putSignal(d, transferDst(a, t, c.rank) + r.begin, transferSrc(a, t, c.rank, d) + r.begin, r.size(),
+                     kFlagArriveDispatch, 1u, ctx);
+      }
+    }
+  }
+}
+
+// Stage progress words (GroupState::stageProgress): CTA b has converted the op's first n chunks
+// once its word reached (seq << 32) | n.
+__device__ uint64_t stageTag(uint32_t seq, uint64_t chunks) { return (uint64_t(seq) << 32) | chunks; }
+
+// Poster lane: until CTA `cta` converted the op's first `chunks` chunks (bounded; false after a
+// timeout, recorded with the CTA in place of a peer).
+__device__ bool waitStaged(const Transport& tr, uint32_t seq, int cta, uint64_t chunks) {
+  const volatile uint64_t* w = &tr.c.state->stageProgress[cta];
+  const uint64_t target = stageTag(seq, chunks);
+  const uint64_t start = globalTimerNs();
+  for (uint32_t spin = 1; *w < target; ++spin) {
+    if ((spin & 255u) == 0 && (timedOut(tr.c.error) || globalTimerNs() - start > uint64_t(tr.c.timeoutNs))) {
+      if (!timedOut(tr.c.error))
+        recordTimeout(tr.c.error, kPhaseBucketStage, cta, tr.c.rank, kTransportGin, (long long)chunks,
+                      (long long)(*w & 0xffffffffu));
+      return false;
+    }
+  }
+  return true;
+}
+
+// GIN, reduce-scatter with the BF16 wire: the conversion of this rank's FP32 contributions runs a
+// chunk ahead of the wire. Chunks go in (tensor, chunk) order; every CTA converts its share of
+// chunk g for every network peer, then publishes g + 1 in its stage progress word; the poster warp
+// (warp 0 of the last CTA, which converts with its other warps) posts chunk g to every network peer
+// once every CTA's word says so (lane l: the peers l, l + 32, ... in order), so chunk g is on the
+// wire while g + 1 is being converted. Tensors that are BF16 already leave from the tensor.
+__device__ void postGinConverted(const BucketArgs& a, const Transport& tr, OpSession& ses) {
+  const Common& c = tr.c;
+  char* local = tr.localBase();
+  const int lane = threadIdx.x & 31;
+  const bool posterCta = blockIdx.x == gridDim.x - 1;
+  const bool poster = posterCta && threadIdx.x < 32;
+  const Converters cv = posterCta ? Converters{32, blockDim.x - 32} : Converters::all();
+  uint64_t g = 0;  // chunks of the op so far
+  for (int ti = 0; ti < a.numTensors; ++ti) {
+    const BucketTensorLayout& t = a.t[ti];
+    const PutChunks puts = bucketPutChunks(t, a.op, a.bf16Wire, a.chunkBytes);
+    for (uint64_t ch = 0; ch < puts.count(); ++ch) {
+      ++g;
+      if (!poster) {
+        if (converts(a, t)) {
+          const ByteRange e = vecElemShare(bucketChunkElems(puts, 2, ch), gridDim.x, blockIdx.x);
+          for (int d = 0; d < c.nRanks; ++d)
+            if (!tr.lsa(d))
+              ctaToBf16(reinterpret_cast<uint16_t*>(local + stageOf(t, d)),
+                        reinterpret_cast<const float*>(local + transferSrc(a, t, c.rank, d)), e.begin, e.end, cv);
+        }
+        cv.sync();
+        if (cv.tid() == 0) {
+          __threadfence_system();  // the converted rows, before the word that lets them be put
+          *reinterpret_cast<volatile uint64_t*>(&c.state->stageProgress[blockIdx.x]) = stageTag(ses.seq, g);
+        }
+        continue;
+      }
+      // The poster warp.
+      const bool staged = lane >= int(gridDim.x) || waitStaged(tr, ses.seq, lane, g);
+      if (!__all_sync(0xffffffffu, staged)) ses.abort = 1;
+      __syncwarp();
+      if (ses.abort) continue;
+      const ByteRange r = puts.range(ch);
+      for (int k = 1, peer = 0; k < c.nRanks; ++k) {
+        const int d = (c.rank + k) % c.nRanks;
+        if (tr.lsa(d)) continue;
+        if (peer++ % 32 != lane) continue;
+        const uint64_t from = converts(a, t) ? stageOf(t, d) : transferSrc(a, t, c.rank, d);
+        tr.putSignal(d, transferDst(a, t, c.rank) + r.begin, from + r.begin, r.size(), kFlagArriveDispatch, 1u,
+                     dataContextOf(d, c.ginContexts));
       }
     }
   }
@@ -174,8 +252,9 @@ __device__ void storeLsa(const BucketArgs& a, const Transport& tr) {
       char* dst = tr.lsaBase(d) + transferDst(a, t, c.rank);
       const char* src = local + transferSrc(a, t, c.rank, d);
       if (converts(a, t)) {
-        const ByteRange e = elemShare(t.shard, gridDim.x, blockIdx.x);
-        ctaToBf16(reinterpret_cast<uint16_t*>(dst), reinterpret_cast<const float*>(src), e.begin, e.end);
+        const ByteRange e = vecElemShare(ByteRange{0, t.shard}, gridDim.x, blockIdx.x);
+        ctaToBf16(reinterpret_cast<uint16_t*>(dst), reinterpret_cast<const float*>(src), e.begin, e.end,
+                  Converters::all());
       } else {
         const ByteRange r = vecShare(bytes, gridDim.x, blockIdx.x);
         ctaCopyBytes<false>(dst + r.begin, src + r.begin, r.size());
@@ -326,10 +405,12 @@ __global__ void __launch_bounds__(kCollThreads, 1) bucketKernel(const __grid_con
     __syncthreads();
   }
   if (gin && !ses.abort) {
-    if (a.op == kBucketReduceScatter)
-      postGinOrdered(a, tr, ses);
-    else
+    if (a.op != kBucketReduceScatter)
       postGinSpread(a, tr, ses);
+    else if (convertsAny(a))
+      postGinConverted(a, tr, ses);
+    else
+      postGinDirect(a, tr, ses);
   }
   if (!ses.abort) storeLsa(a, tr);
   ses.arriveLsa(tr, kBucketSessionKind);

@@ -249,6 +249,12 @@ BOOST_AUTO_TEST_CASE(async_error_words) {
   BOOST_TEST(text.find("in bucket reduce-scatter start (the peer's previous collective has not finished) waiting for "
                        "peer rank 5 over GIN") != std::string::npos,
              text);
+  e.timeout.phase = dev::kPhaseBucketStage;
+  e.timeout.peer = 2;  // the CTA
+  describeAsyncError(e, 250, &text);
+  BOOST_TEST(text.find("rank 0: timed out after 250 ms in the bucket reduce-scatter's BF16 conversion: CTA 2 of this "
+                       "rank converted 3 of the first 12 chunks") != std::string::npos,
+             text);
 }
 
 // The reference sums in rank order from +0.0: (1e8 + 1) - 1e8 = 0 in FP32, while the other order

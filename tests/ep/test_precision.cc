@@ -5,6 +5,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "ep_harness.h"
 
@@ -33,9 +35,83 @@ std::vector<epx::ref::RankRouting> cancellationRouting(int R, int T, int K) {
   return rt;
 }
 
+// One token per rank: rank s sends it to the two experts of rank s itself (slots 0 and 1) and to
+// an expert of rank (s - 1) mod R (slot 2), so every rank's result needs exactly one network
+// contribution (at 8 fake nodes rank 0's comes from rank 7). Experts: 2 per rank; K = 4, slot 3
+// masked.
+std::vector<epx::ref::RankRouting> oneRemoteRouting(int R, int K) {
+  std::vector<epx::ref::RankRouting> rt(static_cast<size_t>(R));
+  for (int s = 0; s < R; ++s) {
+    auto& r = rt[size_t(s)];
+    r.numTokens = 1;
+    r.topkIdx.assign(size_t(K), -1);
+    r.topkWeights.assign(size_t(K), 0.25f);
+    r.topkIdx[0] = 2 * s;
+    r.topkIdx[1] = 2 * s + 1;
+    r.topkIdx[2] = 2 * ((s + R - 1) % R);
+  }
+  return rt;
+}
+
+// Repeats of the one-token case (EPX_PRECISION_REPEATS, default 64; quick 16).
+int oneTokenRepeats() {
+  if (const char* v = std::getenv("EPX_PRECISION_REPEATS"); v && std::atoi(v) > 0) return std::atoi(v);
+  return quick() ? 16 : 64;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(precision)
+
+// The cancellation case with one token per rank, repeated, in both layouts and both precisions of
+// one exactCombine group, with a fresh group every fourth repeat (its first combine: no earlier
+// op between the ranks): every combine must sum every contribution, every time.
+BOOST_AUTO_TEST_CASE(one_token_every_contribution_repeated, *boost::unit_test::precondition(needsPeers)) {
+  const int R = nRanks(), K = 4, H = 2048;
+  const int repeats = oneTokenRepeats();
+  int failures = 0, ran = 0;
+  for (int rep = 0; rep < repeats; ++rep) {
+    for (int variant = 0; variant < 3; ++variant) {
+      CaseConfig c;
+      c.g = {1, H, K, 2 * R};
+      c.g.exactCombine = 1;
+      c.layout = variant == 2 ? ncclEpLayoutDeduplicated : ncclEpLayoutExpanded;
+      c.mode = variant == 1 ? ncclEpModeExact : ncclEpModeCapacity;
+      c.combineFp32 = variant == 0;
+      if (variant == 0 && rep % 4 == 0) evictGroup(c.g);  // this repeat starts on a fresh group
+      EpSession s(c);
+      s.setRouting(oneRemoteRouting(R, K));
+      Rng rng(nextSeed());
+      s.randomData(rng);
+      if (c.layout == ncclEpLayoutExpanded)  // expert outputs by slot: 256, 1, -256 (every channel)
+        for (int d = 0; d < R; ++d) {
+          const auto& e = s.expect[size_t(d)];
+          for (int row = 0; row < e.numRows; ++row) {
+            if (e.srcRank[size_t(row)] < 0) continue;
+            const int slot = e.srcSlot[size_t(row)];
+            const uint16_t v = slot == 0 ? kBf16Plus256 : slot == 1 ? kBf16One : kBf16Minus256;
+            std::fill_n(&s.inputs[size_t(d)].expertOut[size_t(row) * H], H, v);
+          }
+        }
+      s.runAll();
+      ++ran;
+      const std::string what = c.describe() + " repeat " + std::to_string(rep);
+      if (!s.expectAllCorrect(what)) ++failures;
+      if (c.layout != ncclEpLayoutExpanded) continue;
+      const uint16_t want = c.combineFp32 ? kBf16One : kBf16Zero;
+      for (int r : localRanks()) {
+        const auto& out = s.results[size_t(r)].combOut;
+        BOOST_TEST_REQUIRE(out.size() == size_t(H));
+        const size_t bad = size_t(std::count_if(out.begin(), out.end(), [&](uint16_t v) { return v != want; }));
+        BOOST_TEST(bad == 0u, what << ", rank " << r << ": " << bad << " of " << H << " outputs are not "
+                                   << (c.combineFp32 ? "1" : "0") << " (first: bits 0x" << std::hex << out[0]
+                                   << std::dec << "; 0x4380 = 256: rank " << (r + R - 1) % R
+                                   << "'s -256 missing)");
+      }
+    }
+  }
+  BOOST_TEST_MESSAGE("one token, every contribution: " << ran << " combines, " << failures << " failed");
+}
 
 // Expanded layout (where partial sums are formed), both precisions in one exactCombine group.
 BOOST_AUTO_TEST_CASE(cancellation_256_plus_1_minus_256, *boost::unit_test::precondition(needsPeers)) {

@@ -146,7 +146,9 @@ int runBucket(const Options& opt, MultiGpu& mg, int R, bool printer) {
   bench.run("reduce-scatter", "epx", total, f1, [&](const RankContext& c, cudaStream_t) {
     BENCH_EP(ncclEpBucketReduceScatter(ep(c), &it, 1, &fp32Wire, nullptr, c.stream));
   });
-  bench.run("rs bf16 wire", "epx", total, f1, [&](const RankContext& c, cudaStream_t) {
+  // BF16 wire: algbw counts the FP32 tensor (comparable with the FP32 wire's), busbw and the floor
+  // ratio the bytes that travel (BF16 contributions; the all-reduce's gather half is FP32).
+  bench.run("rs bf16 wire", "epx", total, f1 / 2, [&](const RankContext& c, cudaStream_t) {
     BENCH_EP(ncclEpBucketReduceScatter(ep(c), &it, 1, &bf16Wire, nullptr, c.stream));
   });
   bench.run("reduce-scatter", "nccl", total, f1, [&](const RankContext& c, cudaStream_t) {
@@ -155,6 +157,9 @@ int runBucket(const Options& opt, MultiGpu& mg, int R, bool printer) {
   });
   bench.run("all-reduce", "epx", total, f2, [&](const RankContext& c, cudaStream_t) {
     BENCH_EP(ncclEpBucketAllReduce(ep(c), &it, 1, &fp32Wire, nullptr, c.stream));
+  });
+  bench.run("ar bf16 wire", "epx", total, f1 * 1.5, [&](const RankContext& c, cudaStream_t) {
+    BENCH_EP(ncclEpBucketAllReduce(ep(c), &it, 1, &bf16Wire, nullptr, c.stream));
   });
   bench.run("all-reduce", "nccl", total, f2, [&](const RankContext& c, cudaStream_t) {
     BENCH_NCCL(ncclAllReduce(in[size_t(c.rank)].get(), out[size_t(c.rank)].get(), count, ncclFloat32, ncclSum, c.comm,

@@ -39,6 +39,12 @@ ncclResult_t describeAsyncError(const dev::AsyncError& e, int timeoutMs, std::st
                     "%lld completed locally (the network or NCCL's GIN proxy stalled, or a peer's connection was "
                     "lost); the group must be destroyed",
                     t.rank, timeoutMs, t.detail0, t.detail1);
+    else if (t.phase == dev::kPhaseBucketStage)
+      std::snprintf(buf, sizeof(buf),
+                    "rank %d: timed out after %d ms in the bucket reduce-scatter's BF16 conversion: CTA %d of this "
+                    "rank converted %lld of the first %lld chunks (that CTA is not running: the grid must be "
+                    "co-resident); the bucket must be destroyed",
+                    t.rank, timeoutMs, t.peer, t.detail1, t.detail0);
     else if (t.phase == dev::kPhaseLinkDrain)
       std::snprintf(buf, sizeof(buf),
                     "rank %d: timed out after %d ms at destroy waiting for peer rank %d's GIN drain signals (%lld of "

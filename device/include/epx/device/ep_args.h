@@ -49,7 +49,8 @@ enum CollPhase : int {
   kPhasePpData = 19,         // PP recv: the sending peer's message did not arrive
   kPhasePpRecvTooSmall = 20,  // not a wait: a PP message larger than the receive buffer (dropped)
   kPhaseLinkDrain = 21,       // destroy: the peer's drain signal did not arrive (it has not destroyed)
-  kPhaseBucketFree = 22       // reduce-scatter: peer has not finished its previous bucket collective
+  kPhaseBucketFree = 22,      // reduce-scatter: peer has not finished its previous bucket collective
+  kPhaseBucketStage = 23      // reduce-scatter, BF16 wire: a CTA of this rank did not convert its share of a chunk
 };
 
 // How the stalled peer is reached (ErrorRecord::transport).
@@ -57,11 +58,17 @@ enum PeerTransport : int { kTransportLsa = 0, kTransportGin = 1 };
 
 // Per-group device state (device memory). Sequence numbers: every op reads seq+1 and its last CTA
 // stores it, so CUDA graph replays keep counting without host involvement.
+// CTAs whose staging progress a kernel can follow chunk by chunk (GroupState::stageProgress).
+constexpr int kStageProgressCtas = 32;
+
 struct GroupState {
   uint32_t layoutSeq;
   uint32_t opSeq[kNumOpKinds];
   uint32_t doneCtas[kNumOpKinds];
   uint32_t stagedCtas[kNumOpKinds][kMaxPutRounds];  // CTAs done staging a put round (OpSession::lastToStage)
+  // CTA b's staged chunks of the running op, tagged with its sequence number: (seq << 32) | chunks
+  // (the bucket reduce-scatter's BF16 conversion; monotonic, so never reset).
+  uint64_t stageProgress[kStageProgressCtas];
 };
 
 // One device-side error. `code` is published last (release), after the fields it describes.
