@@ -55,12 +55,11 @@ __device__ bool convertsAny(const BucketArgs& a) {
   return false;
 }
 
-// Vectors of four elements each thread loads before using them (loads in flight: conversions and
-// sums are bound by memory latency otherwise). Rows are 16-byte aligned (FP32) when the shard is a
-// multiple of 8 elements.
+// Vectors each thread loads before using them (bytes in flight: with 4 CTAs the conversions and
+// sums are bound by memory latency). Every row of a tensor, the scratch area and the stage is
+// 16-byte aligned when the shard is a multiple of 8 elements.
 constexpr int kReduceVecs = 4;
-constexpr uint64_t kVecElems = 4, kVecShardMultiple = 8;
-
+constexpr uint64_t kVecShardMultiple = 8;
 
 // The threads that convert: a CTA's threads [first, first + count) (count a multiple of 32), which
 // meet at their own barrier (the posting CTA's poster warp is not among them).
@@ -72,37 +71,45 @@ struct Converters {
   __device__ void sync() const { asm volatile("bar.sync %0, %1;" ::"n"(kBarrier), "r"(count) : "memory"); }
 };
 
-// Elements [b, e) of FP32 src as BF16 into dst (the Converters' threads): 16-byte source / 8-byte
-// destination vectors, four elements per thread and kReduceVecs in flight, from b (a multiple of 4)
-// up to the last whole vector when both rows are aligned; the rest one by one. A shard that is not
-// a multiple of 8 elements puts rank r's row of a tensor, of the stage and of the scratch area at
-// r * shard elements, so row alignment differs from row to row (a 1007-element shard: the second
-// stage row starts 2014 bytes in).
+// Elements [b, e) of FP32 src as BF16 into dst (the Converters' threads): 8 elements per thread and
+// vector (two 16-byte loads, one 16-byte store), kConvertVecs vectors in flight, from b (a multiple
+// of 8) up to the last whole vector when both rows are 16-byte aligned; the rest one by one. A shard
+// that is not a multiple of 8 elements puts rank r's row of a tensor, of the stage and of the
+// scratch area at r * shard elements, so row alignment differs from row to row (a 1007-element
+// shard: the second stage row starts 2014 bytes in).
+constexpr uint64_t kConvertElems = 8;
+constexpr int kConvertVecs = 8;
 __device__ void ctaToBf16(uint16_t* dst, const float* src, uint64_t b, uint64_t e, Converters cv) {
-  const bool vectors = b % kVecElems == 0 && reinterpret_cast<uintptr_t>(src) % sizeof(float4) == 0 &&
-                       reinterpret_cast<uintptr_t>(dst) % sizeof(uint2) == 0;
-  const uint64_t vecEnd = vectors ? b + (e - b) / kVecElems * kVecElems : b;
+  const bool vectors = b % kConvertElems == 0 && reinterpret_cast<uintptr_t>(src) % sizeof(float4) == 0 &&
+                       reinterpret_cast<uintptr_t>(dst) % sizeof(uint4) == 0;
+  const uint64_t vecEnd = vectors ? b + (e - b) / kConvertElems * kConvertElems : b;
   for (uint64_t i = vecEnd + cv.tid(); i < e; i += cv.count) dst[i] = toBf16Bits(src[i]);
-  const uint64_t end = vecEnd / kVecElems;
-  for (uint64_t q0 = b / kVecElems + cv.tid(); q0 < end; q0 += uint64_t(cv.count) * kReduceVecs) {
-    float4 v[kReduceVecs];
+  const uint64_t end = vecEnd / kConvertElems;
+  const float4* s4 = reinterpret_cast<const float4*>(src);
+  for (uint64_t q0 = b / kConvertElems + cv.tid(); q0 < end; q0 += uint64_t(cv.count) * kConvertVecs) {
+    float4 lo[kConvertVecs], hi[kConvertVecs];
 #pragma unroll
-    for (int u = 0; u < kReduceVecs; ++u)
-      if (q0 + u * cv.count < end) v[u] = reinterpret_cast<const float4*>(src)[q0 + u * cv.count];
+    for (int u = 0; u < kConvertVecs; ++u)
+      if (q0 + u * cv.count < end) {
+        lo[u] = s4[2 * (q0 + u * cv.count)];
+        hi[u] = s4[2 * (q0 + u * cv.count) + 1];
+      }
 #pragma unroll
-    for (int u = 0; u < kReduceVecs; ++u)
+    for (int u = 0; u < kConvertVecs; ++u)
       if (q0 + u * cv.count < end)
-        reinterpret_cast<uint2*>(dst)[q0 + u * cv.count] =
-            make_uint2(uint32_t(toBf16Bits(v[u].x)) | (uint32_t(toBf16Bits(v[u].y)) << 16),
-                       uint32_t(toBf16Bits(v[u].z)) | (uint32_t(toBf16Bits(v[u].w)) << 16));
+        reinterpret_cast<uint4*>(dst)[q0 + u * cv.count] = make_uint4(
+            uint32_t(toBf16Bits(lo[u].x)) | (uint32_t(toBf16Bits(lo[u].y)) << 16),
+            uint32_t(toBf16Bits(lo[u].z)) | (uint32_t(toBf16Bits(lo[u].w)) << 16),
+            uint32_t(toBf16Bits(hi[u].x)) | (uint32_t(toBf16Bits(hi[u].y)) << 16),
+            uint32_t(toBf16Bits(hi[u].z)) | (uint32_t(toBf16Bits(hi[u].w)) << 16));
   }
 }
 
-// Part p of `parts` of elements el: whole 4-element vectors from el.begin, the last part also
+// Part p of `parts` of elements el: whole conversion vectors from el.begin, the last part also
 // takes the tail that is not a whole vector.
 __device__ ByteRange vecElemShare(ByteRange el, int parts, int p) {
-  const ByteRange v = itemShare((el.end - el.begin) / kVecElems, parts, p);
-  return ByteRange{el.begin + v.begin * kVecElems, p == parts - 1 ? el.end : el.begin + v.end * kVecElems};
+  const ByteRange v = itemShare((el.end - el.begin) / kConvertElems, parts, p);
+  return ByteRange{el.begin + v.begin * kConvertElems, p == parts - 1 ? el.end : el.begin + v.end * kConvertElems};
 }
 
 // Where a reduce-scatter's stage holds this rank's BF16 contribution to dst's shard of tensor t.
@@ -263,34 +270,52 @@ __device__ void storeLsa(const BucketArgs& a, const Transport& tr) {
   }
 }
 
-// Elements j .. j+3 of an FP32 or BF16 row (16-byte / 8-byte aligned), volatile (peers' stores).
-__device__ __forceinline__ void load4(const char* row, uint64_t j, bool bf16, float (&v)[4]) {
+// Elements j .. j+N-1 (N = 4 or 8) of an FP32 or BF16 row, 16-byte loads (one BF16 vector of 4
+// elements is 8 bytes), volatile (peers' stores and puts).
+template <int N>
+__device__ __forceinline__ void loadElems(const char* row, uint64_t j, bool bf16, float (&v)[N]) {
+  static_assert(N == 4 || N == 8, "4 or 8 elements");
   if (bf16) {
-    uint32_t lo, hi;
-    asm volatile("ld.volatile.global.v2.u32 {%0,%1}, [%2];" : "=r"(lo), "=r"(hi) : "l"(row + j * 2));
-    v[0] = __uint_as_float(lo << 16);
-    v[1] = __uint_as_float(lo & 0xffff0000u);
-    v[2] = __uint_as_float(hi << 16);
-    v[3] = __uint_as_float(hi & 0xffff0000u);
+    uint32_t w[N / 2];
+    if constexpr (N == 8) {
+      const int4 q = ldVolatile(reinterpret_cast<const int4*>(row + j * 2));
+      w[0] = uint32_t(q.x), w[1] = uint32_t(q.y), w[2] = uint32_t(q.z), w[3] = uint32_t(q.w);
+    } else {
+      asm volatile("ld.volatile.global.v2.u32 {%0,%1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(row + j * 2));
+    }
+#pragma unroll
+    for (int k = 0; k < N / 2; ++k) {
+      v[2 * k] = __uint_as_float(w[k] << 16);
+      v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+    }
   } else {
-    const int4 q = ldVolatile(reinterpret_cast<const int4*>(row + j * 4));
-    v[0] = __int_as_float(q.x);
-    v[1] = __int_as_float(q.y);
-    v[2] = __int_as_float(q.z);
-    v[3] = __int_as_float(q.w);
+#pragma unroll
+    for (int h = 0; h < N / 4; ++h) {
+      const int4 q = ldVolatile(reinterpret_cast<const int4*>(row + (j + 4 * h) * 4));
+      v[4 * h] = __int_as_float(q.x);
+      v[4 * h + 1] = __int_as_float(q.y);
+      v[4 * h + 2] = __int_as_float(q.z);
+      v[4 * h + 3] = __int_as_float(q.w);
+    }
   }
 }
 
-__device__ __forceinline__ void store4(char* row, uint64_t j, bool bf16, const float (&v)[4]) {
+template <int N>
+__device__ __forceinline__ void storeElems(char* row, uint64_t j, bool bf16, const float (&v)[N]) {
   if (bf16) {
-    const uint32_t lo = uint32_t(toBf16Bits(v[0])) | (uint32_t(toBf16Bits(v[1])) << 16);
-    const uint32_t hi = uint32_t(toBf16Bits(v[2])) | (uint32_t(toBf16Bits(v[3])) << 16);
-    *reinterpret_cast<uint2*>(row + j * 2) = make_uint2(lo, hi);
+    uint32_t w[N / 2];
+#pragma unroll
+    for (int k = 0; k < N / 2; ++k) w[k] = uint32_t(toBf16Bits(v[2 * k])) | (uint32_t(toBf16Bits(v[2 * k + 1])) << 16);
+    if constexpr (N == 8)
+      *reinterpret_cast<uint4*>(row + j * 2) = make_uint4(w[0], w[1], w[2], w[3]);
+    else
+      *reinterpret_cast<uint2*>(row + j * 2) = make_uint2(w[0], w[1]);
   } else {
-    *reinterpret_cast<float4*>(row + j * 4) = make_float4(v[0], v[1], v[2], v[3]);
+#pragma unroll
+    for (int h = 0; h < N / 4; ++h)
+      *reinterpret_cast<float4*>(row + (j + 4 * h) * 4) = make_float4(v[4 * h], v[4 * h + 1], v[4 * h + 2], v[4 * h + 3]);
   }
 }
-
 
 // One source's value of element(s) at j of a reduce-scatter: this rank's own contribution from its
 // tensor, through the wire's rounding, or source s's from the scratch area.
@@ -300,14 +325,15 @@ struct ReduceSources {
   uint64_t shard, wireBytes;
   bool tensorBf16, wireBf16, roundOwn;
   int me;
-  __device__ void loadVec(int s, uint64_t j, float (&v)[4]) const {
+  template <int N>
+  __device__ void loadVec(int s, uint64_t j, float (&v)[N]) const {
     if (s == me) {
-      load4(own, j, tensorBf16, v);
+      loadElems<N>(own, j, tensorBf16, v);
       if (roundOwn)
 #pragma unroll
-        for (int k = 0; k < 4; ++k) v[k] = roundBf16(v[k]);
+        for (int k = 0; k < N; ++k) v[k] = roundBf16(v[k]);
     } else {
-      load4(scratch + uint64_t(s) * shard * wireBytes, j, wireBf16, v);
+      loadElems<N>(scratch + uint64_t(s) * shard * wireBytes, j, wireBf16, v);
     }
   }
   __device__ float loadOne(int s, uint64_t j) const {
@@ -322,10 +348,49 @@ struct ReduceSources {
   }
 };
 
+// This CTA's share of elements el (N-element vectors: el a whole number of them), summed in rank
+// order from +0, FP32, times the scale, written in place; kReduceVecs vectors per thread in flight.
+template <int N>
+__device__ void reduceVectors(const BucketArgs& a, const Common& c, const ReduceSources& src, char* own, ByteRange el) {
+  const ByteRange g = itemShare((el.end - el.begin) / N, gridDim.x, blockIdx.x);
+  const uint64_t first = el.begin / N + g.begin, end = el.begin / N + g.end;
+  for (uint64_t q0 = first + threadIdx.x; q0 < end; q0 += uint64_t(blockDim.x) * kReduceVecs) {
+    float acc[kReduceVecs][N] = {};
+    // Two sources' vectors in flight, then added in rank order.
+    for (int s = 0; s < c.nRanks; s += 2) {
+      const bool pair = s + 1 < c.nRanks;
+      float v[2][kReduceVecs][N];
+#pragma unroll
+      for (int u = 0; u < kReduceVecs; ++u)
+        if (q0 + u * blockDim.x < end) {
+          src.loadVec<N>(s, (q0 + u * blockDim.x) * N, v[0][u]);
+          if (pair) src.loadVec<N>(s + 1, (q0 + u * blockDim.x) * N, v[1][u]);
+        }
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        if (h == 0 || pair)
+#pragma unroll
+          for (int u = 0; u < kReduceVecs; ++u)
+#pragma unroll
+            for (int k = 0; k < N; ++k) acc[u][k] = __fadd_rn(acc[u][k], v[h][u][k]);
+    }
+#pragma unroll
+    for (int u = 0; u < kReduceVecs; ++u) {
+      if (q0 + u * blockDim.x >= end) continue;
+      if (a.hasScale)
+#pragma unroll
+        for (int k = 0; k < N; ++k) acc[u][k] = __fmul_rn(acc[u][k], a.scale);
+      storeElems<N>(own, (q0 + u * blockDim.x) * N, src.tensorBf16, acc[u]);
+    }
+  }
+}
+
 // Reduce-scatter of this rank's shard elements [el.begin, el.end) of tensor t, this CTA's share:
 // the sum of every rank's contribution in rank order, FP32 accumulation, times the scale, written
-// in place. Four elements per thread and kReduceVecs of them in flight when every row is 16-byte
-// aligned (shard a multiple of 8 elements), else one; the same additions in the same order.
+// in place. Vectors when every row is 16-byte aligned (shard a multiple of 8 elements): of 8
+// elements with a BF16 wire (its put chunks are whole 16-byte BF16 vectors), else of 4 (FP32 wire
+// chunks are whole 16-byte FP32 vectors); one element at a time otherwise. The same additions in
+// the same order either way.
 __device__ void reduceElems(const BucketArgs& a, const Transport& tr, const BucketTensorLayout& t, ByteRange el) {
   const Common& c = tr.c;
   char* local = tr.localBase();
@@ -335,29 +400,10 @@ __device__ void reduceElems(const BucketArgs& a, const Transport& tr, const Buck
   const ReduceSources src{own, local + t.scratch, t.shard, uint64_t(wireBf16 ? 2 : 4), tensorBf16, wireBf16,
                           a.bf16Wire != 0, c.rank};
   if (t.shard % kVecShardMultiple == 0) {
-    const ByteRange g = itemShare((el.end - el.begin) / kVecElems, gridDim.x, blockIdx.x);
-    const uint64_t first = el.begin / kVecElems + g.begin, end = el.begin / kVecElems + g.end;
-    for (uint64_t q0 = first + threadIdx.x; q0 < end; q0 += uint64_t(blockDim.x) * kReduceVecs) {
-      float acc[kReduceVecs][4] = {};
-      for (int s = 0; s < c.nRanks; ++s) {
-        float v[kReduceVecs][4];
-#pragma unroll
-        for (int u = 0; u < kReduceVecs; ++u)
-          if (q0 + u * blockDim.x < end) src.loadVec(s, (q0 + u * blockDim.x) * kVecElems, v[u]);
-#pragma unroll
-        for (int u = 0; u < kReduceVecs; ++u)
-#pragma unroll
-          for (int k = 0; k < 4; ++k) acc[u][k] = __fadd_rn(acc[u][k], v[u][k]);
-      }
-#pragma unroll
-      for (int u = 0; u < kReduceVecs; ++u) {
-        if (q0 + u * blockDim.x >= end) continue;
-        if (a.hasScale)
-#pragma unroll
-          for (int k = 0; k < 4; ++k) acc[u][k] = __fmul_rn(acc[u][k], a.scale);
-        store4(own, (q0 + u * blockDim.x) * kVecElems, tensorBf16, acc[u]);
-      }
-    }
+    if (wireBf16)
+      reduceVectors<8>(a, c, src, own, el);
+    else
+      reduceVectors<4>(a, c, src, own, el);
     return;
   }
   const ByteRange e = itemShare(el.end - el.begin, gridDim.x, blockIdx.x);
