@@ -38,6 +38,8 @@ EPX_TEST_HD float patternFloat(uint64_t seed, uint64_t i) {
 }
 
 cudaError_t launchFillPattern(void* p, size_t bytes, uint64_t seed, cudaStream_t stream);
+// Bytes [begin, end) of p set to bytes [begin, end) of the pattern `seed` (the rest untouched).
+cudaError_t launchFillPatternRange(void* p, size_t begin, size_t end, uint64_t seed, cudaStream_t stream);
 // n floats; bf16: the BF16 rounding of the same values (n uint16).
 cudaError_t launchFillFloats(void* p, size_t n, bool bf16, uint64_t seed, cudaStream_t stream);
 // Spins for about `ns` nanoseconds.
