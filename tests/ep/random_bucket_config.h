@@ -24,7 +24,7 @@
 namespace epx::test::rnd::bucket {
 
 // Sum over the plan's tensors of count * element bytes * nRanks.
-constexpr double kTensorBytesBudget = 64.0 * (1 << 20);
+constexpr double kTensorBytesBudget = 48.0 * (1 << 20);
 // Cases per bucket (creation is collective and registers a window).
 constexpr int kCasesPerBucket = 4;
 // Largest shard drawn before the budget, in elements.

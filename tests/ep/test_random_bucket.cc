@@ -117,21 +117,21 @@ std::string checkTensor(const rb::BucketSpec& s, const rb::BucketCase& c, int r,
   const ncclEpBucketTensor_t& p = s.plan[size_t(t)];
   const size_t eb = size_t(rb::dtypeBytes(p.dtype)), count = p.count, shard = count / size_t(R);
   if (callIdx < 0) {
-    const uint64_t seed = untouchedSeed(c.dataSeed, r, t);
-    for (size_t k = 0; k < got.size(); ++k)
-      if (got[k] != patternByte(seed, k))
-        return "tensor " + std::to_string(t) + " (named by no call) changed at byte " + std::to_string(k);
+    const size_t k = firstPatternMismatch(got.data(), 0, got.size(), untouchedSeed(c.dataSeed, r, t));
+    if (k < got.size()) return "tensor " + std::to_string(t) + " (named by no call) changed at byte " + std::to_string(k);
     return {};
   }
   const rb::BucketCall& call = c.calls[size_t(callIdx)];
   if (call.op == rb::kAllGather) {
     const size_t shardBytes = shard * eb;
-    for (size_t k = 0; k < got.size(); ++k) {
-      const int owner = int(k / shardBytes);
-      const uint8_t want = patternByte(inputSeed(c.dataSeed, owner, t), k);
-      if (got[k] != want)
+    for (int owner = 0; owner < R; ++owner) {
+      const uint64_t seed = inputSeed(c.dataSeed, owner, t);
+      const size_t b = size_t(owner) * shardBytes, e = b + shardBytes;
+      const size_t k = firstPatternMismatch(got.data(), b, e, seed);
+      if (k < e)
         return at(callIdx, call, t) + ": byte " + std::to_string(k) + " (rank " + std::to_string(owner) + "'s shard) is " +
-               std::to_string(got[k]) + ", expected " + std::to_string(want) + (got[k] == kPoison ? " (poison)" : "");
+               std::to_string(got[k]) + ", expected " + std::to_string(patternByte(seed, k)) +
+               (got[k] == kPoison ? " (poison)" : "");
     }
     return {};
   }

@@ -80,10 +80,9 @@ std::string checkMessage(const rp::PpMsg& m, size_t index, const uint8_t* region
   if (m.recvBytes && size != m.bytes) return name(m, index) + ": recvBytes " + std::to_string(size);
   if (!m.recvBytes && size != kSizePoison) return name(m, index) + ": the recvBytes slot not given was written";
   if (m.nullRecv) return {};
-  for (uint64_t i = 0; i < m.bytes; ++i)
-    if (region[i] != patternByte(m.seed, i))
-      return name(m, index) + ": byte " + std::to_string(i) + " is " + std::to_string(region[i]) + ", expected " +
-             std::to_string(patternByte(m.seed, i)) + (region[i] == kPoison ? " (poison)" : "");
+  if (const size_t i = firstPatternMismatch(region, 0, m.bytes, m.seed); i < m.bytes)
+    return name(m, index) + ": byte " + std::to_string(i) + " is " + std::to_string(region[i]) + ", expected " +
+           std::to_string(patternByte(m.seed, i)) + (region[i] == kPoison ? " (poison)" : "");
   for (uint64_t i = m.bytes; i < rp::recvRegionBytes(m); ++i)
     if (region[i] != kPoison) return name(m, index) + ": byte " + std::to_string(i) + " past the message was written";
   return {};

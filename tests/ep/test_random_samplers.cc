@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "coll_kernels.h"
 #include "epx/bucket.h"
 #include "epx/ref/ll_ref.h"
 #include "random_bucket_config.h"
@@ -263,6 +264,21 @@ BOOST_AUTO_TEST_CASE(default_run_covers_the_range) {
       for (const auto& [what, n] : seen) BOOST_TEST(n > 0, "R=" << R << " seed " << seedIndex << ": never drew " << what);
       if (seedIndex == 1) printCounts("random_bucket", R, seen);
     }
+}
+
+// The suites' fast host check of device byte patterns agrees with patternByte, from any start.
+BOOST_AUTO_TEST_CASE(pattern_check_finds_the_first_wrong_byte) {
+  std::vector<uint8_t> v(1000);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = patternByte(77, i);
+  for (size_t b : {size_t(0), size_t(1), size_t(7), size_t(8), size_t(13)}) {
+    BOOST_TEST(firstPatternMismatch(v.data(), b, v.size(), 77) == v.size());
+    BOOST_TEST(firstPatternMismatch(v.data(), b, v.size(), 78) < v.size());
+    for (size_t bad : {b, b + 5, size_t(999)}) {
+      v[bad] ^= 0x10;
+      BOOST_TEST(firstPatternMismatch(v.data(), b, v.size(), 77) == bad);
+      v[bad] ^= 0x10;
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
