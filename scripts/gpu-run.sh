@@ -10,8 +10,10 @@
 #      suites (pp, bucket) included
 #   2. the same suites under fake-nodes.sh at 2, 4 and 8 processes (one rank per fake node)
 #   3. the dead-peer test (--run_test=dead_peer): exact mode at 2 ranks, capacity mode at 4
-#   (steps 1-2 leave out the randomized suite `random`; steps rand1 / rand2 run it alone at 1 rank and
-#   at 2 fake nodes with EPX_RANDOM_CASES (default 300 cases, 100 quick) within EPX_RANDOM_SECONDS)
+#   (steps 1-2 leave out the randomized suites `random`, `random_bucket`, `random_pp`, `random_ll`;
+#   steps rand1 / rand2 run `random` alone at 1 rank and at 2 fake nodes with EPX_RANDOM_CASES
+#   (default 300 cases, 100 quick) within EPX_RANDOM_SECONDS; the steps rcoll1 / rcoll2 / rcoll8, not
+#   in the default list, run the other three at 1 rank and at 2 or 8 fake nodes the same way)
 #   4. epx-bench at 2, 4, 8 fake nodes with EPX_GIN_EMU_GBPS=50 EPX_GIN_EMU_LATENCY_US=3: 4096
 #      tokens/rank, hidden 7168, top-8 of 256 experts, SM budgets 8,16,24, uniform and grouped
 #      (group-limited) routing, --iters 10 --warmup 3 (the NCCL baseline runs over TCP loopback)
@@ -48,8 +50,11 @@ if [[ $what == all || $what == tests ]]; then
   for t in $B/*_tests; do
     name=$(basename "$t")
     start=$(date +%s)
-    # epx_ep_tests includes the randomized suite: at most EPX_RANDOM_SECONDS (90 here) of it.
-    EPX_RANDOM_SECONDS=${EPX_RANDOM_SECONDS:-90} timeout 300 "$t" --log_level=test_suite > "$OUT/$name.log" 2>&1; r=$?
+    # epx_ep_tests includes the randomized suite: at most EPX_RANDOM_SECONDS (90 here) of it; the
+    # randomized bucket, PP and low-latency suites are left out (fakenodes steps rcoll1 / rcoll2 / rcoll8).
+    args=(--log_level=test_suite)
+    [ "$name" = epx_ep_tests ] && args+=('--run_test=!random_bucket:!random_pp:!random_ll')
+    EPX_RANDOM_SECONDS=${EPX_RANDOM_SECONDS:-90} timeout 300 "$t" "${args[@]}" > "$OUT/$name.log" 2>&1; r=$?
     echo "$name: exit $r ($(( $(date +%s) - start )) s)" | tee -a "$OUT/summary.txt"
     [[ $r -ne 0 && $r -ne 77 ]] && rc=1 && tail -30 "$OUT/$name.log"
   done
@@ -80,13 +85,20 @@ if [[ $what == fakenodes ]]; then
     [ $r -eq 124 ] && verdict="TIMEOUT (${lim} s)"
     echo "$name: $verdict, exit $r, $(( $(date +%s) - t0 )) s (limit ${lim} s)" | tee -a "$S"
   }
-  ep1() { EPX_TEST_GPUS=1 timeout "$lim" $B/epx_ep_tests --log_level=test_suite '--run_test=!random' > "$L/ep-1rank.log" 2>&1; }
-  epn() { $FN -n "$1" -t "$lim" -l "$L/ep-mp$1" -- $B/epx_ep_tests --log_level=test_suite '--run_test=!random' > "$L/ep-mp$1.txt" 2>&1; }
+  norand='--run_test=!random:!random_bucket:!random_pp:!random_ll'
+  ep1() { EPX_TEST_GPUS=1 timeout "$lim" $B/epx_ep_tests --log_level=test_suite "$norand" > "$L/ep-1rank.log" 2>&1; }
+  epn() { $FN -n "$1" -t "$lim" -l "$L/ep-mp$1" -- $B/epx_ep_tests --log_level=test_suite "$norand" > "$L/ep-mp$1.txt" 2>&1; }
   # The randomized suite alone; its own time limit (EPX_RANDOM_SECONDS) stays below the step's.
   rand1() { EPX_TEST_GPUS=1 EPX_RANDOM_SECONDS=$(( lim > 60 ? lim - 30 : lim / 2 )) timeout "$lim" $B/epx_ep_tests --run_test=random \
               --log_level=message > "$L/random-1rank.log" 2>&1; }
   randn() { EPX_RANDOM_SECONDS=$(( lim > 120 ? lim - 60 : lim / 2 )) $FN -n "$1" -t "$lim" -l "$L/random-mp$1" -- $B/epx_ep_tests \
               --run_test=random --log_level=message > "$L/random-mp$1.txt" 2>&1; }
+  # The randomized bucket, PP and low-latency suites, one after another, each within EPX_RANDOM_SECONDS
+  # (a third of the step's limit, less a margin).
+  rcoll1() { EPX_TEST_GPUS=1 EPX_RANDOM_SECONDS=$(( lim > 90 ? lim / 3 - 20 : lim / 6 )) timeout "$lim" $B/epx_ep_tests \
+               --run_test=random_bucket:random_pp:random_ll --log_level=message > "$L/random-coll-1rank.log" 2>&1; }
+  rcolln() { EPX_RANDOM_SECONDS=$(( lim > 180 ? lim / 3 - 40 : lim / 6 )) $FN -n "$1" -t "$lim" -l "$L/random-coll-mp$1" -- \
+               $B/epx_ep_tests --run_test=random_bucket:random_pp:random_ll --log_level=message > "$L/random-coll-mp$1.txt" 2>&1; }
   dead() { EPX_DEAD_PEER_MODE=$2 $FN -n "$1" -t "$lim" -l "$L/dead-peer-$2-mp$1" -- $B/epx_ep_tests \
              --run_test=dead_peer --log_level=message > "$L/dead-peer-$2-mp$1.txt" 2>&1; }
   bench() {
@@ -99,7 +111,7 @@ if [[ $what == fakenodes ]]; then
   }
   bench_args=("$@")
   # EPX_FAKENODES_STEPS: comma-separated subset of ep1,ep2,ep4,ep8,dead2,dead4,bench2,bench4,bench8,
-  # rand1,rand2 (default: all, in this order).
+  # rand1,rand2 (default: all of these, in this order) and rcoll1,rcoll2,rcoll8 (only when named).
   steps=",${EPX_FAKENODES_STEPS:-ep1,ep2,ep4,ep8,dead2,dead4,bench2,bench4,bench8,rand1,rand2},"
   want() { [[ $steps == *",$1,"* ]]; }
   want ep1 && step "ep suite, 1 rank (single process)" 90 ep1
@@ -113,6 +125,9 @@ if [[ $what == fakenodes ]]; then
   want bench8 && step "epx-bench, 8 fake nodes" 250 bench 8
   want rand1 && step "random suite, 1 rank (single process)" 210 rand1
   want rand2 && step "random suite, 2 fake nodes" 330 randn 2
+  want rcoll1 && step "random bucket/PP/LL suites, 1 rank (single process)" 540 rcoll1
+  want rcoll2 && step "random bucket/PP/LL suites, 2 fake nodes" 600 rcolln 2
+  want rcoll8 && step "random bucket/PP/LL suites, 8 fake nodes" 600 rcolln 8
   echo "fakenodes: total $(( $(date +%s) - t_start )) s; logs in $L" | tee -a "$S"
   for f in "$L"/bench-mp*.table.txt; do [ -e "$f" ] && { echo "== $f"; grep -v '^epx_ep\|^$' "$f" | tail -25; }; done
   exit $rc

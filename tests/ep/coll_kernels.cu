@@ -11,6 +11,11 @@ __global__ void fillPatternKernel(uint8_t* p, size_t bytes, uint64_t seed) {
     p[i] = patternByte(seed, i);
 }
 
+__global__ void fillPatternRangeKernel(uint8_t* p, size_t begin, size_t end, uint64_t seed) {
+  for (size_t i = begin + blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < end; i += size_t(gridDim.x) * blockDim.x)
+    p[i] = patternByte(seed, i);
+}
+
 __global__ void fillFloatsKernel(void* p, size_t n, bool bf16, uint64_t seed) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     const float f = patternFloat(seed, i);
@@ -41,6 +46,12 @@ int blocksFor(size_t n) {
 cudaError_t launchFillPattern(void* p, size_t bytes, uint64_t seed, cudaStream_t stream) {
   if (bytes == 0) return cudaSuccess;
   fillPatternKernel<<<blocksFor(bytes), kThreads, 0, stream>>>(static_cast<uint8_t*>(p), bytes, seed);
+  return cudaGetLastError();
+}
+
+cudaError_t launchFillPatternRange(void* p, size_t begin, size_t end, uint64_t seed, cudaStream_t stream) {
+  if (end <= begin) return cudaSuccess;
+  fillPatternRangeKernel<<<blocksFor(end - begin), kThreads, 0, stream>>>(static_cast<uint8_t*>(p), begin, end, seed);
   return cudaGetLastError();
 }
 

@@ -37,7 +37,20 @@ EPX_TEST_HD float patternFloat(uint64_t seed, uint64_t i) {
   return f;
 }
 
+// Host: the first i in [begin, end) where p[i] != patternByte(seed, i), or end (one mix64 per
+// 8 bytes instead of one per byte).
+inline size_t firstPatternMismatch(const uint8_t* p, size_t begin, size_t end, uint64_t seed) {
+  uint64_t word = 0;
+  for (size_t i = begin; i < end; ++i) {
+    if (i == begin || (i & 7) == 0) word = mix64(seed * 0x100000001b3ull + (i >> 3));
+    if (p[i] != uint8_t(word >> ((i & 7) * 8))) return i;
+  }
+  return end;
+}
+
 cudaError_t launchFillPattern(void* p, size_t bytes, uint64_t seed, cudaStream_t stream);
+// Bytes [begin, end) of p set to bytes [begin, end) of the pattern `seed` (the rest untouched).
+cudaError_t launchFillPatternRange(void* p, size_t begin, size_t end, uint64_t seed, cudaStream_t stream);
 // n floats; bf16: the BF16 rounding of the same values (n uint16).
 cudaError_t launchFillFloats(void* p, size_t n, bool bf16, uint64_t seed, cudaStream_t stream);
 // Spins for about `ns` nanoseconds.

@@ -28,8 +28,12 @@ BOOST_TEST_GLOBAL_FIXTURE(GpuTeardown);
 
 int main(int argc, char** argv) {
   epx::testing::installStackDump();  // SIGUSR1: main-thread stack to stderr (fake-nodes.sh at its time limit)
-  // Only suites that need no GPU selected (e.g. --run_test=host_api): host_api, random_sampler.
-  auto noGpuSuite = [](const std::string& s) { return s == "host_api" || s == "random_sampler"; };
+  // Only suites that need no GPU selected (e.g. --run_test=host_api): host_api and the samplers of
+  // the randomized suites.
+  auto noGpuSuite = [](const std::string& s) {
+    return s == "host_api" || s == "random_sampler" || s == "random_bucket_sampler" || s == "random_pp_sampler" ||
+           s == "random_ll_sampler";
+  };
   bool hostOnly = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];

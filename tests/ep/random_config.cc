@@ -11,24 +11,28 @@
 
 namespace epx::test::rnd {
 
+uint64_t streamSeed(uint64_t base, uint64_t what, uint64_t index) {
+  return base ^ (what * 0x9e3779b97f4a7c15ull) ^ ((index + 1) * 0xd1b54a32d192ed03ull);
+}
+
+int logUniform(Rng& rng, int lo, int hi) { return int(logUniform64(rng, uint64_t(lo), uint64_t(hi))); }
+
+uint64_t logUniform64(Rng& rng, uint64_t lo, uint64_t hi) {
+  if (hi <= lo) return lo;
+  const double v = std::exp(std::log(double(lo)) + rng.unit() * (std::log(double(hi) + 1) - std::log(double(lo))));
+  return v <= double(lo) ? lo : v >= double(hi) ? hi : uint64_t(v);
+}
+
+uint64_t uniform64(Rng& rng, uint64_t lo, uint64_t hi) { return hi <= lo ? lo : lo + rng.next() % (hi - lo + 1); }
+
 namespace {
 
 constexpr int kMaxHidden = 1 << 16, kMaxTopk = 32, kMaxExperts = 1024, kMaxTokens = 65536, kMaxAlign = 1024;
 
-// Independent streams per (what, index) from the base seed.
-uint64_t streamSeed(uint64_t base, uint64_t what, uint64_t index) {
-  return base ^ (what * 0x9e3779b97f4a7c15ull) ^ ((index + 1) * 0xd1b54a32d192ed03ull);
-}
 constexpr uint64_t kGroupStream = 0x67726f7570ull, kCaseStream = 0x63617365ull;
 
-// Log-uniform integer in [lo, hi] (small and large values equally likely per octave).
-int logUniform(Rng& rng, int lo, int hi) {
-  if (hi <= lo) return lo;
-  const double v = std::exp(std::log(double(lo)) + rng.unit() * (std::log(double(hi) + 1) - std::log(double(lo))));
-  return std::clamp(int(v), lo, hi);
-}
+}  // namespace
 
-// Top-k: both ends of 1..32 often (31 and 32 in about a third of the groups), else uniform.
 int drawTopk(Rng& rng) {
   const double u = rng.unit();
   if (u < 0.17) return 32;
@@ -36,6 +40,8 @@ int drawTopk(Rng& rng) {
   if (u < 0.44) return 1;
   return rng.uniform(1, kMaxTopk);
 }
+
+namespace {
 
 size_t windowHint(const GroupSpec& g, int nRanks) {
   const ncclEpConfig_t c = makeConfig(g);

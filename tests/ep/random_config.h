@@ -47,9 +47,21 @@ RandomCase drawCase(uint64_t baseSeed, int index, const GroupSpec& g, int nRanks
 // Everything that defines the case, on one line (with the group fields describe() leaves out).
 std::string describe(const RandomCase& c);
 
-// Environment: EPX_RANDOM_CASES (number of cases, default 300, 100 with EPX_TEST_QUICK),
-// EPX_RANDOM_CASE (replay this index alone; -1 when unset), EPX_RANDOM_SECONDS (no new group
-// after this many seconds, default 150; 0 = no limit).
+// Draw helpers shared by the randomized suites' samplers (random_{bucket,pp,ll}_config.h too).
+// Independent generator seed per (what, index) from the base seed.
+uint64_t streamSeed(uint64_t base, uint64_t what, uint64_t index);
+// Log-uniform integer in [lo, hi], lo >= 1 (small and large values equally likely per octave).
+int logUniform(Rng& rng, int lo, int hi);
+uint64_t logUniform64(Rng& rng, uint64_t lo, uint64_t hi);
+// Uniform integer in [lo, hi].
+uint64_t uniform64(Rng& rng, uint64_t lo, uint64_t hi);
+// Top-k: both ends of 1..32 often (31 and 32 in about a third of the draws), else uniform.
+int drawTopk(Rng& rng);
+
+// Environment, read by every randomized suite (random, random_bucket, random_pp, random_ll):
+// EPX_RANDOM_CASES (number of cases, default 300, 100 with EPX_TEST_QUICK), EPX_RANDOM_CASE (replay
+// this index alone; -1 when unset), EPX_RANDOM_SECONDS (no new group after this many seconds,
+// default 150; 0 = no limit).
 int caseCount();
 int replayCase();
 double timeLimitSeconds();
