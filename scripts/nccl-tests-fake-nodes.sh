@@ -43,7 +43,7 @@ lib=$mpi/usr/lib/x86_64-linux-gnu
 nccl_lib=${EPX_NCCL_LIB:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib}
 export OPAL_PREFIX=$mpi/usr PATH=$mpi/usr/bin:$PATH
 export PMIX_MCA_pcompress_base_silence_warning=1  # PMIx's help files are not relocated with it
-export LD_LIBRARY_PATH=$lib:$nt/lib:$nccl_lib:${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH=$lib:$nt/lib:$nccl_lib:${LD_LIBRARY_PATH:-}:${CUDA_HOME:-/usr/local/cuda}/lib64
 # Debian's /etc/openmpi/openmpi-mca-params.conf is not under OPAL_PREFIX: its settings, plus
 # shared memory only (one host, no network), no binding (all ranks share one GPU's host).
 # shellcheck disable=SC2054  # the commas are inside MCA values

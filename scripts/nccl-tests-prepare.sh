@@ -47,8 +47,9 @@ mpihome=$mpi/usr/lib/x86_64-linux-gnu/openmpi
 tests="all_reduce all_gather alltoall sendrecv"
 targets=""
 for t in $tests; do targets="$targets $out/build/nccl-tests/${t}_perf"; done
+# LD_LIBRARY_PATH: the linker finds libmpi's own dependencies (libopen-rte, libopen-pal, ...) there.
 # shellcheck disable=SC2086
-make -C "$src/src" -j"$(nproc)" MPI=1 MPI_HOME="$mpihome" CUDA_HOME="$cuda" NCCL_HOME="$cuda" \
+LD_LIBRARY_PATH=$mpi/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} make -C "$src/src" -j"$(nproc)" MPI=1 MPI_HOME="$mpihome" CUDA_HOME="$cuda" NCCL_HOME="$cuda" \
   NVCC_GENCODE="${NVCC_GENCODE:--gencode=arch=compute_90,code=sm_90}" \
   BUILDDIR="$out/build/nccl-tests" $targets
 for t in $tests; do cp "$out/build/nccl-tests/${t}_perf" "$out/bin/"; done
