@@ -15,6 +15,23 @@ for f in "$prefix"/bin/* "$prefix"/lib/*.so*; do
   missing=$(ldd "$f" 2>/dev/null | grep "not found" | grep -E "libepx|libnccl-net-epx|libcudart|libnccl\.so" || true)
   [ -z "$missing" ] || fail "$f cannot find: $missing"
 done
+# The plugin is installed stripped, its debug info split off (plugin/CMakeLists.txt), and NCCL's
+# tuner name links to it; NCCL still finds its entry points (dynamic symbols).
+so=$prefix/lib/libnccl-net-epx.so
+if [ -f "$so" ]; then
+  sections=$(readelf -S "$so") || fail "readelf cannot read $so"
+  if grep -q '\.debug_info' <<<"$sections" || grep -q '\.symtab' <<<"$sections"; then
+    fail "$so is not stripped ($(du -h "$so" | cut -f1))"
+  fi
+  grep -q '\.gnu_debuglink' <<<"$sections" || fail "$so has no .gnu_debuglink"
+  readelf -S "$prefix/lib/.debug/libnccl-net-epx.so.debug" 2>/dev/null | grep -q '\.debug_info' \
+    || fail "no debug info in $prefix/lib/.debug/libnccl-net-epx.so.debug"
+  for sym in ncclNetPlugin_v11 ncclGinPlugin_v11 ncclTunerPlugin_v5; do
+    readelf --dyn-syms "$so" | grep -qw "$sym" || fail "$so does not export $sym"
+  done
+  [ "$(readlink "$prefix/lib/libnccl-tuner-epx.so")" = libnccl-net-epx.so ] \
+    || fail "$prefix/lib/libnccl-tuner-epx.so is not a link to libnccl-net-epx.so"
+fi
 "$prefix/bin/epx-topo" --help > /dev/null || fail "installed epx-topo --help failed (exit $?)"
 "$prefix/bin/epx-bench" --help > /dev/null || fail "installed epx-bench --help failed (exit $?)"
 

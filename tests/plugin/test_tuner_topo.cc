@@ -87,6 +87,10 @@ BOOST_AUTO_TEST_CASE(facts_of_reference_topologies) {
   BOOST_TEST_REQUIRE(ndv5.valid);
   BOOST_TEST(ndv5.gpus == 8);
   BOOST_TEST((ndv5.links == GpuLinks::Unknown));
+  // No NIC rates in the file: 400 Gb/s assumed from class 0x0207, and said so.
+  BOOST_TEST(ndv5.minGbpsPerGpu == 400.0);
+  BOOST_TEST(ndv5.gbpsAssumed);
+  BOOST_TEST(describeFacts(ndv5).find(">= 400 Gb/s per GPU (assumed from PCI ids)") != std::string::npos);
 
   // AWS g4dn.metal (hwloc XML, which has no NVLink data): 8 T4 and one EFA: unknown links, 8 GPUs
   // share one NIC card.

@@ -342,3 +342,44 @@ BOOST_AUTO_TEST_CASE(gpus_without_nvlink_say_the_sm_count_is_the_floor) {
   BOOST_TEST(t.out.find("the SM count is the floor") != std::string::npos);
   std::remove(xml.c_str());
 }
+
+BOOST_AUTO_TEST_CASE(pci_only_file_says_what_it_assumed) {
+  // Azure ND H100 v5's NCCL_TOPO_FILE: PCI nodes only. The NIC rate is assumed (and said so), the
+  // estimate is RDMA-bound instead of the 4-SM floor with "QPs 0 (no RDMA)".
+  const std::string f = "--nccl-xml " + fx("azhpc_ndv5-topo.xml");
+  Run t = run(f);
+  BOOST_TEST(t.code == 0);
+  BOOST_TEST(t.out.find("NUMA 0  cpus 0-47\n") != std::string::npos, t.out);
+  BOOST_TEST(t.out.find("  NIC    name ") != std::string::npos, t.out);  // the NIC table's header
+  BOOST_TEST(t.out.find("400 Gb/s (assumed)") != std::string::npos, t.out);
+  BOOST_TEST(t.out.find("RDMA 400.0 Gb/s per GPU (ASSUMED) -> 50.0 GB/s") != std::string::npos, t.out);
+  BOOST_TEST(t.out.find("SMs 12, QPs 129\n") != std::string::npos, t.out);
+  BOOST_TEST(t.out.find("QPs 0") == std::string::npos, t.out);
+  BOOST_TEST(t.out.find("warning: ASSUMED NIC rate 400 Gb/s for 8 port(s)") != std::string::npos, t.out);
+  BOOST_TEST(t.out.find("warning: NVLink unknown for 8 GPU(s)") != std::string::npos, t.out);
+  auto j = jsonOf(run("--json " + f));
+  BOOST_TEST(j["numa"][1]["cpus"] == "48-95");
+  BOOST_TEST(j["numa"][1]["affinity"] == "ffffffff,ffff0000,00000000");
+  BOOST_TEST(j["nics"][0]["speed_gbps"] == 400.0);
+  BOOST_TEST(j["nics"][0]["speed_assumed"] == true);
+  BOOST_TEST(j["assumptions"].size() == 2u);
+  BOOST_TEST(j["assumptions"][0]["what"] == "nic_speed");
+  BOOST_TEST(j["assumptions"][0]["gbps"] == 400.0);
+  BOOST_TEST(j["assumptions"][0]["devices"].size() == 8u);
+  BOOST_TEST(j["assumptions"][1]["what"] == "gpu_nvlink");
+  BOOST_TEST(j["warnings"].size() == 2u);
+  BOOST_TEST(j["estimate"]["sms"] == 12);
+  BOOST_TEST(j["estimate"]["qps"] == 129);
+  BOOST_TEST(j["estimate"]["scaleout_ranks"] == 2);
+  // A dump with real rates assumes nothing.
+  auto d = jsonOf(run("--json --nccl-xml " + fx("ibmcloud_gx3d-h100x8_nccl-topo.xml")));
+  BOOST_TEST(d["assumptions"].empty());
+  BOOST_TEST(d["nics"][0]["speed_assumed"] == false);
+  // The export does not write an assumed rate as if it were read, and keeps the affinity mask.
+  const std::string exported = tmpPath("ndv5-export.xml");
+  BOOST_TEST(run("--tree --export-nccl-topo " + exported + " " + f).code == 0);
+  const std::string x = slurp(exported);
+  BOOST_TEST(x.find(" speed=") == std::string::npos, x);
+  BOOST_TEST(x.find("affinity=\"00000000,0000ffff,ffffffff\"") != std::string::npos, x);
+  std::remove(exported.c_str());
+}

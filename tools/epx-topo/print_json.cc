@@ -39,7 +39,11 @@ std::string toJson(const Report& r) {
   j["source"] = {{"kind", sourceKind(t.source)}, {"name", t.sourceName}};
 
   j["numa"] = json::array();
-  for (const NumaNode& n : t.numa) j["numa"].push_back({{"os_index", n.osIndex}, {"cpus", n.cpus}});
+  for (const NumaNode& n : t.numa) {
+    json numa = {{"os_index", n.osIndex}, {"cpus", n.cpus}};
+    if (!n.affinity.empty()) numa["affinity"] = n.affinity;  // NCCL files: the mask as written
+    j["numa"].push_back(std::move(numa));
+  }
 
   j["gpus"] = json::array();
   for (const Gpu& g : t.gpus) {
@@ -78,6 +82,7 @@ std::string toJson(const Report& r) {
                          {"port", n.port},
                          {"guid", hex(n.guid, 16)},
                          {"speed_gbps", n.speedGbps},
+                         {"speed_assumed", n.speedAssumed},
                          {"link_layer", toString(n.linkLayer)},
                          {"transport", toString(n.transport)},
                          {"state", n.state},
@@ -133,6 +138,16 @@ std::string toJson(const Report& r) {
                      {"model", "DeepEP V2 get_theoretical_num_sms/qps; docs/topology.md"}};
   j["counts"] = {{"gpus", t.gpus.size()}, {"nics", t.nics.size()}, {"nic_cards", t.numCards},
                  {"numa", t.numa.size()}, {"other_pci_devices", t.otherPciDevices}};
+  // What the input did not say and epx assumed (PCI-only NCCL files); also among the warnings.
+  j["assumptions"] = json::array();
+  for (const Assumption& a : t.assumptions) {
+    json x = {{"what", a.what}, {"devices", a.devices}};
+    if (a.what == "nic_speed") {
+      x["gbps"] = a.gbps;
+      x["basis"] = a.basis;
+    }
+    j["assumptions"].push_back(std::move(x));
+  }
   j["warnings"] = t.warnings;
   return j.dump(2) + "\n";
 }

@@ -24,6 +24,9 @@ std::string gbps(double v) {
   return b;
 }
 
+/// A port's rate, marked when epx assumed it (PCI-only NCCL files).
+std::string rate(const Nic& n) { return gbps(n.speedGbps) + (n.speedAssumed ? " (assumed)" : ""); }
+
 std::string gbytes(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%.2f GB/s", v);
@@ -96,7 +99,7 @@ void treeNode(const Report& r, const TreeIndex& x, int idx, int depth, std::stri
   for (int ni : x.nicsAt[idx]) {
     const Nic& nic = t.nics[ni];
     put(out, "%s  NIC %s port %d  %s %s %s%s%s\n", pad.c_str(), nic.name.c_str(), nic.port, toString(nic.transport),
-        gbps(nic.speedGbps).c_str(), nic.state.c_str(), nic.netdev.empty() ? "" : "  netdev ", nic.netdev.c_str());
+        rate(nic).c_str(), nic.state.c_str(), nic.netdev.empty() ? "" : "  netdev ", nic.netdev.c_str());
   }
   int hidden = 0;
   for (int c : n.children) {
@@ -126,7 +129,8 @@ void printMatrix(const Report& r, std::string& out) {
     for (const Nic& n : t.nics) put(out, "%-7s", toString(gpuNicPath(t, g.index, n.index)));
     put(out, "%d\n", g.numa);
   }
-  for (const Nic& n : t.nics) put(out, "NIC%-4d%s\n", n.index, n.name.c_str());
+  if (!t.nics.empty()) out += "\nNIC legend:\n";
+  for (const Nic& n : t.nics) put(out, "  NIC%d: %s\n", n.index, n.name.c_str());
   out += "\nLegend: X self, NV# NVLinks, PIX one PCIe switch, PXB several switches, PHB host bridge,\n"
          "        NODE between host bridges of one NUMA node, SYS across NUMA nodes\n";
 }
@@ -135,10 +139,14 @@ void printDetails(const Report& r, std::string& out) {
   const Topology& t = r.topo;
   out += "\nRDMA NICs:\n";
   if (t.nics.empty()) out += t.gpus.empty() ? "  none\n" : "  none: EP runs over NVLink only (no RDMA rail)\n";
+  const char* nicRow = "  %-6s %-18s %-4s %-4s %-10s %-8s %-10s %-24s %-4s %s\n";
+  if (!t.nics.empty())
+    put(out, nicRow, "NIC", "name", "port", "card", "transport", "state", "link", "rate", "NUMA", "bus id");
   for (const Nic& n : t.nics)
-    put(out, "  NIC%d %-12s port %d  card %d  %-10s %-9s link %-10s %-14s NUMA %d  %s\n", n.index, n.name.c_str(), n.port,
-        n.card, toString(n.transport), n.state.empty() ? "-" : n.state.c_str(), toString(n.linkLayer),
-        gbps(n.speedGbps).c_str(), n.numa, n.hasAddress ? formatBusId(n.address).c_str() : "(no PCI)");
+    put(out, nicRow, ("NIC" + std::to_string(n.index)).c_str(), n.name.c_str(), std::to_string(n.port).c_str(),
+        std::to_string(n.card).c_str(), toString(n.transport), n.state.empty() ? "-" : n.state.c_str(),
+        toString(n.linkLayer), rate(n).c_str(), std::to_string(n.numa).c_str(),
+        n.hasAddress ? formatBusId(n.address).c_str() : "(no PCI)");
   put(out, "\nRails (%s):\n", r.rails.policy.c_str());
   for (const GpuRail& g : r.rails.gpus) {
     std::string nics;
@@ -165,8 +173,11 @@ void printDetails(const Report& r, std::string& out) {
     for (const std::string& w : t.warnings) put(out, "warning: %s\n", w.c_str());
     return;
   }
-  put(out, "  NVLink %d links -> %.1f GB/s, RDMA %.1f Gb/s per GPU -> %.1f GB/s\n", r.nvlinkLinks, e.nvlinkGBps,
-      r.nicGbpsPerGpu, e.nicGBps);
+  bool rateAssumed = false;
+  for (const GpuRail& g : r.rails.gpus)
+    for (int n : g.nics) rateAssumed |= t.nics[n].speedAssumed;
+  put(out, "  NVLink %d links -> %.1f GB/s, RDMA %.1f Gb/s per GPU%s -> %.1f GB/s\n", r.nvlinkLinks, e.nvlinkGBps,
+      r.nicGbpsPerGpu, rateAssumed ? " (ASSUMED)" : "", e.nicGBps);
   put(out, "  shape: %d NVLink ranks x %d node(s), %d experts, top-%d\n", r.shape.numScaleupRanks,
       r.shape.numScaleoutRanks, r.shape.numExperts, r.shape.numTopk);
   if (const int ranks = r.shape.numScaleupRanks * r.shape.numScaleoutRanks; r.shape.numExperts % ranks != 0)
@@ -174,9 +185,13 @@ void printDetails(const Report& r, std::string& out) {
   const bool noScaleup = r.nvlinkLinks == 0 && t.gpus.size() > 1;
   put(out, "  SMs %d, QPs %d%s\n", e.sms, e.qps,
       e.qps != 0 ? "" : noScaleup ? " (no RDMA)" : " (no RDMA: NVLink-only EP)");
-  if (noScaleup)
+  if (noScaleup && e.nicGBps <= 0)
     put(out, "  no NVLink between the GPUs (or NVLink unknown, see warnings): no link bandwidth to size for,\n"
              "  so the SM count is the floor (%d); with NVLink known it follows the link count\n", kMinSms);
+  else if (noScaleup)
+    out += "  no NVLink between the GPUs (or NVLink unknown, see warnings): sized by the RDMA rate alone\n";
+  if (!t.assumptions.empty())
+    out += "  NOTE: built on assumptions, not on what the file says (the warnings below)\n";
   for (const std::string& w : t.warnings) put(out, "warning: %s\n", w.c_str());
 }
 

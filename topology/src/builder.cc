@@ -3,8 +3,10 @@
 #include "epx/topology/load.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <map>
+#include <set>
 #include <tuple>
 
 namespace epx::topo::detail {
@@ -47,6 +49,66 @@ void inferTransport(Nic& nic) {
   }
   if (nic.linkLayer == LinkLayer::InfiniBand) nic.transport = Transport::InfiniBand;
   else if (nic.linkLayer == LinkLayer::Ethernet) nic.transport = Transport::RoCE;
+}
+
+namespace {
+
+std::string someOf(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < 3; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > 3) s += " and " + std::to_string(names.size() - 3) + " more";
+  return s;
+}
+
+}  // namespace
+
+void noteAssumptions(Topology& t, const std::vector<std::string>& unknownRate) {
+  // NIC rates, one entry per (rate, basis), in NIC order.
+  const std::set<std::string> noRate(unknownRate.begin(), unknownRate.end());
+  std::vector<Assumption> rates;
+  Assumption unknown;
+  unknown.what = "nic_speed_unknown";
+  for (const Nic& n : t.nics) {
+    if (n.speedAssumed) {
+      auto it = std::find_if(rates.begin(), rates.end(),
+                             [&](const Assumption& a) { return a.gbps == n.speedGbps && a.basis == n.speedBasis; });
+      if (it == rates.end()) {
+        Assumption a;
+        a.what = "nic_speed";
+        a.gbps = n.speedGbps;
+        a.basis = n.speedBasis;
+        rates.push_back(a);
+        it = rates.end() - 1;
+      }
+      it->devices.push_back(n.name);
+    } else if (noRate.count(n.name)) {
+      unknown.devices.push_back(n.name);
+    }
+  }
+  char buf[64];
+  for (Assumption& a : rates) {
+    std::snprintf(buf, sizeof buf, "%g", a.gbps);
+    t.warnings.push_back("ASSUMED NIC rate " + std::string(buf) + " Gb/s for " + std::to_string(a.devices.size()) +
+                         " port(s) (" + someOf(a.devices) + ") from " + a.basis +
+                         ": the file gives no rate (NCCL reads it at run time); the estimate uses it");
+    t.assumptions.push_back(std::move(a));
+  }
+  if (!unknown.devices.empty()) {
+    t.warnings.push_back("NIC rate unknown for " + std::to_string(unknown.devices.size()) + " port(s) (" +
+                         someOf(unknown.devices) +
+                         "): the file gives none and their PCI ids suggest none; the estimate counts no RDMA for them");
+    t.assumptions.push_back(std::move(unknown));
+  }
+  Assumption gpus;
+  gpus.what = "gpu_nvlink";
+  for (const Gpu& g : t.gpus)
+    if (!g.nvlinkKnown) gpus.devices.push_back(formatBusId(g.address));
+  if (!gpus.devices.empty()) {
+    t.warnings.push_back("NVLink unknown for " + std::to_string(gpus.devices.size()) + " GPU(s) (" + someOf(gpus.devices) +
+                         "): known from PCI ids only (no <gpu> element); counted as no NVLink. NCCL_TOPO_DUMP_FILE "
+                         "from a run on the machine records the links");
+    t.assumptions.push_back(std::move(gpus));
+  }
 }
 
 double ncclPciGBps(const std::string& speed, int width) {

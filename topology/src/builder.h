@@ -31,6 +31,11 @@ std::string duplicateBusIdsText(const std::vector<PciAddress>& dups);
 /// Sorts GPUs/NICs/NUMA, assigns indices and cards, and checks tree invariants.
 void finish(Topology& t);
 
+/// NCCL files: records in `assumptions` and `warnings` the NIC rates assumed from PCI ids, the
+/// PCI-only NIC ports `unknownRate` whose rate stays unknown, and GPUs known from PCI ids alone (no
+/// `<gpu>`: NVLink not recorded). Call after finish() (device order).
+void noteAssumptions(Topology& t, const std::vector<std::string>& unknownRate);
+
 /// PCIe bandwidth in GB/s from an NCCL link speed string and width, as NCCL computes it:
 /// width × per-lane rate / 80 (2.5 GT/s→15 … 64 GT/s→480, unknown→60); width 0 means 16.
 double ncclPciGBps(const std::string& speed, int width);

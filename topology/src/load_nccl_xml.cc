@@ -1,5 +1,6 @@
 // NCCL topology XML reader (pugixml). Grammar as NCCL 2.28.9 accepts it (src/graph/xml.cc):
 // system > cpu > {pci, nic}, pci > {pci, gpu, nic}, gpu > nvlink, nic > net. `<system version>` must be 1.
+#include <hwloc.h>
 #include <pugixml.hpp>
 
 #include <cerrno>
@@ -8,6 +9,7 @@
 
 #include "builder.h"
 #include "epx/topology/load.h"
+#include "epx/topology/pci_ids.h"
 #include "file_io.h"
 
 namespace epx::topo {
@@ -22,6 +24,7 @@ struct Reader {
   std::string name;
   std::string error;
   bool overLimit = false;  // error is kMaxElements
+  std::vector<std::string> unknownRate;  // PCI-only NIC ports whose rate stays unknown
   int elements = 0;
 
   bool fail(const std::string& msg) {
@@ -60,12 +63,37 @@ struct Reader {
     return static_cast<uint32_t>((v >> 8) & 0xffff);
   }
 
+  /// NCCL's affinity ("0000ffff,ffffffff": 32-bit hex words, most significant first, hwloc's bitmap
+  /// syntax) as a CPU list ("0-47"); what hwloc cannot parse stays as written.
+  static std::string cpuList(const std::string& mask) {
+    if (mask.empty()) return mask;
+    hwloc_bitmap_t b = hwloc_bitmap_alloc();
+    std::string out = mask;
+    char* list = nullptr;
+    if (b && hwloc_bitmap_sscanf(b, mask.c_str()) == 0 && !hwloc_bitmap_iszero(b) &&
+        hwloc_bitmap_list_asprintf(&list, b) >= 0 && list)
+      out = list;
+    std::free(list);
+    if (b) hwloc_bitmap_free(b);
+    return out;
+  }
+
   bool count() {
     if (++elements > kMaxElements) {
       overLimit = error.empty();
       return fail("more than " + std::to_string(kMaxElements) + " XML elements (epx's limit; NCCL reads at most 256)");
     }
     return true;
+  }
+
+  /// A port of a PCI function without a <net> element (PCI-only file): the rate of its part or class, if known.
+  static void assumeRate(Nic& n) {
+    if (n.speedGbps > 0 || !n.hasAddress) return;
+    if (auto a = assumedNicRate(n.vendor, n.deviceId, n.classCode)) {
+      n.speedGbps = a->gbps;
+      n.speedAssumed = true;
+      n.speedBasis = a->basis;
+    }
   }
 
   bool readNets(pugi::xml_node nic, int attach, const Node* pci, int numa) {
@@ -108,6 +136,8 @@ struct Reader {
       n.classCode = pci->classCode;
       n.name = "pci:" + formatBusId(pci->address);
       detail::inferTransport(n);
+      assumeRate(n);
+      if (!n.speedAssumed) unknownRate.push_back(n.name);
       t.nics.push_back(n);
     }
     return true;
@@ -179,11 +209,15 @@ struct Reader {
     const Node snapshot = t.nodes[node];  // t.nodes may grow below
     pugi::xml_node gpuEl = el.child("gpu");
     pugi::xml_node nicEl = el.child("nic");
-    bool gpuClass = (cls == 0x0302 || cls == 0x0300) && (snapshot.vendor == 0 || snapshot.vendor == 0x10de);
+    // Without <gpu>/<nic> children (PCI-only files) the class decides, or, with no class, a known
+    // GPU / RDMA NIC device id (pci_ids.h).
+    bool gpuClass = ((cls == 0x0302 || cls == 0x0300) && (snapshot.vendor == 0 || snapshot.vendor == 0x10de)) ||
+                    (cls == 0 && snapshot.vendor == 0x10de && isKnownNvidiaGpuDevice(snapshot.device));
+    bool nicClass = (cls >> 8) == 0x02 || (cls == 0 && isKnownRdmaNicDevice(snapshot.vendor, snapshot.device));
     if (!isSwitch) {
       if (gpuEl || gpuClass) {
         if (!readGpu(gpuEl, node, numa)) return false;
-      } else if (nicEl || (cls >> 8) == 0x02) {
+      } else if (nicEl || nicClass) {
         if (nicEl) {
           for (pugi::xml_node nic : el.children("nic"))
             if (!count() || !readNets(nic, node, &snapshot, numa)) return false;
@@ -206,7 +240,10 @@ struct Reader {
     const char* id = cpu.attribute("numaid").as_string();
     if (*id && !integer(id, &numa)) return fail(std::string("<cpu> with a bad numaid \"") + id + "\"");
     if (numa < 0 || numa > 4096) numa = ordinal;
-    int numaNode = detail::numaNode(t, static_cast<int>(numa), cpu.attribute("affinity").as_string());
+    const std::string affinity = cpu.attribute("affinity").as_string();
+    int numaNode = detail::numaNode(t, static_cast<int>(numa), cpuList(affinity));
+    for (NumaNode& nn : t.numa)
+      if (nn.node == numaNode && nn.affinity.empty()) nn.affinity = affinity;
     // NCCL has no host bridges: everything under one <cpu> is one root complex (NCCL's PHB).
     int hb = -1;
     for (auto& c : t.nodes[numaNode].children)
@@ -248,7 +285,7 @@ Result<Topology> loadNcclXmlBuffer(const std::string& xml, const std::string& na
   t.source = SourceKind::NcclXml;
   t.sourceName = name;
   detail::addNode(t, NodeKind::Machine, -1, -1);
-  Reader r{t, name, "", 0};
+  Reader r{t, name, "", false, {}, 0};
   int ordinal = 0;
   for (pugi::xml_node cpu : root.children("cpu"))
     if (!r.readCpu(cpu, ordinal++)) return r.overLimit ? R::failOverLimit(r.error) : R::fail(r.error);
@@ -257,6 +294,7 @@ Result<Topology> loadNcclXmlBuffer(const std::string& xml, const std::string& na
   if (auto dups = detail::duplicateBusIds(t); !dups.empty())
     return R::fail(name + ": two <pci> elements with " + detail::duplicateBusIdsText(dups));
   detail::finish(t);
+  detail::noteAssumptions(t, r.unknownRate);
   return R::of(std::move(t));
 }
 

@@ -70,7 +70,7 @@ struct Writer {
       if (!any) out << indent << "<nic>\n";
       any = true;
       out << indent << "  <net name=\"" << esc(n.name) << "\" dev=\"" << netDev[n.index] << "\"";
-      if (n.speedGbps > 0) out << " speed=\"" << static_cast<long long>(n.speedGbps * 1000) << "\"";
+      if (n.speedGbps > 0 && !n.speedAssumed) out << " speed=\"" << static_cast<long long>(n.speedGbps * 1000) << "\"";
       out << " port=\"" << n.port << "\"";
       if (n.guid) out << " guid=\"" << hex(n.guid, 1) << "\"";
       out << "/>\n";
@@ -99,7 +99,10 @@ struct Writer {
     out << indent << "<pci";
     pciAttrs(n, gpu ? "0x030200" : "0x020000");
     out << ">\n";
-    if (gpu) {
+    // A <gpu> element says the GPU's NVLinks are all listed; without NVLink data (PCI-only input,
+    // hwloc without NVML) the PCI class alone marks the GPU, so reading the file back keeps
+    // "NVLink unknown" instead of "no NVLink".
+    if (gpu && gpu->nvlinkKnown) {
       out << indent << "  <gpu dev=\"" << gpu->index << "\">\n";
       for (const NvLinkEdge& e : gpu->nvlinks)
         out << indent << "    <nvlink target=\"" << esc(e.target) << "\" count=\"" << e.count << "\" tclass=\""
@@ -134,7 +137,7 @@ std::string renderNcclTopo(const Topology& t, const RailPlan& rails) {
   for (const NumaNode& nn : t.numa) {
     ++cpus;  // every NUMA node gets a <cpu>, even without GPUs or NICs
     w.out << "  <cpu numaid=\"" << nn.osIndex << "\"";
-    if (t.source == SourceKind::NcclXml && !nn.cpus.empty()) w.out << " affinity=\"" << esc(nn.cpus) << "\"";
+    if (t.source == SourceKind::NcclXml && !nn.affinity.empty()) w.out << " affinity=\"" << esc(nn.affinity) << "\"";
     w.out << ">\n";
     for (int c : t.nodes[nn.node].children) w.node(c, "    ");
     w.out << "  </cpu>\n";

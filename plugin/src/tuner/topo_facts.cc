@@ -57,7 +57,10 @@ TopoFacts deriveFacts(const topo::Topology& t) {
       for (int r : g.rails) {
         const topo::Rail& rail = plan.rails[static_cast<size_t>(r)];
         double cardGbps = 0;
-        for (int n : rail.nics) cardGbps += t.nics[static_cast<size_t>(n)].speedGbps;
+        for (int n : rail.nics) {
+          cardGbps += t.nics[static_cast<size_t>(n)].speedGbps;
+          f.gbpsAssumed |= t.nics[static_cast<size_t>(n)].speedAssumed;
+        }
         gbps += cardGbps / static_cast<double>(std::max<size_t>(1, rail.gpus.size()));
       }
       if (f.minGbpsPerGpu < 0 || gbps < f.minGbpsPerGpu) f.minGbpsPerGpu = gbps;
@@ -98,7 +101,9 @@ TopoFacts loadFacts(const std::string& spec) {
 
 std::string nicSpeedText(const TopoFacts& f) {
   char speed[64] = "NIC speed unknown";
-  if (f.minGbpsPerGpu > 0) std::snprintf(speed, sizeof speed, ">= %.0f Gb/s per GPU", f.minGbpsPerGpu);
+  if (f.minGbpsPerGpu > 0)
+    std::snprintf(speed, sizeof speed, ">= %.0f Gb/s per GPU%s", f.minGbpsPerGpu,
+                  f.gbpsAssumed ? " (assumed from PCI ids)" : "");
   return speed;
 }
 

@@ -31,6 +31,7 @@ struct TopoFacts {
   int minNicsPerGpu = 0;  // NIC cards per GPU (rails of the GPU), over all GPUs
   int maxGpusPerNic = 0;  // GPUs sharing one NIC card, worst case
   double minGbpsPerGpu = 0;  // slowest GPU's network rate: its cards' speed / GPUs sharing each, Gb/s
+  bool gbpsAssumed = false;  // a rail's rate was assumed from PCI ids (PCI-only NCCL file), not read
 };
 
 // Pure: facts of a loaded topology.

@@ -83,7 +83,9 @@ struct Nic {
   uint64_t guid = 0;      ///< SysImageGUID / NCCL guid, 0 unknown
   uint16_t vendor = 0, deviceId = 0;
   uint32_t classCode = 0; ///< 16-bit PCI class (0x0207 IB, 0x0200 Ethernet/RoCE/EFA)
-  double speedGbps = 0;   ///< port rate in Gb/s (sysfs `rate`, NCCL `speed`/1000), 0 unknown
+  double speedGbps = 0;   ///< port rate in Gb/s (sysfs `rate`, NCCL `speed`/1000, or assumed), 0 unknown
+  bool speedAssumed = false;  ///< speedGbps is epx's assumption from PCI ids (pci_ids.h), not read
+  std::string speedBasis;     ///< speedAssumed: the PCI id or class the rate came from
   LinkLayer linkLayer = LinkLayer::Unknown;
   Transport transport = Transport::Unknown;
   std::string state;      ///< port state (ACTIVE, DOWN…) when known
@@ -91,8 +93,17 @@ struct Nic {
 
 struct NumaNode {
   int osIndex = 0;
-  std::string cpus;       ///< CPU list ("0-19,40-59") or NCCL affinity mask as written
+  std::string cpus;       ///< CPU list ("0-19,40-59"); an NCCL affinity hwloc cannot parse, as written
+  std::string affinity;   ///< NCCL files: the `affinity` mask as written ("0000ffff,ffffffff")
   int node = -1;          ///< Numa node in Topology::nodes
+};
+
+/// Something a loader assumed because the input did not say it (PCI-only NCCL files).
+struct Assumption {
+  std::string what;                  ///< "nic_speed" (a rate was assumed), "nic_speed_unknown", "gpu_nvlink"
+  double gbps = 0;                   ///< nic_speed: the assumed port rate, Gb/s
+  std::string basis;                 ///< nic_speed: the PCI id or class it came from
+  std::vector<std::string> devices;  ///< NIC names or GPU bus ids it applies to
 };
 
 /// Where the model came from.
@@ -107,7 +118,8 @@ struct Topology {
   std::vector<Nic> nics;              ///< RDMA ports, ascending (bus id, port, name)
   int numCards = 0;                   ///< distinct physical NIC cards
   int otherPciDevices = 0;            ///< PCI endpoints that are neither GPU nor RDMA NIC
-  std::vector<std::string> warnings;  ///< non-fatal findings (self NVLink, unknown classes…)
+  std::vector<std::string> warnings;  ///< non-fatal findings (self NVLink, unknown classes, assumptions…)
+  std::vector<Assumption> assumptions;  ///< what was assumed, each also said in `warnings`
 
   /// Total NVLinks of a GPU (self-targets excluded).
   int nvlinkCount(int gpu) const;
