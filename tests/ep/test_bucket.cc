@@ -39,12 +39,12 @@ int elemBytes(ncclDataType_t t) {
   }
 }
 
-// Elements per rank (shards): 1, odd, shards whose rows start at every alignment modulo 16 bytes
-// (1007, 1010, 1012: rank r's row of the tensor, the scratch area and the BF16 stage at r * shard
-// elements), 64 Ki + 5, a few GIN chunks + 7 elements, and a large one.
+// Elements per rank (shards): 1, odd, shards whose rows start off 16-byte alignment (1007, 1010:
+// rank r's row of the tensor, the scratch area and the BF16 stage at r * shard elements), 64 Ki + 5,
+// a few GIN chunks + 7 elements, and a large one: 8 per dtype, so four dtypes fill one bucket.
 std::vector<size_t> shardCounts(int elem) {
   const size_t largeBytes = quick() ? (size_t(4) << 20) : (size_t(64) << 20);
-  std::vector<size_t> s = {1, 3, 1000, 1007, 1010, 1012, 65536 + 5, ((size_t(2) << 20) * 2 + 28) / size_t(elem)};
+  std::vector<size_t> s = {1, 3, 1000, 1007, 1010, 65536 + 5, ((size_t(2) << 20) * 2 + 28) / size_t(elem)};
   s.push_back(std::max<size_t>(1, largeBytes / size_t(elem) / size_t(nRanks())));
   return s;
 }

@@ -35,15 +35,16 @@ std::vector<epx::ref::RankRouting> cancellationRouting(int R, int T, int K) {
   return rt;
 }
 
-// One token per rank: rank s sends it to the two experts of rank s itself (slots 0 and 1) and to
-// an expert of rank (s - 1) mod R (slot 2), so every rank's result needs exactly one network
-// contribution (at 8 fake nodes rank 0's comes from rank 7). Experts: 2 per rank; K = 4, slot 3
-// masked.
-std::vector<epx::ref::RankRouting> oneRemoteRouting(int R, int K) {
+// One token per rank (onlyRank0: rank 0 alone has one, the others none): rank s sends it to the
+// two experts of rank s itself (slots 0 and 1) and to an expert of rank (s - 1) mod R (slot 2), so
+// every result needs exactly one network contribution (at 8 fake nodes rank 0's comes from rank 7).
+// Experts: 2 per rank; K = 4, slot 3 masked.
+std::vector<epx::ref::RankRouting> oneRemoteRouting(int R, int K, bool onlyRank0) {
   std::vector<epx::ref::RankRouting> rt(static_cast<size_t>(R));
   for (int s = 0; s < R; ++s) {
     auto& r = rt[size_t(s)];
-    r.numTokens = 1;
+    r.numTokens = onlyRank0 && s != 0 ? 0 : 1;
+    if (r.numTokens == 0) continue;
     r.topkIdx.assign(size_t(K), -1);
     r.topkWeights.assign(size_t(K), 0.25f);
     r.topkIdx[0] = 2 * s;
@@ -65,7 +66,8 @@ BOOST_AUTO_TEST_SUITE(precision)
 
 // The cancellation case with one token per rank, repeated, in both layouts and both precisions of
 // one exactCombine group, with a fresh group every fourth repeat (its first combine: no earlier
-// op between the ranks): every combine must sum every contribution, every time.
+// op between the ranks), every other repeat with rank 0's token alone: every combine must sum every
+// contribution, every time.
 BOOST_AUTO_TEST_CASE(one_token_every_contribution_repeated, *boost::unit_test::precondition(needsPeers)) {
   const int R = nRanks(), K = 4, H = 2048;
   const int repeats = oneTokenRepeats();
@@ -80,7 +82,8 @@ BOOST_AUTO_TEST_CASE(one_token_every_contribution_repeated, *boost::unit_test::p
       c.combineFp32 = variant == 0;
       if (variant == 0 && rep % 4 == 0) evictGroup(c.g);  // this repeat starts on a fresh group
       EpSession s(c);
-      s.setRouting(oneRemoteRouting(R, K));
+      const bool onlyRank0 = rep % 2 == 1;
+      s.setRouting(oneRemoteRouting(R, K, onlyRank0));
       Rng rng(nextSeed());
       s.randomData(rng);
       if (c.layout == ncclEpLayoutExpanded)  // expert outputs by slot: 256, 1, -256 (every channel)
@@ -100,6 +103,7 @@ BOOST_AUTO_TEST_CASE(one_token_every_contribution_repeated, *boost::unit_test::p
       if (c.layout != ncclEpLayoutExpanded) continue;
       const uint16_t want = c.combineFp32 ? kBf16One : kBf16Zero;
       for (int r : localRanks()) {
+        if (onlyRank0 && r != 0) continue;
         const auto& out = s.results[size_t(r)].combOut;
         BOOST_TEST_REQUIRE(out.size() == size_t(H));
         const size_t bad = size_t(std::count_if(out.begin(), out.end(), [&](uint16_t v) { return v != want; }));
