@@ -112,7 +112,8 @@ ncclResult_t collective(ncclEpBucket_t b, epx::BucketCall call, const ncclEpBuck
       r = launchOp(b, items, n, epx::dev::kBucketReduceScatter, opts && opts->wireType == ncclBfloat16, opts, stream, who);
       break;
     case epx::BucketCall::AllReduce:
-      r = launchOp(b, items, n, epx::dev::kBucketReduceScatter, false, opts, stream, who);
+      // The wire type applies to the reduce-scatter half; the gather half moves the sums as they are.
+      r = launchOp(b, items, n, epx::dev::kBucketReduceScatter, opts && opts->wireType == ncclBfloat16, opts, stream, who);
       if (r == ncclSuccess) r = launchOp(b, items, n, epx::dev::kBucketAllGather, false, nullptr, stream, who, true);
       break;
   }

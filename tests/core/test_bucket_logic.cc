@@ -209,8 +209,11 @@ BOOST_AUTO_TEST_CASE(call_checks) {
   it = {item(0, 64, ncclFloat32)};
   BOOST_TEST(checkBucketItems(v, BucketCall::ReduceScatter, it.data(), 1, false, &o) ==
              "opts->wireType must be ncclFloat32 or ncclBfloat16");
+  BOOST_TEST(checkBucketItems(v, BucketCall::AllReduce, it.data(), 1, false, &o) ==
+             "opts->wireType must be ncclFloat32 or ncclBfloat16");
   o.wireType = ncclBfloat16;
   BOOST_TEST(checkBucketItems(v, BucketCall::ReduceScatter, it.data(), 1, false, &o) == "");
+  BOOST_TEST(checkBucketItems(v, BucketCall::AllReduce, it.data(), 1, false, &o) == "");
 }
 
 BOOST_AUTO_TEST_CASE(agreement) {

@@ -57,7 +57,7 @@ struct BucketCall {
   std::vector<int> tensors;  // item order
   std::vector<int> where;    // per item: Where
   bool passOpts = false;     // reductions: opts given (else NULL: FP32 wire, no scale)
-  bool bf16Wire = false;     // opts.wireType (all-reduce ignores it)
+  bool bf16Wire = false;     // opts.wireType (all-reduce: its reduce-scatter half)
   bool hasScale = false;
   float scale = 1.0f;
 };

@@ -86,7 +86,7 @@ std::string asyncErrorOf(ncclEpBucket_t b) {
 epx::ref::ReduceOptions optionsOf(const rb::BucketCall& call) {
   epx::ref::ReduceOptions o;
   if (!call.passOpts) return o;
-  o.bf16Wire = call.op == rb::kReduceScatter && call.bf16Wire;  // all-reduce ignores the wire type
+  o.bf16Wire = call.bf16Wire;  // reduce-scatter, and the reduce-scatter half of all-reduce
   o.hasScale = call.hasScale;
   o.scale = call.scale;
   return o;
@@ -276,7 +276,7 @@ void tally(rnd::RandomRun& run, const rb::BucketSpec& s, const rb::BucketCase& c
       run.feature("own-pointer item", call.where[i] == rb::kOwnPointer);
     }
     const bool reduce = call.op != rb::kAllGather;
-    const bool wire = call.op == rb::kReduceScatter && call.passOpts && call.bf16Wire;
+    const bool wire = call.passOpts && call.bf16Wire;
     run.feature("odd shard reduced", reduce && odd);
     run.feature("shard not a multiple of 8 reduced", reduce && notMul8);
     run.feature("BF16 wire", wire);

@@ -119,7 +119,9 @@ ncclResult_t ncclEpBucketAllGather(ncclEpBucket_t bucket, const ncclEpBucketItem
 ncclResult_t ncclEpBucketReduceScatter(ncclEpBucket_t bucket, const ncclEpBucketItem_t* items, int numItems,
                                        const ncclEpBucketReduceOpts_t* opts, ncclEpBucketSession_t session,
                                        cudaStream_t stream);
-/* opts->wireType is ignored (FP32 tensors travel FP32, BF16 tensors BF16). */
+/* Reduce-scatter, then all-gather of the sums. opts->wireType applies to the reduce-scatter half of
+ * FP32 tensors (ncclBfloat16: every contribution rounded to BF16, half the bytes on the wire); the
+ * gather half moves the FP32 sums as they are. BF16 tensors travel BF16. */
 ncclResult_t ncclEpBucketAllReduce(ncclEpBucket_t bucket, const ncclEpBucketItem_t* items, int numItems,
                                    const ncclEpBucketReduceOpts_t* opts, ncclEpBucketSession_t session,
                                    cudaStream_t stream);

@@ -208,7 +208,7 @@ std::string checkBucketItems(const BucketView& b, BucketCall call, const ncclEpB
       if (!aligned(it.external, kCollPtrAlign)) return at + "external pointer is not 16-byte aligned";
     }
   }
-  if (opts && call == BucketCall::ReduceScatter && opts->wireType != ncclFloat32 && opts->wireType != ncclBfloat16)
+  if (opts && call != BucketCall::AllGather && opts->wireType != ncclFloat32 && opts->wireType != ncclBfloat16)
     return "opts->wireType must be ncclFloat32 or ncclBfloat16";
   return {};
 }
