@@ -76,6 +76,8 @@ run() {
   fi
   # Each process is its own node: NCCL_HOSTID from its MPI rank (expanded by the rank's bash).
   # shellcheck disable=SC2016
+  # NCCL's INFO lines go to files of their own: on stdout they interleave with the result rows.
+  env+=(-x NCCL_DEBUG_FILE="$logs/$tr-$np-$test.nccl.%p")
   timeout "${EPX_NT_TIMEOUT_S:-300}" "${mpirun[@]}" -np "$np" "${env[@]}" \
     bash -c 'export NCCL_HOSTID=nccl-tests-fake-node-$OMPI_COMM_WORLD_RANK; exec "$@"' rank \
     "$nt/bin/${test}_perf" -b "$minb" -e "$maxb" -f 4 -g 1 -c 1 -n 20 -w 5 >"$log" 2>&1
@@ -93,9 +95,10 @@ for np in $procs; do
       run "$tr" "$np" "$test"; rc=$?
       log=$logs/$tr-$np-$test.log
       rows=$(awk -v tr="$tr" -v np="$np" -v t="$test" \
-        '$1 ~ /^[0-9]+$/ && NF >= 13 { printf "%-7s %5s %-11s %12s %10s %10s %7s %7s\n", tr, np, t, $1, $8, $12, $9, $13 }' "$log")
+        '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && $3 ~ /^[a-z0-9]+$/ && NF == 13 { printf "%-7s %5s %-11s %12s %10s %10s %7s %7s\n", tr, np, t, $1, $8, $12, $9, $13 }' "$log")
       oob=$(sed -n 's/^# Out of bounds values : *//p' "$log")
-      plugin=$(grep -hoE "Loaded net plugin [^ ]+|TUNER/Plugin: Using [^ ]+|Assigned NET plugin [^ ]+" "$log" | sort -u | tr '\n' ';')
+      plugin=$(cat "$log" "$logs/$tr-$np-$test".nccl.* 2>/dev/null |
+        grep -hoE "Loaded net plugin [^ ]+|TUNER/Plugin: Using [^ ]+|Assigned NET plugin [^ ]+" | sort -u | tr '\n' ';')
       verdict=ok
       if [ "$rc" -ne 0 ] || [ -z "$rows" ] || [[ $oob != "0 OK"* ]]; then verdict=FAILED; status=1; fi
       [ "$tr" = epx ] && [[ $plugin != *"Loaded net plugin EPX"* ]] && { verdict="FAILED (plugin not loaded)"; status=1; }

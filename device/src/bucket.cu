@@ -78,7 +78,7 @@ struct Converters {
 // scratch area at r * shard elements, so row alignment differs from row to row (a 1007-element
 // shard: the second stage row starts 2014 bytes in).
 constexpr uint64_t kConvertElems = 8;
-constexpr int kConvertVecs = 8;
+constexpr int kConvertVecs = 4;
 __device__ void ctaToBf16(uint16_t* dst, const float* src, uint64_t b, uint64_t e, Converters cv) {
   const bool vectors = b % kConvertElems == 0 && reinterpret_cast<uintptr_t>(src) % sizeof(float4) == 0 &&
                        reinterpret_cast<uintptr_t>(dst) % sizeof(uint4) == 0;
@@ -356,23 +356,15 @@ __device__ void reduceVectors(const BucketArgs& a, const Common& c, const Reduce
   const uint64_t first = el.begin / N + g.begin, end = el.begin / N + g.end;
   for (uint64_t q0 = first + threadIdx.x; q0 < end; q0 += uint64_t(blockDim.x) * kReduceVecs) {
     float acc[kReduceVecs][N] = {};
-    // Two sources' vectors in flight, then added in rank order.
-    for (int s = 0; s < c.nRanks; s += 2) {
-      const bool pair = s + 1 < c.nRanks;
-      float v[2][kReduceVecs][N];
+    for (int s = 0; s < c.nRanks; ++s) {
+      float v[kReduceVecs][N];
 #pragma unroll
       for (int u = 0; u < kReduceVecs; ++u)
-        if (q0 + u * blockDim.x < end) {
-          src.loadVec<N>(s, (q0 + u * blockDim.x) * N, v[0][u]);
-          if (pair) src.loadVec<N>(s + 1, (q0 + u * blockDim.x) * N, v[1][u]);
-        }
+        if (q0 + u * blockDim.x < end) src.loadVec<N>(s, (q0 + u * blockDim.x) * N, v[u]);
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
-        if (h == 0 || pair)
+      for (int u = 0; u < kReduceVecs; ++u)
 #pragma unroll
-          for (int u = 0; u < kReduceVecs; ++u)
-#pragma unroll
-            for (int k = 0; k < N; ++k) acc[u][k] = __fadd_rn(acc[u][k], v[h][u][k]);
+        for (int k = 0; k < N; ++k) acc[u][k] = __fadd_rn(acc[u][k], v[u][k]);
     }
 #pragma unroll
     for (int u = 0; u < kReduceVecs; ++u) {
