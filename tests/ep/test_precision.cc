@@ -35,6 +35,20 @@ std::vector<epx::ref::RankRouting> cancellationRouting(int R, int T, int K) {
   return rt;
 }
 
+// Expanded layout: every received row's expert output by its top-k slot: 256, 1, -256 (every
+// channel).
+void setCancellationOutputs(EpSession& s, int R, int H) {
+  for (int d = 0; d < R; ++d) {
+    const auto& e = s.expect[size_t(d)];
+    for (int row = 0; row < e.numRows; ++row) {
+      if (e.srcRank[size_t(row)] < 0) continue;
+      const int slot = e.srcSlot[size_t(row)];
+      const uint16_t v = slot == 0 ? kBf16Plus256 : slot == 1 ? kBf16One : kBf16Minus256;
+      std::fill_n(&s.inputs[size_t(d)].expertOut[size_t(row) * H], H, v);
+    }
+  }
+}
+
 // One token per rank (onlyRank0: rank 0 alone has one, the others none): rank s sends it to the
 // two experts of rank s itself (slots 0 and 1) and to an expert of rank (s - 1) mod R (slot 2), so
 // every result needs exactly one network contribution (at 8 fake nodes rank 0's comes from rank 7).
@@ -86,16 +100,7 @@ BOOST_AUTO_TEST_CASE(one_token_every_contribution_repeated, *boost::unit_test::p
       s.setRouting(oneRemoteRouting(R, K, onlyRank0));
       Rng rng(nextSeed());
       s.randomData(rng);
-      if (c.layout == ncclEpLayoutExpanded)  // expert outputs by slot: 256, 1, -256 (every channel)
-        for (int d = 0; d < R; ++d) {
-          const auto& e = s.expect[size_t(d)];
-          for (int row = 0; row < e.numRows; ++row) {
-            if (e.srcRank[size_t(row)] < 0) continue;
-            const int slot = e.srcSlot[size_t(row)];
-            const uint16_t v = slot == 0 ? kBf16Plus256 : slot == 1 ? kBf16One : kBf16Minus256;
-            std::fill_n(&s.inputs[size_t(d)].expertOut[size_t(row) * H], H, v);
-          }
-        }
+      if (c.layout == ncclEpLayoutExpanded) setCancellationOutputs(s, R, H);
       s.runAll();
       ++ran;
       const std::string what = c.describe() + " repeat " + std::to_string(rep);
@@ -132,16 +137,7 @@ BOOST_AUTO_TEST_CASE(cancellation_256_plus_1_minus_256, *boost::unit_test::preco
       s.setRouting(cancellationRouting(R, T, K));
       Rng rng(nextSeed());
       s.randomData(rng);
-      // Expert outputs by top-k slot of the row: 256, 1, -256 (every channel).
-      for (int d = 0; d < R; ++d) {
-        const auto& e = s.expect[size_t(d)];
-        for (int row = 0; row < e.numRows; ++row) {
-          if (e.srcRank[size_t(row)] < 0) continue;
-          const int slot = e.srcSlot[size_t(row)];
-          const uint16_t v = slot == 0 ? kBf16Plus256 : slot == 1 ? kBf16One : kBf16Minus256;
-          std::fill_n(&s.inputs[size_t(d)].expertOut[size_t(row) * H], H, v);
-        }
-      }
+      setCancellationOutputs(s, R, H);
       s.runAll();
       s.expectAllCorrect(c.describe());  // against the reference in the same precision
       const uint16_t want = fp32 ? kBf16One : kBf16Zero;
