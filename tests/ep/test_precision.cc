@@ -80,16 +80,17 @@ BOOST_AUTO_TEST_SUITE(precision)
 
 // The cancellation case with one token per rank, repeated, in both layouts and both precisions of
 // one exactCombine group, with a fresh group every fourth repeat (its first combine: no earlier
-// op between the ranks), every other repeat with rank 0's token alone: every combine must sum every
-// contribution, every time.
+// op between the ranks), every other repeat with rank 0's token alone, groups of hidden 2048 or 7168
+// and maxTokensPerRank 1 or 128 in turn: every combine must sum every contribution, every time.
 BOOST_AUTO_TEST_CASE(one_token_every_contribution_repeated, *boost::unit_test::precondition(needsPeers)) {
-  const int R = nRanks(), K = 4, H = 2048;
+  const int R = nRanks(), K = 4;
   const int repeats = oneTokenRepeats();
   int failures = 0, ran = 0;
   for (int rep = 0; rep < repeats; ++rep) {
+    const int H = (rep / 4) % 2 ? 7168 : 2048, maxT = (rep / 8) % 2 ? 128 : 1;
     for (int variant = 0; variant < 3; ++variant) {
       CaseConfig c;
-      c.g = {1, H, K, 2 * R};
+      c.g = {maxT, H, K, 2 * R};
       c.g.exactCombine = 1;
       c.layout = variant == 2 ? ncclEpLayoutDeduplicated : ncclEpLayoutExpanded;
       c.mode = variant == 1 ? ncclEpModeExact : ncclEpModeCapacity;
