@@ -42,8 +42,10 @@ home=$prefix/nvidia/nccl
 if [ -e "$home/include/nccl_device.h" ] && ls "$home"/lib/libnccl.so* >/dev/null 2>&1; then
   echo "install-deps.sh: NCCL $nccl already in $home"
 else
-  py=$(command -v python3) || { echo "install-deps.sh: python3 (with pip) is needed for --nccl" >&2; exit 1; }
+  py=$(command -v python3) || { echo "install-deps.sh: python3 with pip is needed for --nccl" >&2; exit 1; }
   tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+  "$py" -m pip --version >/dev/null 2>&1 ||
+    { echo "install-deps.sh: --nccl needs pip (Debian: apt-get install python3-pip)" >&2; exit 1; }
   "$py" -m pip download --quiet --no-deps --only-binary=:all: -d "$tmp" "nvidia-nccl-cu13==$nccl"
   mkdir -p "$prefix"
   "$py" -m zipfile -e "$tmp"/nvidia_nccl_cu13-*.whl "$prefix"
