@@ -9,8 +9,9 @@ scripts/install-deps.sh
 BUILD=${EPX_BUILD_DIR:-build}
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD" --target epx-bench -j"$(nproc)"
-# epx is built against NCCL 2.28.9 headers and needs that exact runtime: prefer a pip
-# nvidia-nccl-cu13 install (e.g. PyTorch's) when the system one is different.
+# The quick start builds against /usr/local/cuda's NCCL 2.28.9, which needs that exact runtime
+# (README, "NCCL versions"): prefer a pip nvidia-nccl-cu13 install (e.g. PyTorch's) when the system
+# one is different; EPX_NCCL_LIB=<lib dir> chooses another.
 if [ -z "${EPX_NCCL_LIB:-}" ]; then
   for py in python3 /opt/torch/.venv/bin/python3; do
     d=$($py -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null) || continue

@@ -12,6 +12,7 @@
 #include "core/coll_config.h"
 #include "core/config.h"
 #include "core/errors.h"
+#include "core/nccl_version.h"
 #include "epx/device/coll_launch.h"
 #include "link.h"
 

@@ -10,6 +10,7 @@
 #include "core/async_error.h"
 #include "core/config.h"
 #include "core/errors.h"
+#include "core/nccl_version.h"
 #include "epx/device/launch.h"
 #include "internal.h"
 #include "link.h"

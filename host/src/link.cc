@@ -159,6 +159,7 @@ ncclResult_t linkOpen(const LinkRequest& req, WindowLink* l) {
                                     "GIN, or NCCL_NET_PLUGIN=epx on one host); see NCCL_DEBUG=INFO"
                               : "ncclDevCommCreate failed");
   }
+  if (std::string e = devCommAbiCheck(l->devComm); !e.empty()) return cleanup(ncclInvalidUsage, e);
   if (network && l->ginContexts < 1) return cleanup(ncclInvalidUsage, "the device communicator has no GIN context");
   const size_t posted = sizeof(uint64_t) * size_t(l->ginContexts * l->ginCounters > 0 ? l->ginContexts * l->ginCounters : 1);
   if ((ce = cudaMalloc(&l->ginPosted, posted)) != cudaSuccess || (ce = cudaMemset(l->ginPosted, 0, posted)) != cudaSuccess ||

@@ -228,19 +228,6 @@ int analyticSmCount(const GroupConfig& cfg, int numSMs, int nRanks, int lsaSize,
   return topo::epxEstimateEpResources(rates.nvlinkGBps, rates.rdmaGBps, numSMs, shape).sms;
 }
 
-std::string checkNcclVersion(int runtime, int headers) {
-  if (runtime == headers) return {};
-  auto str = [](int code) {
-    std::ostringstream os;
-    os << code / 10000 << "." << (code / 100) % 100 << "." << code % 100;
-    return os.str();
-  };
-  return "NCCL runtime " + str(runtime) + (runtime < headers ? " is older than" : " differs from") +
-         " the headers epx was built with (" + str(headers) +
-         "); the device-API structs differ between versions. Load the matching libnccl.so.2 "
-         "(LD_LIBRARY_PATH) or rebuild epx against the runtime's headers.";
-}
-
 int resolveCtaCount(const GroupConfig& cfg, int numSMs, int nRanks, int lsaSize, const LinkRates& rates) {
   int n = cfg.smBudget > 0 ? cfg.smBudget : analyticSmCount(cfg, numSMs, nRanks, lsaSize, rates);
   return std::max(1, std::min({n, numSMs, dev::kMaxCtas}));

@@ -78,11 +78,6 @@ LinkRates parseLinkRates(const char* nvlinkEnv, const char* rdmaEnv, std::string
 // nRanks / lsaSize domains, the group's experts and top-k.
 int analyticSmCount(const GroupConfig& cfg, int numSMs, int nRanks, int lsaSize, const LinkRates& rates);
 
-// "" when an NCCL runtime (ncclGetVersion code) can run epx built against `headers`; else the
-// reason naming both versions. The device-API structs (ncclDevComm, windows) carry no size or
-// version field and changed between 2.28.3 and 2.28.9, so the codes must match exactly.
-std::string checkNcclVersion(int runtime, int headers);
-
 // CTAs actually launched: the budget (or the analytic count), at most numSMs and dev::kMaxCtas.
 int resolveCtaCount(const GroupConfig& cfg, int numSMs, int nRanks, int lsaSize, const LinkRates& rates);
 

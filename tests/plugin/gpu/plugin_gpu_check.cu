@@ -237,15 +237,27 @@ static void ginChecks(ncclComm_t comm, int rank, int nRanks, cudaStream_t s) {
   NCCL_OK(ncclCommWindowRegister(comm, recvBuf, maxBytes, &recvWin, NCCL_WIN_DEFAULT));
   check(sendWin != nullptr && recvWin != nullptr, "window registration");
   ncclDevComm devComm;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 0)
+  // 2.30+: the initializer (size, magic, version); GIN by connection type, strong legacy signals.
+  ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+  reqs.ginConnectionType = NCCL_GIN_CONNECTION_FULL;
+  reqs.ginStrongSignalsRequired = true;
+#else
   ncclDevCommRequirements reqs;
-  memset(&reqs, 0, sizeof(reqs));
+  memset(&reqs, 0, sizeof(reqs));  // 2.28.9 has no initializer
+#endif
   reqs.ginSignalCount = 16;
   reqs.ginCounterCount = 8;
   ncclResult_t created = ncclDevCommCreate(comm, &reqs, &devComm);
   check(created == ncclSuccess, std::string("ncclDevCommCreate with GIN: ") + ncclGetErrorString(created));
   if (created != ncclSuccess) return;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 0)
+  const int ginType0 = devComm.ginNetDeviceTypes[0];
+#else
+  const int ginType0 = devComm.ginTypes[0];
+#endif
   printf("rank %d: devComm lsaSize %d ginContextCount %d ginType[0] %d\n", rank, devComm.lsaSize,
-         (int)devComm.ginContextCount, (int)devComm.ginTypes[0]);
+         (int)devComm.ginContextCount, ginType0);
   int* dError;
   unsigned long long* dBad;
   CUDA_OK(cudaMalloc(&dError, sizeof(int)));

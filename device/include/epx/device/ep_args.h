@@ -17,9 +17,20 @@ constexpr int kMaxCtas = 160;      // >= SMs of any Hopper part
 constexpr int kMaxTopk = 32;       // a warp holds one token's top-k slots, one lane each
 constexpr int kMaxExperts = 1024;  // layout kernel keeps per-warp expert masks in shared memory
 constexpr int kMaxTokens = 65536;
-// ncclDevComm (200 bytes in 2.28.9) travels to the kernels inside Common as opaque bytes, so that
-// host C++ without nccl_device.h can build the arguments; devcomm.cu checks the size.
-constexpr int kDevCommBytes = 256;
+// ncclDevComm travels to the kernels inside Common as opaque bytes, so that host C++ without
+// nccl_device.h can build the arguments. Its size differs between NCCL versions (200 bytes in
+// 2.28.9, more from 2.30 on): CMake measures sizeof(ncclDevComm) of the headers it chose and
+// defines EPX_NCCL_DEVCOMM_BYTES (rounded up to 16; cmake/FindNccl.cmake, target epx::nccl);
+// devcomm.cu checks it against the headers with a static_assert.
+#ifndef EPX_NCCL_DEVCOMM_BYTES
+#error "EPX_NCCL_DEVCOMM_BYTES is not defined: link the target epx::nccl (cmake/FindNccl.cmake)"
+#endif
+constexpr int kDevCommBytes = EPX_NCCL_DEVCOMM_BYTES;
+static_assert(kDevCommBytes > 0 && kDevCommBytes % 16 == 0, "EPX_NCCL_DEVCOMM_BYTES: a multiple of 16");
+#ifdef EPX_NCCL_BUILD_VERSION_CODE
+static_assert(NCCL_VERSION_CODE == EPX_NCCL_BUILD_VERSION_CODE,
+              "nccl.h is not the one CMake chose: another NCCL's include folder comes first");
+#endif
 
 enum OpKind : int { kOpDispatch = 0, kOpCombine = 1, kNumOpKinds = 2 };
 
