@@ -32,7 +32,7 @@ BOOST_AUTO_TEST_CASE(config_defaults_and_limits) {
   BOOST_TEST(cfg.slots == 2);
   BOOST_TEST(cfg.numCtas == 4);
   BOOST_TEST(cfg.timeoutMs == 10000);
-  BOOST_TEST(cfg.chunkBytes == uint64_t(1) << 20);
+  BOOST_TEST(cfg.chunkBytes == uint64_t(4) << 20);
   c.slots = 8;
   c.numCtas = 1;
   c.timeoutMs = 50;
@@ -65,7 +65,7 @@ BOOST_AUTO_TEST_CASE(config_defaults_and_limits) {
   c = ppConfig(64);
   c.timeoutMs = 0;
   BOOST_TEST(normalizePpConfig(&c, &cfg) == "timeoutMs 0 must be >= 1");
-  const std::string chunkRange = " is not a multiple of 16 in 65536 .. 1073741824 (0 = default 1048576)";
+  const std::string chunkRange = " is not a multiple of 16 in 65536 .. 1073741824 (0 = default 4194304)";
   c = ppConfig(64);
   c.chunkBytes = (size_t(64) << 10) - 16;
   BOOST_TEST(normalizePpConfig(&c, &cfg) == "chunkBytes 65520" + chunkRange);
@@ -210,17 +210,24 @@ BOOST_AUTO_TEST_CASE(chunking) {
   BOOST_TEST(dev::itemShare(100, 7, 6).size() == 14u);
 }
 
-// GIN put rounds of a message: 1 up to one chunk (default 1 MiB), one per started chunk up to
+// GIN put rounds of a message: 1 up to one chunk (default 4 MiB), one per started chunk up to
 // kPpMaxPutRounds (8); the rounds' data ranges cover the message in order at 16-byte boundaries.
 BOOST_AUTO_TEST_CASE(put_rounds) {
+  const uint64_t m1 = uint64_t(1) << 20;
+  BOOST_TEST(dev::kPpDefaultChunkBytes == 4 * m1);
   BOOST_TEST(dev::ppPutRounds(0) == 1);
   BOOST_TEST(dev::ppPutRounds(16) == 1);
-  BOOST_TEST(dev::ppPutRounds(uint64_t(1) << 20) == 1);
-  BOOST_TEST(dev::ppPutRounds((uint64_t(1) << 20) + 1) == 2);
-  BOOST_TEST(dev::ppPutRounds(uint64_t(3) << 20) == 3);
-  BOOST_TEST(dev::ppPutRounds(uint64_t(8) << 20) == 8);
-  BOOST_TEST(dev::ppPutRounds(uint64_t(16) << 20) == 8);
+  BOOST_TEST(dev::ppPutRounds(4 * m1) == 1);
+  BOOST_TEST(dev::ppPutRounds(4 * m1 + 1) == 2);
+  BOOST_TEST(dev::ppPutRounds(12 * m1) == 3);
+  BOOST_TEST(dev::ppPutRounds(16 * m1) == 4);
+  BOOST_TEST(dev::ppPutRounds(32 * m1) == 8);
+  BOOST_TEST(dev::ppPutRounds(64 * m1) == 8);
   BOOST_TEST(dev::ppPutRounds(uint64_t(4) << 30) == 8);
+  BOOST_TEST(dev::ppPutRounds(m1, m1) == 1);
+  BOOST_TEST(dev::ppPutRounds(m1 + 1, m1) == 2);
+  BOOST_TEST(dev::ppPutRounds(3 * m1, m1) == 3);
+  BOOST_TEST(dev::ppPutRounds(16 * m1, m1) == 8);
   // Other chunk sizes (ncclEpPpConfig_t.chunkBytes).
   const uint64_t k64 = uint64_t(64) << 10, m4 = uint64_t(4) << 20;
   BOOST_TEST(dev::ppPutRounds(k64, k64) == 1);
@@ -230,8 +237,10 @@ BOOST_AUTO_TEST_CASE(put_rounds) {
   BOOST_TEST(dev::ppPutRounds((uint64_t(16) << 20) + 16, m4) == 5);
   BOOST_TEST(dev::ppPutRounds(uint64_t(8) << 20, uint64_t(8) << 20) == 1);
   BOOST_TEST(dev::ppPutRounds(0, m4) == 1);
-  const uint64_t bytes = (uint64_t(16) << 20) + 12;
+  // Over 8 chunks: 8 rounds, each at least one chunk.
+  const uint64_t bytes = (uint64_t(64) << 20) + 12;
   const int rounds = dev::ppPutRounds(bytes);
+  BOOST_TEST(rounds == dev::kPpMaxPutRounds);
   uint64_t at = 0;
   for (int j = 0; j < rounds; ++j) {
     const dev::ByteRange r = dev::vecShare(bytes, rounds, j);

@@ -60,8 +60,9 @@ PpSpec drawChannel(uint64_t baseSeed, int group, int R) {
                  : u < 0.58 ? kMaxChunk
                  : u < 0.75 ? kMinChunk + 16 * uint64_t(rng.uniform(1, 8191))
                             : 16 * logUniform64(rng, kMinChunk / 16, (uint64_t(16) << 20) / 16);
-  // A channel of the default chunk (1 MiB) or one whose largest messages span several chunks.
-  const uint64_t chunk = s.chunkBytes ? s.chunkBytes : uint64_t(1) << 20;
+  // A channel of the default chunk (4 MiB, as epx/pp.h documents) or one whose largest messages
+  // span several chunks.
+  const uint64_t chunk = s.chunkBytes ? s.chunkBytes : uint64_t(4) << 20;
   u = rng.unit();
   s.maxBytes = u < 0.08   ? 1
                : u < 0.16 ? 16

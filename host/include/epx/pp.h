@@ -54,7 +54,7 @@ typedef struct {
                            * that the wire carries one chunk while the sender stages the next and
                            * the receiver copies out the one before (NCCL_P2P_NET_CHUNKSIZE plays
                            * this role in NCCL's own send/recv); 64 KiB .. 1 GiB, a multiple of 16;
-                           * 0 = default 1 MiB. Larger chunks mean fewer GIN operations per message
+                           * 0 = default 4 MiB. Larger chunks mean fewer GIN operations per message
                            * and a longer pipeline fill and drain. */
 } ncclEpPpConfig_t;
 
