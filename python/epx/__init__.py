@@ -14,7 +14,7 @@ package's _lib/, then the system loader).
 """
 
 from . import _abi as abi
-from ._errors import EpAsyncError, EpError, LibraryNotFoundError
+from ._errors import EpAsyncError, EpError, LibraryNotFoundError, NcclVersionError
 from .buffer import Buffer, CombineOutput, DispatchOutput, Handle
 from .event import EventOverlap
 from .low_latency import LowLatencyDispatchOutput, LowLatencyHandle, LowLatencyRecvHook
@@ -30,6 +30,16 @@ def library_path():
     return _lib.library_path()
 
 
+def nccl_versions():
+    """The NCCL loaded in the process and the one libepx was built against, as a dict:
+    ``runtime`` and ``build`` ("2.28.9"), ``libnccl`` (path of the loaded library, "" if unknown)
+    and ``compatible``. A libepx built on NCCL 2.28.9 runs on 2.28.9 only; one built on 2.30+ on
+    the same or a newer NCCL 2.x. Import torch first to check torch's NCCL (epx does so itself
+    when torch is installed). Other calls raise NcclVersionError when ``compatible`` is False."""
+    from . import _lib  # noqa: PLC0415
+    return _lib.nccl_versions()
+
+
 def get_last_error():
     """ncclEpGetLastError() of the calling thread ("" if none)."""
     from . import _lib  # noqa: PLC0415
@@ -38,4 +48,5 @@ def get_last_error():
 
 __all__ = ["Buffer", "Handle", "DispatchOutput", "CombineOutput", "EventOverlap", "GroupBuffers",
            "LowLatencyHandle", "LowLatencyDispatchOutput", "LowLatencyRecvHook", "EpError", "EpAsyncError", "LibraryNotFoundError",
+           "NcclVersionError", "nccl_versions",
            "library_path", "get_last_error", "abi", "EPX_VERSION_CODE", "__version__"]

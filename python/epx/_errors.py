@@ -28,3 +28,17 @@ class EpAsyncError(EpError):
 
 class LibraryNotFoundError(OSError):
     """libepx (or libnccl) could not be loaded; the message says what was tried and how to fix it."""
+
+
+class NcclVersionError(EpError):
+    """The NCCL loaded in the process (torch's, when torch was imported first) cannot run this libepx.
+
+    Attributes besides EpError's: ``runtime`` and ``build`` ("2.28.9"-style strings) and ``libnccl``
+    (the path of the loaded libnccl, or "" when unknown). The message says what to do.
+    """
+
+    def __init__(self, code, message, runtime, build, libnccl):
+        self.runtime = runtime
+        self.build = build
+        self.libnccl = libnccl
+        super().__init__(code, message)

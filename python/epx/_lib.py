@@ -9,6 +9,9 @@ fall through to the others, so a typo is not silently replaced by another libepx
 libepx needs libnccl.so.2 and libcudart.so.13. When torch is imported first, the loader reuses
 torch's already-loaded copies (same sonames), so epx and torch.distributed share one NCCL library:
 this is required for a ncclComm_t taken from a torch process group to be usable by epx.
+At load, ncclEpGetNcclVersions checks that the NCCL loaded (torch's, or the one libepx found) can
+run this libepx; when it cannot, NcclVersionError names both versions, the library's path and what
+to do (nccl_versions() reports them either way).
 """
 
 import ctypes as C
@@ -19,7 +22,7 @@ import sys
 import threading
 
 from . import _abi
-from ._errors import EpError, LibraryNotFoundError
+from ._errors import EpError, LibraryNotFoundError, NcclVersionError
 
 _lock = threading.Lock()
 _lib = None
@@ -43,6 +46,7 @@ def _declare(lib, path):
     R = _abi.ncclResult_t
     protos = {
         "ncclEpGetLastError": (C.c_char_p, []),
+        "ncclEpGetNcclVersions": (R, [P(C.c_int), P(C.c_int)]),
         "ncclEpGroupGetAsyncError": (R, [V, P(R), C.c_char_p, C.c_size_t]),
         "ncclEpGetBufferSizeHint": (R, [P(_abi.ncclEpConfig_t), C.c_int, P(C.c_size_t)]),
         "ncclEpGroupCreate": (R, [V, P(_abi.ncclEpConfig_t), P(V)]),
@@ -125,17 +129,82 @@ def _load():
     raise LibraryNotFoundError("cannot find libepx. Tried: %s. %s" % ("; ".join(tried), _HINT))
 
 
+def version_string(code):
+    """"2.32.3" for the NCCL_VERSION_CODE 23203 (and the pre-2.9 encoding, 2804 = 2.8.4)."""
+    code = int(code)
+    if code >= 10000:
+        return "%d.%d.%d" % (code // 10000, code // 100 % 100, code % 100)
+    return "%d.%d.%d" % (code // 1000, code % 1000 // 100, code % 100)
+
+
+def _loaded_libnccl():
+    """Path of the libnccl mapped into this process ("" when none is, or not on Linux)."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.split(None, 5)[-1].strip() if line.count(" ") >= 5 else ""
+                if "/libnccl.so" in path:
+                    return path
+    except OSError:
+        pass
+    return ""
+
+
+def _torch_nccl():
+    """"torch X built with NCCL Y" when torch is imported and reports it, else ""."""
+    t = sys.modules.get("torch")
+    try:
+        v = t.cuda.nccl.version()  # (2, 28, 9) in recent torch, an int in old ones
+        v = ".".join(str(x) for x in v) if isinstance(v, tuple) else version_string(v)
+        return "torch %s was built with NCCL %s" % (t.__version__, v)
+    except Exception:  # noqa: BLE001 -- no torch, a CPU-only torch, or an older API
+        return ""
+
+
+_nccl_info = None
+
+
+def _check_nccl(handle):
+    """Fill _nccl_info; raise NcclVersionError when the loaded NCCL cannot run this libepx."""
+    global _nccl_info
+    runtime, build = C.c_int(0), C.c_int(0)
+    rc = handle.ncclEpGetNcclVersions(C.byref(runtime), C.byref(build))
+    _nccl_info = {"runtime": version_string(runtime.value) if runtime.value else "unknown",
+                  "build": version_string(build.value), "libnccl": _loaded_libnccl(),
+                  "compatible": rc == _abi.ncclSuccess}
+    if rc != _abi.ncclSuccess:
+        msg = (handle.ncclEpGetLastError() or b"").decode("utf-8", "replace")
+        where = [x for x in ("loaded libnccl: " + _nccl_info["libnccl"] if _nccl_info["libnccl"] else "",
+                             _torch_nccl()) if x]
+        if where:
+            msg += " (%s)" % "; ".join(where)
+        raise NcclVersionError(rc, msg, _nccl_info["runtime"], _nccl_info["build"], _nccl_info["libnccl"])
+
+
 def lib():
-    """The loaded libepx (ctypes.CDLL) with its prototypes declared; loads it on first use."""
+    """The loaded libepx (ctypes.CDLL) with its prototypes declared; loads it on first use and
+    checks that the NCCL in the process can run it (NcclVersionError otherwise, on every call)."""
     global _lib, _lib_path
     if _lib is None:
         with _lock:
             if _lib is None:
                 handle, path = _load()
                 _declare(handle, path)
+                _check_nccl(handle)
                 _lib_path = path
                 _lib = handle
     return _lib
+
+
+def nccl_versions():
+    """{"runtime", "build", "libnccl", "compatible"}: the NCCL loaded in the process, the one this
+    libepx was built against, the loaded library's path, and whether it can run this libepx.
+    Loads libepx; does not raise NcclVersionError (LibraryNotFoundError when there is no libepx)."""
+    try:
+        lib()
+    except NcclVersionError:
+        pass
+    return dict(_nccl_info)
 
 
 def library_path():
@@ -145,9 +214,10 @@ def library_path():
 
 
 def _reset_for_tests():
-    global _lib, _lib_path
+    global _lib, _lib_path, _nccl_info
     _lib = None
     _lib_path = None
+    _nccl_info = None
 
 
 def last_error():

@@ -321,6 +321,50 @@ def _libepx_available():
 class TestWithLibepx(unittest.TestCase):
     """Calls into libepx that need neither a GPU nor torch."""
 
+    def test_nccl_versions_of_this_build(self):
+        v = epx.nccl_versions()
+        self.assertEqual(set(v), {"runtime", "build", "libnccl", "compatible"})
+        self.assertRegex(v["runtime"], r"^2\.\d+\.\d+$")
+        self.assertRegex(v["build"], r"^2\.\d+\.\d+$")
+        self.assertTrue(v["compatible"], v)  # the tests load the NCCL libepx was built against
+        self.assertIn("libnccl.so", v["libnccl"])
+        self.assertEqual(_lib.version_string(22809), "2.28.9")
+        self.assertEqual(_lib.version_string(23203), "2.32.3")
+        self.assertEqual(_lib.version_string(2804), "2.8.4")
+
+    def test_an_nccl_that_cannot_run_libepx_is_named_at_load(self):
+        # A process whose NCCL reports 2.27.0 (ncclGetVersion interposed with LD_PRELOAD): loading
+        # libepx raises NcclVersionError naming both versions and the library; nccl_versions() says so.
+        cc = os.environ.get("CC", "cc")
+        if not shutil.which(cc):
+            self.skipTest("no C compiler (%s)" % cc)
+        with tempfile.TemporaryDirectory() as d:
+            src = os.path.join(d, "ver.c")
+            so = os.path.join(d, "libfakever.so")
+            with open(src, "w") as f:
+                f.write("int ncclGetVersion(int* v) { *v = 22700; return 0; }\n")
+            c = subprocess.run([cc, "-shared", "-fPIC", "-o", so, src], capture_output=True, text=True)
+            if c.returncode != 0:
+                self.skipTest("cannot build a shared library: %s" % c.stderr)
+            r = run_py("import epx\n"
+                       "try:\n"
+                       "    epx.Buffer.get_buffer_size_hint(1, 128, 1024, 8, 2)\n"
+                       "    print('NO ERROR')\n"
+                       "except epx.NcclVersionError as e:\n"
+                       "    print('MSG', e)\n"
+                       "    print('VERSIONS', e.runtime, e.build)\n"
+                       "v = epx.nccl_versions()\n"
+                       "print('INFO', v['runtime'], v['compatible'])\n",
+                       {"EPX_LIBRARY": _lib.library_path(), "LD_PRELOAD": so})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("NO ERROR", r.stdout)
+        self.assertIn("ncclInvalidUsage", r.stdout)
+        self.assertIn("NCCL runtime 2.27.0", r.stdout)
+        build = epx.nccl_versions()["build"]
+        self.assertIn("VERSIONS 2.27.0 %s" % build, r.stdout)
+        self.assertIn("loaded libnccl:", r.stdout)
+        self.assertIn("INFO 2.27.0 False", r.stdout)
+
     def test_size_hint(self):
         a = epx.Buffer.get_buffer_size_hint(1, 128, 1024, 8, 2)
         b = epx.Buffer.get_buffer_size_hint(8, 128, 1024, 8, 2)
