@@ -53,6 +53,21 @@ def run_py(code, env_update=None):
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
 
 
+def build_shared_lib(test, d, name, source):
+    """Compile `source` (C) into d/name with $CC (default cc); skips the test when that cannot be done."""
+    cc = os.environ.get("CC", "cc")
+    if not shutil.which(cc):
+        test.skipTest("no C compiler (%s)" % cc)
+    src = os.path.join(d, name + ".c")
+    so = os.path.join(d, name)
+    with open(src, "w") as f:
+        f.write(source)
+    c = subprocess.run([cc, "-shared", "-fPIC", "-o", so, src], capture_output=True, text=True)
+    if c.returncode != 0:
+        test.skipTest("cannot build a shared library: %s" % c.stderr)
+    return so
+
+
 # --- ep.h parsing ---------------------------------------------------------------------------------
 def strip_comments(text):
     text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
@@ -263,17 +278,8 @@ class TestLoader(unittest.TestCase):
 
     def test_env_pointing_at_an_older_libepx(self):
         # A library with some but not all of the symbols is still reported as an older libepx.
-        cc = os.environ.get("CC", "cc")
-        if not shutil.which(cc):
-            self.skipTest("no C compiler (%s)" % cc)
         with tempfile.TemporaryDirectory() as d:
-            src = os.path.join(d, "old.c")
-            so = os.path.join(d, "libepx.so.0")
-            with open(src, "w") as f:
-                f.write("const char* ncclEpGetLastError(void) { return 0; }\n")
-            c = subprocess.run([cc, "-shared", "-fPIC", "-o", so, src], capture_output=True, text=True)
-            if c.returncode != 0:
-                self.skipTest("cannot build a shared library: %s" % c.stderr)
+            so = build_shared_lib(self, d, "libepx.so.0", "const char* ncclEpGetLastError(void) { return 0; }\n")
             r = run_py("import epx\n"
                        "try:\n"
                        "    epx.library_path()\n"
@@ -335,17 +341,8 @@ class TestWithLibepx(unittest.TestCase):
     def test_an_nccl_that_cannot_run_libepx_is_named_at_load(self):
         # A process whose NCCL reports 2.27.0 (ncclGetVersion interposed with LD_PRELOAD): loading
         # libepx raises NcclVersionError naming both versions and the library; nccl_versions() says so.
-        cc = os.environ.get("CC", "cc")
-        if not shutil.which(cc):
-            self.skipTest("no C compiler (%s)" % cc)
         with tempfile.TemporaryDirectory() as d:
-            src = os.path.join(d, "ver.c")
-            so = os.path.join(d, "libfakever.so")
-            with open(src, "w") as f:
-                f.write("int ncclGetVersion(int* v) { *v = 22700; return 0; }\n")
-            c = subprocess.run([cc, "-shared", "-fPIC", "-o", so, src], capture_output=True, text=True)
-            if c.returncode != 0:
-                self.skipTest("cannot build a shared library: %s" % c.stderr)
+            so = build_shared_lib(self, d, "libfakever.so", "int ncclGetVersion(int* v) { *v = 22700; return 0; }\n")
             r = run_py("import epx\n"
                        "try:\n"
                        "    epx.Buffer.get_buffer_size_hint(1, 128, 1024, 8, 2)\n"
