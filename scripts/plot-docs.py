@@ -5,6 +5,7 @@ pip install matplotlib).
     python3 scripts/plot-docs.py [out_dir]      (default: docs/)
 
   ratio-to-floor.png   time over floor per operation      (docs/data/ratio-to-floor.csv, via plot-ratios.py)
+  ht-sms.png           HT × floor vs SMs per fake-node count (docs/data/ht-fake-nodes.csv, the SM sweeps)
   ll-tokens.png        low-latency µs vs tokens per rank  (docs/data/low-latency.csv)
   pp-size.png          PP % of line vs message size       (docs/data/bucket-pp.csv, PP rows of the size sweep)
   nccl-tests-size.png  nccl-tests bus GB/s vs size        (docs/data/nccl-tests-fake-nodes.txt)
@@ -37,6 +38,40 @@ def ratio_plot(out: Path) -> None:
         runpy.run_path(str(ROOT / "scripts/plot-ratios.py"), run_name="plot_ratios").get("main")()
     finally:
         sys.argv = argv
+
+
+def ht_sms_plot(out: Path) -> None:
+    # The SM-budget sweeps: rows whose command (explicit or "as above") swept --sms in one run.
+    sweep, command = [], ""
+    for r in rows("ht-fake-nodes.csv"):
+        if r["command"] and r["command"] != "as above":
+            command = r["command"]
+        if r["routing"] == "uniform" and r["layout"] == "dedup-win" and ("--sms 8,16,24" in command or "--sms 8,12,14,16" in command):
+            sweep.append(r)
+    if not sweep:
+        return
+    ops = ["BF16 dispatch", "FP8 dispatch", "BF16 combine"]
+    fig, axes = plt.subplots(1, len(ops), figsize=(10, 3.6), sharey=True)
+    for ax, op in zip(axes, ops):
+        by_n = defaultdict(list)
+        for r in sweep:
+            if r["op"] == op:
+                by_n[int(r["fake_nodes"])].append((int(r["sms"]), float(r["x_floor"])))
+        for n in sorted(by_n):
+            pts = sorted(by_n[n])
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{n} fake nodes")
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xlabel("SMs (CTAs) per rank")
+        ax.set_title(op, fontsize=9)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("time / floor")
+    axes[0].legend(fontsize=8)
+    dates = ", ".join(sorted({r["date"] for r in sweep}))
+    fig.suptitle(f"HT on one H200, uniform, dedup into the window, emulated NIC 50 GB/s + 3 µs (measured {dates}; "
+                 "8 fake nodes: one put round; 8 × 16 SMs fill the GPU)", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "ht-sms.png", dpi=110)
+    print(f"plot-docs: wrote {out / 'ht-sms.png'}")
 
 
 def ll_plot(out: Path) -> None:
@@ -122,6 +157,7 @@ def main() -> int:
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs"
     out.mkdir(parents=True, exist_ok=True)
     ratio_plot(out)
+    ht_sms_plot(out)
     ll_plot(out)
     pp_plot(out)
     nccl_tests_plot(out)
