@@ -392,7 +392,7 @@ BOOST_AUTO_TEST_CASE(configs_differ_between_ranks) {
   gpus().run([&](const RankContext& c) {
     ncclEpPpConfig_t cfg = NCCL_EP_PP_CONFIG_INITIALIZER;
     cfg.maxMessageBytes = 4096;
-    cfg.chunkBytes = c.rank == R - 1 ? size_t(128) << 10 : 0;
+    cfg.chunkBytes = c.rank == R - 1 ? size_t(128) << 10 : 0;  // 0: the default, 4 MiB (epx/pp.h)
     ncclEpPpChannel_t none = nullptr;
     const ncclResult_t r = ncclEpPpChannelCreate(c.comm, &cfg, &none);
     msgs[size_t(c.rank)] = std::to_string(int(r)) + ":" + ncclEpGetLastError();
@@ -400,7 +400,7 @@ BOOST_AUTO_TEST_CASE(configs_differ_between_ranks) {
   });
   for (int r : localRanks())
     BOOST_TEST(msgs[size_t(r)] == "5:ncclEpPpChannelCreate: rank " + std::to_string(R - 1) +
-                                      " has chunkBytes 131072 but rank 0 has 1048576; every rank must create the "
+                                      " has chunkBytes 131072 but rank 0 has 4194304; every rank must create the "
                                       "channel with the same config");
 }
 
