@@ -3,7 +3,7 @@
 # collectives and PP at 8 fake nodes. epx-bench --algo bucket (64 MiB FP32, 4 CTAs) and --algo pp
 # (16 MiB, 4 CTAs, --chunk-kib 4096) at 8 fake nodes with the emulated NIC switched off (no pacing,
 # no added latency) and on (50 GB/s + 3 us), with the `# gin` lines. If the rig alone stays below
-# 85 % of 50 GB/s, no code reaches issue 10's target at 8 fake nodes on one GPU. Lines in
+# 85 % of 50 GB/s, no code reaches the 85 % target at 8 fake nodes on one GPU. Lines in
 # $OUT/coll-rig.txt.
 set -uo pipefail
 cd "$(dirname "$0")/../.."

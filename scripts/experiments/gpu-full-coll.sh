@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the device machine (bundled .devbuild): issue 10's checks in one call. First epx-bench --algo
+# On the device machine (bundled .devbuild): the bucket and PP checks in one call. First epx-bench --algo
 # bucket / pp at 4 fake nodes (emulated NIC 50 GB/s + 3 us, 4 CTAs; bus bandwidth of all-gather,
 # reduce-scatter, all-reduce at 64 MiB and the PP ring at 16 MiB against the line-rate floor),
 # then the full case lists of the pp and bucket suites (no EPX_TEST_QUICK: sizes to 256 MiB with

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the device machine (bundled .devbuild): where the time of a low-latency call goes across fake
-# nodes (issue 9). epx-bench --algo low-latency at 2 and 8 fake nodes (emulated NIC 50 GB/s, 3 us),
+# nodes. epx-bench --algo low-latency at 2 and 8 fake nodes (emulated NIC 50 GB/s, 3 us),
 # with the host threads' GPU waits spinning (CUDA's default) and blocking (--host-sync blocking),
 # the ipc backend's latency line ("# gin") under each configuration, and a snapshot of the busiest
 # host threads during the 8-node run. Optionally a high-throughput pair at 8 fake nodes (HT=1).

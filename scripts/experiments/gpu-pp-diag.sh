@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the device machine (bundled .devbuild): where PP's time goes across fake nodes (issue 10).
+# On the device machine (bundled .devbuild): where PP's time goes across fake nodes.
 # epx-bench --algo pp (ring, one stream and receives on a second stream) with its `# gin` lines,
 # emulated NIC 50 GB/s + 3 us, under variations: 2 / 4 / 8 fake nodes at 16 MiB and 4 CTAs; at 4
 # fake nodes 4 and 64 MiB messages, 8 CTAs, host threads blocking; then the bucket collectives at 4

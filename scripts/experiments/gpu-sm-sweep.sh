@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the device machine (bundled .devbuild): does the GIN ipc backend's copy need free SMs?
-# (issue 8: 8 fake nodes x 16 CTAs = 128 of 132 SMs spinning ran dispatch 2x slower than 8 CTAs).
+# (8 fake nodes x 16 CTAs = 128 of 132 SMs spinning ran dispatch 2x slower than 8 CTAs).
 # 1. scripts/micro/copy_sm_probe.bin (carry it): a device-to-device copy while N SMs spin.
 # 2. epx-bench at N fake nodes (emulated NIC 50 GB/s, 3 us) over a list of SM budgets.
 #   scripts/experiments/gpu-sm-sweep.sh N "8,12,14,16" [extra epx-bench args]

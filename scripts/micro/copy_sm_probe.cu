@@ -1,8 +1,8 @@
 // Experiment (not a test): does a device-to-device copy (the GIN ipc backend's cuMemcpyAsync /
 // cuMemcpyBatchAsync) need free SMs, or does it run on a copy engine while every SM is held by a
-// spinning kernel? Question from issue 8: at 8 fake nodes x 16 CTAs (128 of 132 SMs spinning) the
-// dispatch is 2x slower than at 8 CTAs. Method: N spinner CTAs (one per SM: 1024 threads and most
-// of the shared memory) poll the last word of the copy's destination, with a 2 s bound; the copy
+// spinning kernel? At 8 fake nodes x 16 CTAs (128 of 132 SMs spinning) the dispatch ran 2x slower
+// than at 8 CTAs. Method: N spinner CTAs (one per SM: 1024 threads and most of the shared memory)
+// poll the last word of the copy's destination, with a 2 s bound; the copy
 // runs on another stream. Prints, per N: copy time (host wall clock) and whether the spinners saw
 // the copy land. Build: nvcc -O3 -arch=sm_90a -o scripts/micro/copy_sm_probe.bin scripts/micro/copy_sm_probe.cu
 #include <cuda_runtime.h>
