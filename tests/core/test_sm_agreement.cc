@@ -1,6 +1,6 @@
 // libepx's analytic SM count (smBudget = 0) and epx-topo's estimate are one model: for every
 // reference topology, the CTA count libepx resolves for the group epx-topo assumes equals the SM
-// count epx-topo prints (issue 11, item 1).
+// count epx-topo prints.
 #include <boost/test/unit_test.hpp>
 
 #include <cstdio>

@@ -500,7 +500,8 @@ BOOST_AUTO_TEST_CASE(invalid_ids_dropped_and_reported) {
 }
 
 // Two handles used alternately on one group (two micro-batches): send A, send B, receive A,
-// receive B, then the combines the same way; banks alternate, nothing is shared (NVIDIA/nccl #2303).
+// receive B, then the combines the same way; banks alternate, nothing is shared (the bank comes
+// from the group's sequence, not the handle).
 BOOST_AUTO_TEST_CASE(two_handles_alternating) {
   LlSpec s;
   s.experts = expertsFor(4, s.topk);

@@ -1,4 +1,4 @@
-// Argument validation (issue 2, item 6): every bad input returns its ncclResult_t and a readable
+// Argument validation: every bad input returns its ncclResult_t and a readable
 // ncclEpGetLastError() before anything launches; the handle stays usable afterwards. Expert ids
 // out of range or repeated: ncclInvalidArgument from an exact-mode ncclEpDispatchLayout, an async
 // error in capacity mode.

@@ -1,6 +1,6 @@
 // epx-topo on generated NCCL topologies of every size up to the device limit: each run, every
 // output mode included, stays under 2 s, and a larger file is refused at once with exit 2 and one
-// line naming the limit (issue 11, item 6). Time is the child's CPU time (user + system), so a busy
+// line naming the limit. Time is the child's CPU time (user + system), so a busy
 // CI machine does not fail the test; the generated files live only in the build tree.
 #define BOOST_TEST_MODULE epx_topo_scale
 #include <boost/test/unit_test.hpp>
@@ -21,7 +21,7 @@
 
 namespace {
 
-constexpr double kTimeLimitS = 2.0;  // issue 11, item 6: "stay under 2 s for files up to the limit"
+constexpr double kTimeLimitS = 2.0;  // every run, for files up to the limit
 constexpr int kLimit = static_cast<int>(epx::topo::kMaxTopologyDevices);
 
 struct Run {

@@ -4,7 +4,7 @@
 // epx::ref, argument checks from the library's core (checks.cc/config.cc/errors.cc). MOCK_BREAK=1
 // corrupts one dispatched row, MOCK_BREAK=2 one combined value, MOCK_BREAK=3 leaves recvSrcInfo
 // unwritten where lanes K and K + 1 of a warp would have written it (top-k 31: the source token,
-// 32: both words; the bug of issue 15): the suites must then fail.
+// 32: both words), as a past bug did: the suites must then fail.
 // Memory is host memory, streams run everything at once, graphs record closures.
 //
 // Ranks exchange data, never pointers, through an "exchange" per communicator: in memory between
