@@ -1,5 +1,5 @@
 // Analytic SM/QP sizing after DeepEP V2 (ElasticBuffer.get_theoretical_num_sms/_qps), constants as
-// recorded in shared/reference/peers.md. Units: GB/s per direction; traffic in "token copies".
+// in docs/topology.md, "SM and QP estimate". Units: GB/s per direction; traffic in "token copies".
 #include "epx/topology/estimate.h"
 
 #include <algorithm>

@@ -1,11 +1,11 @@
 // epx topology: analytic SM and QP estimate for the EP (dispatch/combine) kernels.
 //
 // Model: DeepEP V2 `ElasticBuffer.get_theoretical_num_sms` / `get_theoretical_num_qps`
-// (deepseek-ai/DeepEP, deep_ep/buffers/elastic.py), with the constants recorded for epx in
-// shared/reference/peers.md: an SM reads HBM at 180 GB/s and writes at 45 GB/s; NVLink bandwidth
-// = links × 26.562 GB/s × 0.9; RDMA bandwidth = port rate (Gb/s) / 8. The SM count feeds the
-// bottleneck link (NVLink or RDMA) for a uniform gate, ×1.3 margin, aligned up to 4, at least 4,
-// at most the GPU's SMs. Full derivation: docs/topology.md, "SM and QP estimate".
+// (deepseek-ai/DeepEP), with the constants of the version epx follows: an SM reads HBM at
+// 180 GB/s and writes at 45 GB/s; NVLink bandwidth = links × 26.562 GB/s × 0.9; RDMA bandwidth =
+// port rate (Gb/s) / 8. The SM count feeds the bottleneck link (NVLink or RDMA) for a uniform
+// gate, ×1.3 margin, aligned up to 4, at least 4, at most the GPU's SMs. Full derivation:
+// docs/topology.md, "SM and QP estimate".
 // Pure functions: usable without any topology loaded.
 #pragma once
 
