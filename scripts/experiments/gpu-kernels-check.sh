@@ -2,7 +2,7 @@
 # On the device machine (bundled .devbuild): the GIN ipc backend's kernel paths (EPX_GIN_COPY=kernel
 # EPX_GIN_SIGNAL=kernel) against the old defaults (ce, readback), emulated NIC 50 GB/s + 3 us:
 # low-latency bench at 8 fake nodes (0, 128 tokens) old / new / new with EPX_GIN_STREAMS=process:8,
-# high-throughput bench at 8 fake nodes (14 SMs) old / new; the issue-9 low-latency tables (1, 32, 128,
+# high-throughput bench at 8 fake nodes (14 SMs) old / new; the low-latency tables (1, 32, 128,
 # 256 tokens) at 2, 4, 8 fake nodes with the kernels; epx-bench --algo bucket / pp at 4 fake nodes; suites at 2 and 4
 # fake nodes (quick), all with the kernels. (The 2026-12-03 run had them as defaults, since reverted:
 # docs/low-latency.md.) Compact lines in $OUT/kernels.txt, printed at the end.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the device machine (bundled .devbuild): epx-bench across fake nodes with the emulated NIC (50 GB/s,
-# 3 us) at the issue-8 shape, once per EPX_GIN_PUT_ROUNDS value, to choose the put-round policy
+# 3 us) at the DeepSeek-V3 shape (4096 tokens, hidden 7168, top-8 of 256, uniform), once per
+# EPX_GIN_PUT_ROUNDS value, to choose the put-round policy
 # (docs/performance.md). Prints each run's epx row and GIN-op lines.
 #   scripts/experiments/gpu-put-rounds.sh "N:R1,R2 N:R..." [extra epx-bench args]
 # e.g. scripts/experiments/gpu-put-rounds.sh "8:1,2 2:8 4:8" --sms 16

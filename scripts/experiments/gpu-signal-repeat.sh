@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the device machine (bundled .devbuild): how often a low-latency test fails at 2 fake nodes
-# under several GIN ipc backend settings (docs/low-latency.md, "The combine mismatches"):
+# under several GIN ipc backend settings (docs/low-latency.md, "Tests and benchmark"):
 # `reps` rounds, each running the test once per variant, alternating. A variant is
 # label:VAR=value[+VAR=value...]; default "readback:EPX_GIN_SIGNAL=readback kernel:EPX_GIN_SIGNAL=kernel".
 # One line per run in $OUT/signal-repeat.txt (variant, round, ok/FAIL, the first two errors), then
