@@ -4,8 +4,9 @@
 # low-latency bench at 8 fake nodes (0, 128 tokens) old / new / new with EPX_GIN_STREAMS=process:8,
 # high-throughput bench at 8 fake nodes (14 SMs) old / new; the low-latency tables (1, 32, 128,
 # 256 tokens) at 2, 4, 8 fake nodes with the kernels; epx-bench --algo bucket / pp at 4 fake nodes; suites at 2 and 4
-# fake nodes (quick), all with the kernels. (The 2026-12-03 run had them as defaults, since reverted:
-# docs/low-latency.md.) Compact lines in $OUT/kernels.txt, printed at the end.
+# fake nodes (quick), all with the kernels. (The 2026-12-03 run had both as defaults; now only the
+# signal kernel is: docs/performance.md, "Choices measured".) Compact lines in $OUT/kernels.txt,
+# printed at the end.
 #   scripts/experiments/gpu-kernels-check.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
