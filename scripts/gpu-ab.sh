@@ -11,6 +11,7 @@
 #   llN      low-latency, N fake nodes, 128 tokens, hidden 7168, top-8 of 256, 8 SMs; --iters 20
 #   bucketN  bucket all-gather / reduce-scatter / all-reduce, 64 MiB FP32, 4 CTAs; --iters 20
 #   ppN      PP ring, 16 MiB, 4 CTAs, one and two streams; --iters 20
+#   bucketNxC, ppNxC: the same with C CTAs
 # Writes $OUT/ab.txt: "<line> <old|new>: <data line>" (spaces squeezed); logs under $OUT/bench-*.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,14 +19,16 @@ lines=${1:-ht4,ht8,ll2,ll8,bucket4,pp4}
 [ -d .devbuild-old ] && [ -d .devbuild ] || { echo "gpu-ab: need .devbuild-old/ and .devbuild/" >&2; exit 2; }
 ab=$OUT/ab.txt
 for line in ${lines//,/ }; do
-  n=${line//[!0-9]/}
+  shape=${line//[!0-9x]/}   # N or NxC
+  n=${shape%%x*} ctas=4
+  [ "$shape" != "$n" ] && ctas=${shape#*x}
   case $line in
     ht*) sms=16; [ "$n" -ge 8 ] && sms=14
          args=(--sms "$sms" --routing uniform --iters 6 --warmup 2 --no-baseline) pick='^  (uniform|grouped) ' ;;
     ll*) args=(--algo low-latency --ll-tokens 128 --hidden 7168 --topk 8 --experts 256 --sms 8 --iters 20 --warmup 5)
          pick='^ +[0-9]' ;;
-    bucket*) args=(--algo bucket --coll-ctas 4 --iters 20 --warmup 3) pick=' epx ' ;;
-    pp*) args=(--algo pp --coll-ctas 4 --iters 20 --warmup 3) pick=' epx ' ;;
+    bucket*) args=(--algo bucket --coll-ctas "$ctas" --iters 20 --warmup 3) pick=' epx ' ;;
+    pp*) args=(--algo pp --coll-ctas "$ctas" --iters 20 --warmup 3) pick=' epx ' ;;
     *) echo "gpu-ab: unknown line $line" >&2; exit 2 ;;
   esac
   for which in old new; do

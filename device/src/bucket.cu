@@ -6,7 +6,8 @@
 //   network       GIN chunks, each adding 1 to the peer's arrival signal: all-gather puts this
 //                 rank's shard from its tensor, chunks spread over the CTAs; reduce-scatter puts its
 //                 contribution to the peer's shard from its tensor (or, BF16 wire, from the stage,
-//                 each chunk as soon as every CTA converted its share of it), every chunk to one
+//                 each chunk as soon as every CTA converted its share of it; the first chunk
+//                 goes as three ramped puts, so the wire starts after a quarter of it), every chunk to one
 //                 peer posted by one thread in order, so the peer's arrival count says which
 //                 chunks are in;
 //   NVLink        every CTA stores its share of each transfer into the NVLink peers' windows

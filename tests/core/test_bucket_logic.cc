@@ -104,10 +104,15 @@ BOOST_AUTO_TEST_CASE(transfers_and_gin_puts) {
   const uint32_t fp32Puts = uint32_t(dev::chunksOf(shardBytes, dev::kBucketDefaultChunkBytes));
   BOOST_TEST(fp32Puts == 4u);
   BOOST_TEST(dev::bucketGinPutsPerPeer(l.t, 2, dev::kBucketAllGather, false, dev::kBucketDefaultChunkBytes) == fp32Puts + 1u);
-  // Reduce-scatter: the 4 MiB BF16 wire transfer's last 2 MiB chunk goes as 3 tapered puts; the
-  // 2-byte one is not tapered (below kTaperMinBytes).
+  // Reduce-scatter with the BF16 wire: the ~3 MiB transfer converted from FP32 goes as its first
+  // 2 MiB chunk in 3 ramped puts and its last ~1 MiB chunk in 3 tapered puts; the 2-byte BF16 one
+  // is neither (below kTaperMinBytes, and not converted). FP32 wire: tapered only.
   BOOST_TEST(dev::bucketGinPutsPerPeer(l.t, 2, dev::kBucketReduceScatter, true, dev::kBucketDefaultChunkBytes) ==
-             uint32_t(dev::chunksOf(shardBytes / 2, dev::kBucketDefaultChunkBytes)) + 2u + 1u);
+             uint32_t(dev::chunksOf(shardBytes / 2, dev::kBucketDefaultChunkBytes)) + 2u + 2u + 1u);
+  BOOST_TEST(dev::bucketPutChunks(l.t[0], dev::kBucketReduceScatter, true, dev::kBucketDefaultChunkBytes).ramped());
+  BOOST_TEST(!dev::bucketPutChunks(l.t[0], dev::kBucketReduceScatter, false, dev::kBucketDefaultChunkBytes).ramped());
+  BOOST_TEST(!dev::bucketPutChunks(l.t[1], dev::kBucketReduceScatter, true, dev::kBucketDefaultChunkBytes).ramped());
+  BOOST_TEST(!dev::bucketPutChunks(l.t[0], dev::kBucketAllGather, false, dev::kBucketDefaultChunkBytes).ramped());
   // Another chunk size (ncclEpBucketConfig_t.chunkBytes): 64 KiB chunks of the same transfers.
   const uint64_t k64 = dev::kGinMinChunkBytes;
   BOOST_TEST(dev::bucketGinPutsPerPeer(l.t, 2, dev::kBucketAllGather, false, k64) ==
@@ -122,10 +127,11 @@ BOOST_AUTO_TEST_CASE(reduce_chunks_tile_the_shard) {
   for (const uint64_t C : {dev::kBucketDefaultChunkBytes, dev::kGinMinChunkBytes, uint64_t(4) << 20})
   for (const uint64_t wire : {uint64_t(2), uint64_t(4)})
     for (const bool taper : {false, true})
+    for (const bool ramp : {false, true})
     for (const uint64_t shard : {uint64_t(0), uint64_t(1), uint64_t(8), C / wire - 8, C / wire, C / wire + 8,
                                  5 * C / wire + 4, 5 * C / wire + 3, uint64_t(64) << 20 >> 2}) {
       const uint64_t bytes = shard * wire;
-      const dev::PutChunks puts{bytes, C, taper};
+      const dev::PutChunks puts{bytes, C, taper, ramp};
       uint64_t next = 0;
       for (uint64_t ch = 0; ch < puts.count(); ++ch) {
         const dev::ByteRange e = dev::bucketChunkElems(puts, wire, ch);
@@ -137,11 +143,20 @@ BOOST_AUTO_TEST_CASE(reduce_chunks_tile_the_shard) {
         if (shard % 8 == 0) BOOST_TEST(e.begin % 4 == 0u);  // whole 4-element vectors (reduceElems)
         next = e.end;
       }
-      BOOST_TEST(next == shard, "chunk " << C << " wire " << wire << " shard " << shard << " taper " << taper);
-      // Without the taper: chunkRange's chunks; with it, two more puts when the last chunk is big enough.
-      const uint64_t last = bytes == 0 ? 0 : bytes - (dev::chunksOf(bytes, C) - 1) * C;
-      BOOST_TEST(puts.count() == dev::chunksOf(bytes, C) + (taper && last >= dev::kTaperMinBytes ? 2u : 0u));
-      if (!taper)
+      BOOST_TEST(next == shard,
+                 "chunk " << C << " wire " << wire << " shard " << shard << " taper " << taper << " ramp " << ramp);
+      // Without the taper and the ramp: chunkRange's chunks; the taper adds two puts when the last
+      // chunk is big enough, the ramp two when there are two chunks or more and they are big enough.
+      const uint64_t whole = dev::chunksOf(bytes, C);
+      const uint64_t last = bytes == 0 ? 0 : bytes - (whole - 1) * C;
+      const bool ramped = ramp && whole >= 2 && C >= dev::kTaperMinBytes;
+      BOOST_TEST(puts.count() == whole + (taper && last >= dev::kTaperMinBytes ? 2u : 0u) + (ramped ? 2u : 0u));
+      if (ramped) {  // a quarter, a quarter, then the rest of the first chunk
+        BOOST_TEST(puts.range(0).size() == C / 4);
+        BOOST_TEST(puts.range(1).size() == C / 4);
+        BOOST_TEST(puts.range(2).end == C);
+      }
+      if (!taper && !ramp)
         for (uint64_t ch = 0; ch < puts.count(); ++ch)
           BOOST_TEST(puts.range(ch).begin == dev::chunkRange(bytes, C, ch).begin);
     }

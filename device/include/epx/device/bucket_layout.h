@@ -97,9 +97,12 @@ EPX_HD uint64_t bucketTransferBytes(const BucketTensorLayout& t, int op, bool bf
 
 // The GIN puts of one source's transfer of tensor t to one network destination: chunks of
 // chunkBytes; a reduce-scatter's with a tapered tail (the destination reduces each put as it
-// arrives, PutChunks).
+// arrives), and with a ramped head when the source converts FP32 to the BF16 wire before putting
+// (PutChunks).
 EPX_HD PutChunks bucketPutChunks(const BucketTensorLayout& t, int op, bool bf16Wire, uint64_t chunkBytes) {
-  return PutChunks{bucketTransferBytes(t, op, bf16Wire), chunkBytes, op == kBucketReduceScatter};
+  const bool reduce = op == kBucketReduceScatter;
+  const bool converts = reduce && bf16Wire && t.elem == kElemF32;
+  return PutChunks{bucketTransferBytes(t, op, bf16Wire), chunkBytes, reduce, converts};
 }
 
 // GIN puts each source sends each network destination in one op over these tensors: the arrival

@@ -35,23 +35,40 @@ EPX_HD ByteRange chunkRange(uint64_t bytes, uint64_t chunk, uint64_t i) {
   return ByteRange{b < bytes ? b : bytes, e < bytes ? e : bytes};
 }
 
-// The GIN puts of one transfer: chunks of `chunk` bytes (chunkRange), optionally with a tapered
-// tail. A receiver that works on each put as it arrives (the reduce-scatter's reduction) still has
-// the last put's work to do after the wire went quiet; tapering cuts the transfer's last chunk, when
-// it is at least kTaperMinBytes, into its half, a quarter and the rest (about a quarter), at 16-byte
-// boundaries (a boundary stays a whole vector from the transfer's start, also when `bytes` is not a
-// multiple of 16): two more puts, a quarter of the last chunk's work left after the last arrival.
+// The GIN puts of one transfer: chunks of `chunk` bytes (chunkRange), optionally with a ramped head
+// and a tapered tail.
+// - Taper: a receiver that works on each put as it arrives (the reduce-scatter's reduction) still
+//   has the last put's work to do after the wire went quiet; tapering cuts the transfer's last
+//   chunk, when it is at least kTaperMinBytes, into its half, a quarter and the rest (about a
+//   quarter): two more puts, a quarter of the last chunk's work left after the last arrival.
+// - Ramp: a sender that prepares each put before posting it (the BF16 wire's conversion) keeps the
+//   wire idle while it prepares the first one; ramping cuts the first chunk, when the transfer has
+//   at least two and the chunk is at least kTaperMinBytes, into a quarter, a quarter and the rest
+//   (about a half): two more puts, the wire busy after a quarter of the first chunk's work.
+// Boundaries are 16-byte multiples from the transfer's start (whole vectors, also when `bytes` is
+// not a multiple of 16).
 constexpr uint64_t kTaperMinBytes = 4 * kGinMinChunkBytes;
 constexpr uint64_t kTaperPieces = 3;
+constexpr uint64_t kRampPieces = 3;
 struct PutChunks {
   uint64_t bytes, chunk;
   bool taper;
-  // Chunks without the taper, and whether this transfer's last one is tapered.
+  bool ramp = false;
+  // Chunks without the taper and the ramp, and whether this transfer's first / last one is cut.
   EPX_HD uint64_t whole() const { return chunksOf(bytes, chunk); }
+  EPX_HD bool ramped() const { return ramp && whole() >= 2 && chunk >= kTaperMinBytes; }
   EPX_HD bool tapered() const { return taper && bytes > 0 && bytes - (whole() - 1) * chunk >= kTaperMinBytes; }
-  EPX_HD uint64_t count() const { return whole() + (tapered() ? kTaperPieces - 1 : 0); }
+  EPX_HD uint64_t head() const { return ramped() ? kRampPieces - 1 : 0; }  // extra puts of the ramp
+  EPX_HD uint64_t count() const { return whole() + head() + (tapered() ? kTaperPieces - 1 : 0); }
   // Bytes of put i (0 <= i < count()), in order; they tile [0, bytes).
   EPX_HD ByteRange range(uint64_t i) const {
+    if (ramped() && i < kRampPieces) {
+      const uint64_t quarter = chunk / 4 / kVecBytes * kVecBytes;
+      if (i == 0) return ByteRange{0, quarter};
+      if (i == 1) return ByteRange{quarter, 2 * quarter};
+      return ByteRange{2 * quarter, chunk};
+    }
+    i -= head();  // chunk index without the ramp's extra puts
     if (!tapered() || i + 1 < whole()) return chunkRange(bytes, chunk, i);
     const uint64_t b = (whole() - 1) * chunk, last = bytes - b;
     const uint64_t half = last / 2 / kVecBytes * kVecBytes, quarter = last / 4 / kVecBytes * kVecBytes;
