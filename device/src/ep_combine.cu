@@ -306,7 +306,7 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_consta
   // (push), while the last round is on the wire.
   if (gin) {
     const int ginRows = r.recvGinBase[c.nRanks];
-    const int rounds = putRoundsOf((ginRows + kLayoutChunk - 1) / kLayoutChunk, true, c.putRounds);
+    const int rounds = putRoundsOf((ginRows + kLayoutChunk - 1) / kLayoutChunk, true, defaultPutRounds(c.nRanks - c.lsaSize));
     for (int j = 0; j < rounds; ++j) {
       for (int s = 0; s < c.nRanks && !ses.abort; ++s) {
         const Share piece = combineRoundRows(r.recvGinBase, s, rounds, j);

@@ -377,7 +377,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const __grid_const
   ses.begin(tr, kOpDispatch, kPhaseDispatchReady);
   // Send in put rounds (protocol.h): round j's rows leave while round j+1 is staged.
   const int T = r.totals->numTokens;
-  const int rounds = putRoundsOf((T + kLayoutChunk - 1) / kLayoutChunk, gin, c.putRounds);
+  const int rounds = putRoundsOf((T + kLayoutChunk - 1) / kLayoutChunk, gin, defaultPutRounds(c.nRanks - c.lsaSize));
   for (int j = 0; j < rounds; ++j) {
     const Share tok = dispatchRoundTokens(T, rounds, j);
     const Share mine = shareOf(tok.end - tok.begin, gridDim.x, blockIdx.x);

@@ -74,9 +74,6 @@ epx::dev::Common ncclEpGroup::common() const {
   c.ginPosted = ginPosted;
   c.ginCounters = ginCounters;
   c.ginSignals = ginSignals;
-  c.ginFlushCompletion = ginFlushCompletion;
-  c.putRounds = putRounds;
-  c.ginReadyAtStart = ginReadyAtStart;
   c.error = errorDev;
   c.timeoutNs = 1000000LL * cfg.timeoutMs;
   c.beacons = beacons.device;
@@ -142,22 +139,6 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
   if (g->cfg.lowLatency()) g->ll = epx::computeLlLayout(g->cfg, g->nRanks, g->lsaSize);
 
   const bool network = g->lsaSize < g->nRanks;
-  {
-    bool flush = false, readyAtStart = false;
-    std::string bad = epx::parseSwitch("EPX_GIN_COMPLETION", std::getenv("EPX_GIN_COMPLETION"), "counter", "flush", &flush);
-    if (bad.empty()) bad = epx::parseSwitch("EPX_GIN_READY", std::getenv("EPX_GIN_READY"), "post", "start", &readyAtStart);
-    if (!bad.empty()) {
-      releaseGroup(g);
-      return fail(ncclInvalidUsage, "ncclEpGroupCreate: " + bad);
-    }
-    g->ginFlushCompletion = flush ? 1 : 0;
-    g->ginReadyAtStart = readyAtStart ? 1 : 0;
-  }
-  if (std::string bad = epx::parsePutRounds(std::getenv("EPX_GIN_PUT_ROUNDS"), g->nRanks - g->lsaSize,
-                                                  &g->putRounds); !bad.empty()) {
-    releaseGroup(g);
-    return fail(ncclInvalidUsage, "ncclEpGroupCreate: " + bad);
-  }
   // The window, its device communicator, the GIN counters' totals and the error record: the setup
   // every window user of epx shares (link.h); it ends with a barrier after the GIN signals are zeroed.
   epx::WindowLink& l = g->link;

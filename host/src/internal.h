@@ -28,10 +28,7 @@ struct ncclEpGroup {
   uint32_t* arrived = nullptr;              // device memory [kNumOpKinds][nRanks]
   uint64_t* ginPosted = nullptr;            // device memory [ginContexts][ginCounters] GIN puts posted per CTA
   int ginCounters = 0;                      // GIN completion counters per context (one per CTA)
-  int ginReadyAtStart = 0;                  // EPX_GIN_READY=start (diagnostics; ep_args.h)
-  int putRounds = 1;                        // GIN put rounds per op (core/config.h parsePutRounds)
   int ginSignals = 0;                       // GIN signals per context (0 without network peers)
-  int ginFlushCompletion = 0;               // EPX_GIN_COMPLETION=flush (diagnostics): NCCL's unbounded flush
   epx::dev::AsyncError* error = nullptr;    // mapped pinned host memory
   epx::dev::AsyncError* errorDev = nullptr; // its device alias
   epx::Beacons beacons;                     // debugging: EPX_DEBUG_BEACONS (beacons.h)

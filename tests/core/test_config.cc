@@ -86,7 +86,7 @@ void expectDisjointRegions(const dev::WindowLayout& wl, uint64_t rows, uint64_t 
 }
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(put_rounds_from_the_environment) {
+BOOST_AUTO_TEST_CASE(default_put_rounds_by_network_peers) {
   // Default: GIN ops of a dispatch (peers x (rounds + meta puts)) within the budget, 1..8 rounds.
   BOOST_TEST(epx::dev::defaultPutRounds(0) == 1);
   BOOST_TEST(epx::dev::defaultPutRounds(1) == 8);   // 2 nodes: 12 ops
@@ -98,38 +98,6 @@ BOOST_AUTO_TEST_CASE(put_rounds_from_the_environment) {
   for (int peers = 1; peers < 64; ++peers) {
     const int r = epx::dev::defaultPutRounds(peers);
     BOOST_TEST((r == 1 || peers * (r + epx::dev::kMetaPutsPerPeer) <= epx::dev::kPutOpsBudget));
-  }
-  int r = 0;
-  BOOST_TEST(epx::parsePutRounds(nullptr, 3, &r).empty());
-  BOOST_TEST(r == 8);
-  BOOST_TEST(epx::parsePutRounds("", 7, &r).empty());
-  BOOST_TEST(r == 4);
-  BOOST_TEST(epx::parsePutRounds("2", 7, &r).empty());
-  BOOST_TEST(r == 2);
-  BOOST_TEST(epx::parsePutRounds("8", 0, &r).empty());
-  BOOST_TEST(r == epx::dev::kMaxPutRounds);
-  for (const char* bad : {"0", "9", "-2", "3x", "four"}) {
-    const std::string e = epx::parsePutRounds(bad, 1, &r);
-    BOOST_TEST(e.find("EPX_GIN_PUT_ROUNDS='" + std::string(bad) + "'") != std::string::npos, e);
-    BOOST_TEST(e.find("[1, 8]") != std::string::npos, e);
-    BOOST_TEST(r == 8);
-  }
-}
-
-BOOST_AUTO_TEST_CASE(diagnostic_switches_refuse_unknown_values) {
-  bool on = true;
-  BOOST_TEST(epx::parseSwitch("EPX_GIN_READY", nullptr, "post", "start", &on).empty());
-  BOOST_TEST(!on);
-  BOOST_TEST(epx::parseSwitch("EPX_GIN_READY", "", "post", "start", &on).empty());
-  BOOST_TEST(!on);
-  BOOST_TEST(epx::parseSwitch("EPX_GIN_READY", "post", "post", "start", &on).empty());
-  BOOST_TEST(!on);
-  BOOST_TEST(epx::parseSwitch("EPX_GIN_READY", "start", "post", "start", &on).empty());
-  BOOST_TEST(on);
-  for (const char* bad : {"Flush", "1", "start", " flush"}) {
-    const std::string e = epx::parseSwitch("EPX_GIN_COMPLETION", bad, "counter", "flush", &on);
-    BOOST_TEST(!on);
-    BOOST_TEST(e == "EPX_GIN_COMPLETION='" + std::string(bad) + "': expected counter (default) or flush", e);
   }
 }
 

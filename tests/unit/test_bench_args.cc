@@ -163,12 +163,6 @@ BOOST_AUTO_TEST_CASE(bucket_and_pp_options) {
   BOOST_TEST(parse({"--algo", "pp", "--chunk-kib", "1048577"}).status == 2);
   BOOST_TEST(parse({"--algo", "pp", "--chunk-kib", "63"}).status == 2);
   BOOST_TEST(has(parse({"--chunk-kib", "1024"}), "--chunk-kib applies to --algo bucket and pp only"));
-  // EPX_BENCH_STREAM_SHIFT (a diagnostic of the bucket/pp modes): 0..64, else a clear error.
-  BOOST_TEST(parse({"--algo", "pp"}, {{"EPX_BENCH_STREAM_SHIFT", "3"}}).status == 0);
-  const Outcome shift = parse({"--algo", "pp"}, {{"EPX_BENCH_STREAM_SHIFT", "99"}});
-  BOOST_TEST(shift.status == 2);
-  BOOST_TEST(has(shift, "EPX_BENCH_STREAM_SHIFT"), shift.output);
-  BOOST_TEST(parse({"--algo", "pp"}, {{"EPX_BENCH_STREAM_SHIFT", "abc"}}).status == 2);
   BOOST_TEST(has(parse({"--coll-ctas", "4"}), "--coll-ctas applies to --algo bucket and pp only"));
   BOOST_TEST(has(parse({"--algo", "bucket", "--coll-mib", "0"}), "--coll-mib: '0' is not an integer in [1, 4096]"));
   BOOST_TEST(has(parse({"--algo", "allreduce"}), "--algo: expected high-throughput, low-latency, bucket or pp"));

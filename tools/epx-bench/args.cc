@@ -298,8 +298,6 @@ Options parseArgs(int argc, char** argv) {
       }
       if (g > 0) o.netGBps = g;
     }
-  if (const char* e = std::getenv("EPX_BENCH_STREAM_SHIFT"); e && *e)
-    o.streamShift = int(toInt("EPX_BENCH_STREAM_SHIFT", e, 0, kMaxStreamShift));
   // --ranks-per-node wins over EPX_MP_RANKS_PER_NODE (multi-process mode); checked here, so a typo
   // is an error on every machine (run() checks that it divides the rank count).
   if (!o.ranksPerNode && multiProcessRequested())

@@ -19,7 +19,6 @@ constexpr double kNicMaxGBps = 10000.0;
 enum class Algo { HighThroughput, LowLatency, Bucket, Pp };
 // Largest numCtas of a bucket or PP channel (bucket.h / pp.h; device kBucketMaxCtas, kPpMaxCtas).
 constexpr int kMaxCollCtas = 32;
-constexpr int kMaxStreamShift = 64;  // EPX_BENCH_STREAM_SHIFT
 
 struct Options {
   int gpus = 0;              // 0: all local GPUs
@@ -59,7 +58,6 @@ struct Options {
   size_t collBytes = size_t(64) << 20;
   size_t ppBytes = size_t(16) << 20;
   size_t chunkBytes = 0;  // bucket and PP GIN chunk; 0: the library's default
-  int streamShift = 0;    // EPX_BENCH_STREAM_SHIFT (0..kMaxStreamShift): a test-rig diagnostic, coll_bench.cc
   int collCtas = 4;
   // How host threads wait for the GPU (cudaSetDeviceFlags before any context exists): auto
   // (CUDA's default), spin, yield or blocking; empty = EPX_HOST_SYNC or CUDA's default

@@ -37,13 +37,8 @@ class CollBench {
     const bool epx = std::string(impl) == "epx";
     std::vector<double> secs(size_t(mg_.size()), 0.0);
     mg_.run([&](const RankContext& c) {
-      // EPX_BENCH_STREAM_SHIFT=k (a test-rig diagnostic): k throwaway streams first, which moves the
-      // side stream to another of CUDA's hardware queues (they are handed out round robin).
-      std::vector<cudaStream_t> shift(static_cast<size_t>(opt_.streamShift));
-      for (cudaStream_t& s : shift) BENCH_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
       cudaStream_t side;
       BENCH_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
-      for (cudaStream_t s : shift) BENCH_CUDA(cudaStreamDestroy(s));
       for (int i = 0; i < opt_.warmup; ++i) op(c, side);
       BENCH_CUDA(cudaStreamSynchronize(side));
       BENCH_CUDA(cudaStreamSynchronize(c.stream));

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <sstream>
 
 #include "epx/topology/estimate.h"
@@ -24,28 +23,6 @@ std::string header(size_t size, unsigned magic, unsigned version, size_t expecte
   return os.str();
 }
 }  // namespace
-
-std::string parsePutRounds(const char* env, int networkPeers, int* rounds) {
-  *rounds = dev::defaultPutRounds(networkPeers);
-  if (env == nullptr || *env == '\0') return "";
-  char* end = nullptr;
-  const long v = std::strtol(env, &end, 10);
-  if (*end != '\0' || v < 1 || v > dev::kMaxPutRounds)
-    return "EPX_GIN_PUT_ROUNDS='" + std::string(env) + "' is not an integer in [1, " +
-           std::to_string(dev::kMaxPutRounds) + "]";
-  *rounds = int(v);
-  return "";
-}
-
-std::string parseSwitch(const char* name, const char* env, const char* offValue, const char* onValue, bool* on) {
-  *on = false;
-  if (env == nullptr || *env == '\0' || !std::strcmp(env, offValue)) return "";
-  if (!std::strcmp(env, onValue)) {
-    *on = true;
-    return "";
-  }
-  return std::string(name) + "='" + env + "': expected " + offValue + " (default) or " + onValue;
-}
 
 std::string normalizeConfig(const ncclEpConfig_t* in, int nRanks, GroupConfig* out) {
   if (!in) return "config is NULL";

@@ -34,17 +34,6 @@ struct HandleConfig {
   bool fp32Combine = false;  // ncclEpCombineFp32
 };
 
-// GIN put rounds per dispatch / combine (protocol.h): EPX_GIN_PUT_ROUNDS (a diagnostic and tuning
-// knob: an integer in [1, dev::kMaxPutRounds]; nullptr or "" = dev::defaultPutRounds(networkPeers)).
-// Returns "" and sets *rounds, or the error text naming the variable and the value (*rounds = the
-// default).
-std::string parsePutRounds(const char* env, int networkPeers, int* rounds);
-
-// A diagnostic switch read from the environment: unset or "" = off, `onValue` = on, `offValue` =
-// off (spelled out). Anything else: the error text naming `name`, the value and both choices
-// (*on = false). EPX_GIN_COMPLETION (counter | flush) and EPX_GIN_READY (post | start).
-std::string parseSwitch(const char* name, const char* env, const char* offValue, const char* onValue, bool* on);
-
 // Fills `out` from the user's struct (undefined fields take defaults). Returns "" when valid,
 // else the reason. nRanks is the EP size.
 std::string normalizeConfig(const ncclEpConfig_t* in, int nRanks, GroupConfig* out);

@@ -134,11 +134,6 @@ struct Common {
   uint64_t* ginPosted;  // [ginContexts][ginCounters] GIN puts posted so far by CTA b on context ctx (cumulative)
   int ginCounters;      // GIN counters per context: one per CTA of any kernel that puts (ginCounterCount)
   int ginSignals;       // GIN signals per context (ginSignalCount; low-latency groups: llTotalWords)
-  int ginFlushCompletion;  // 1: complete GIN puts with NCCL's flush() (unbounded; EPX_GIN_COMPLETION=flush)
-  int putRounds;           // most GIN put rounds per dispatch / combine (protocol.h; EPX_GIN_PUT_ROUNDS)
-  int ginReadyAtStart;     // 1: every CTA waits for network peers' readiness at the op's start, as
-                           //   for NVLink peers (EPX_GIN_READY=start, diagnostics); 0: the posting
-                           //   CTA waits before its first put (session.cuh readyAllGin)
   AsyncError* error;
   long long timeoutNs;
   uint32_t* beacons;  // [kBeaconCtas + 1] mapped host words, or null (off)

@@ -110,7 +110,8 @@ EPX_HD int defaultPutRounds(int networkPeers) {
   return r < 1 ? 1 : (r > kMaxPutRounds ? kMaxPutRounds : r);
 }
 // Rounds of an op over `items` layout chunks: 1 without network peers, else at most maxRounds
-// (the group's Common::putRounds, clamped to [1, kMaxPutRounds]) and at most one per chunk.
+// (the kernels pass defaultPutRounds of the group's network peers; clamped to [1, kMaxPutRounds])
+// and at most one per chunk.
 EPX_HD int putRoundsOf(int items, bool gin, int maxRounds) {
   const int m = maxRounds < 1 ? 1 : (maxRounds > kMaxPutRounds ? kMaxPutRounds : maxRounds);
   if (!gin || items <= 1) return 1;

@@ -42,7 +42,7 @@ struct OpSession {
     if (threadIdx.x == 0) {
       seq = reinterpret_cast<volatile uint32_t*>(c.state->opSeq)[kind] + 1;
       abort = 0;
-      ginReady = c.ginReadyAtStart;
+      ginReady = 0;
     }
     __syncthreads();
     const uint32_t s = seq;
@@ -51,10 +51,7 @@ struct OpSession {
         if (t.lsa(p) || !ginFreeAtEnd(kind)) t.publish(p, readyKind, s);
     bool ok = true;
     for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x) {
-      if (t.lsa(p))
-        ok = ok && t.wait(readyKind, p, s, phase);
-      else if (c.ginReadyAtStart)
-        ok = ok && t.wait(readyKind, p, ginReadyTarget(kind), ginFreeAtEnd(kind) ? kPhaseCombineFree : phase);
+      if (t.lsa(p)) ok = ok && t.wait(readyKind, p, s, phase);
     }
     if (!ok) abort = 1;
     __syncthreads();

@@ -225,11 +225,6 @@ struct Transport {
   __device__ bool completeGinCounters(int first, int n) const {
     __syncthreads();  // every put of this CTA is posted and counted
     mark(kStepCompleting);
-    if (c.ginFlushCompletion) {  // diagnostic alternative: NCCL's flush, without a bound
-      for (int ctx = 0; ctx < c.ginContexts; ++ctx) ncclGin(devComm(), ctx).flush(ncclCoopCta{});
-      mark(kStepCompleted);
-      return true;
-    }
     // One (context, counter) pair per thread: the waits overlap instead of adding up.
     bool mine = true;
     for (int i = threadIdx.x; i < n * c.ginContexts && mine; i += blockDim.x) {
