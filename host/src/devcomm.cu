@@ -4,7 +4,8 @@
 #include <cstring>
 
 #include "core/nccl_version.h"
-#include "internal.h"
+#include "devcomm.h"
+#include "epx/device/ep_args.h"
 
 namespace epx {
 

@@ -8,6 +8,7 @@
 #include "beacons.h"
 #include "core/config.h"
 #include "core/ll_checks.h"
+#include "devcomm.h"
 #include "epx/device/ep_args.h"
 #include "epx/device/ll_args.h"
 #include "epx/ep.h"
@@ -68,17 +69,4 @@ cudaError_t llGroupInit(ncclEpGroup* g);  // after the window layout: device sta
 void llGroupRelease(ncclEpGroup* g);
 cudaError_t llHandleInit(ncclEpHandle* h);  // h->group set
 void llHandleRelease(ncclEpHandle* h);
-// NCCL device-API pieces (host side), compiled by nvcc because nccl_device.h needs it.
-struct LsaTeam {
-  int size, rank;
-};
-LsaTeam lsaTeam(ncclComm_t comm);
-// ginSignals > 0 requests that many GIN signals (and so GIN); *ginContexts = contexts obtained.
-ncclResult_t devCommCreate(ncclComm_t comm, int ginSignals, int ginCounters, void** devComm, int* ginContexts);
-// "" when devComm (from devCommCreate) has the ABI the kernels were compiled for (NCCL 2.30+ headers:
-// NCCL_API_MAGIC and the headers' version; core/nccl_version.h); else why not.
-std::string devCommAbiCheck(const void* devComm);
-// Copies the ncclDevComm into Common::devComm.
-void devCommCopy(const void* devComm, unsigned char* dst);
-ncclResult_t devCommDestroy(ncclComm_t comm, void* devComm);
 }  // namespace epx

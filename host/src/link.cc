@@ -5,8 +5,8 @@
 
 #include "core/async_error.h"
 #include "core/errors.h"
+#include "devcomm.h"
 #include "epx/device/launch.h"
-#include "internal.h"
 
 namespace epx {
 
