@@ -130,7 +130,7 @@ __device__ bool peerMayReceive(const BucketArgs& a, const Transport& tr, OpSessi
 // GIN, all-gather: this CTA's chunks of every (tensor, network peer) transfer; chunk item i goes
 // to CTA i % nCtas.
 __device__ void postGinSpread(const BucketArgs& a, const Transport& tr, OpSession& ses) {
-  const Common& c = tr.c;
+  const LinkArgs& c = tr.link;
   uint64_t item = 0;
   for (int ti = 0; ti < a.numTensors; ++ti) {
     const BucketTensorLayout& t = a.t[ti];
@@ -156,7 +156,7 @@ __device__ void postGinSpread(const BucketArgs& a, const Transport& tr, OpSessio
 // FP32 wire (nothing converts): the chunks leave from the tensor, network peer k's from thread 0
 // of CTA k % nCtas.
 __device__ void postGinDirect(const BucketArgs& a, const Transport& tr, OpSession& ses) {
-  const Common& c = tr.c;
+  const LinkArgs& c = tr.link;
   if (threadIdx.x != 0) return;
   for (int k = 1, peer = 0; k < c.nRanks; ++k) {
     const int d = (c.rank + k) % c.nRanks;
@@ -181,14 +181,14 @@ __device__ uint64_t stageTag(uint32_t seq, uint64_t chunks) { return (uint64_t(s
 
 // Poster lane: until CTA `cta` converted the op's first `chunks` chunks (bounded; false after a
 // timeout, recorded with the CTA in place of a peer).
-__device__ bool waitStaged(const Transport& tr, uint32_t seq, int cta, uint64_t chunks) {
-  const volatile uint64_t* w = &tr.c.state->stageProgress[cta];
+__device__ bool waitStaged(const Transport& tr, const GroupState* state, uint32_t seq, int cta, uint64_t chunks) {
+  const volatile uint64_t* w = &state->stageProgress[cta];
   const uint64_t target = stageTag(seq, chunks);
   const uint64_t start = globalTimerNs();
   for (uint32_t spin = 1; *w < target; ++spin) {
-    if ((spin & 255u) == 0 && (timedOut(tr.c.error) || globalTimerNs() - start > uint64_t(tr.c.timeoutNs))) {
-      if (!timedOut(tr.c.error))
-        recordTimeout(tr.c.error, kPhaseBucketStage, cta, tr.c.rank, kTransportGin, (long long)chunks,
+    if ((spin & 255u) == 0 && (timedOut(tr.link.error) || globalTimerNs() - start > uint64_t(tr.link.timeoutNs))) {
+      if (!timedOut(tr.link.error))
+        recordTimeout(tr.link.error, kPhaseBucketStage, cta, tr.link.rank, kTransportGin, (long long)chunks,
                       (long long)(*w & 0xffffffffu));
       return false;
     }
@@ -203,7 +203,7 @@ __device__ bool waitStaged(const Transport& tr, uint32_t seq, int cta, uint64_t 
 // once every CTA's word says so (lane l: the peers l, l + 32, ... in order), so chunk g is on the
 // wire while g + 1 is being converted. Tensors that are BF16 already leave from the tensor.
 __device__ void postGinConverted(const BucketArgs& a, const Transport& tr, OpSession& ses) {
-  const Common& c = tr.c;
+  const LinkArgs& c = tr.link;
   char* local = tr.localBase();
   const int lane = threadIdx.x & 31;
   const bool posterCta = blockIdx.x == gridDim.x - 1;
@@ -226,12 +226,12 @@ __device__ void postGinConverted(const BucketArgs& a, const Transport& tr, OpSes
         cv.sync();
         if (cv.tid() == 0) {
           __threadfence_system();  // the converted rows, before the word that lets them be put
-          *reinterpret_cast<volatile uint64_t*>(&c.state->stageProgress[blockIdx.x]) = stageTag(ses.seq, g);
+          *reinterpret_cast<volatile uint64_t*>(&a.session.state->stageProgress[blockIdx.x]) = stageTag(ses.seq, g);
         }
         continue;
       }
       // The poster warp.
-      const bool staged = lane >= int(gridDim.x) || waitStaged(tr, ses.seq, lane, g);
+      const bool staged = lane >= int(gridDim.x) || waitStaged(tr, a.session.state, ses.seq, lane, g);
       if (!__all_sync(0xffffffffu, staged)) ses.abort = 1;
       __syncwarp();
       if (ses.abort) continue;
@@ -250,7 +250,7 @@ __device__ void postGinConverted(const BucketArgs& a, const Transport& tr, OpSes
 
 // NVLink: this CTA's share of every (tensor, NVLink peer) transfer, stored into the peer's window.
 __device__ void storeLsa(const BucketArgs& a, const Transport& tr) {
-  const Common& c = tr.c;
+  const LinkArgs& c = tr.link;
   const char* local = tr.localBase();
   for (int ti = 0; ti < a.numTensors; ++ti) {
     const BucketTensorLayout& t = a.t[ti];
@@ -352,7 +352,7 @@ struct ReduceSources {
 // This CTA's share of elements el (N-element vectors: el a whole number of them), summed in rank
 // order from +0, FP32, times the scale, written in place; kReduceVecs vectors per thread in flight.
 template <int N>
-__device__ void reduceVectors(const BucketArgs& a, const Common& c, const ReduceSources& src, char* own, ByteRange el) {
+__device__ void reduceVectors(const BucketArgs& a, const LinkArgs& c, const ReduceSources& src, char* own, ByteRange el) {
   const ByteRange g = itemShare((el.end - el.begin) / N, gridDim.x, blockIdx.x);
   const uint64_t first = el.begin / N + g.begin, end = el.begin / N + g.end;
   for (uint64_t q0 = first + threadIdx.x; q0 < end; q0 += uint64_t(blockDim.x) * kReduceVecs) {
@@ -385,7 +385,7 @@ __device__ void reduceVectors(const BucketArgs& a, const Common& c, const Reduce
 // chunks are whole 16-byte FP32 vectors); one element at a time otherwise. The same additions in
 // the same order either way.
 __device__ void reduceElems(const BucketArgs& a, const Transport& tr, const BucketTensorLayout& t, ByteRange el) {
-  const Common& c = tr.c;
+  const LinkArgs& c = tr.link;
   char* local = tr.localBase();
   const bool tensorBf16 = t.elem == kElemBf16;
   const bool wireBf16 = tensorBf16 || a.bf16Wire;
@@ -421,7 +421,7 @@ __device__ void reduceShard(const BucketArgs& a, const Transport& tr, OpSession&
     const uint64_t chunks = puts.count();
     for (uint64_t ch = 0; ch < chunks; ++ch) {
       if (tr.hasGin()) {
-        ses.waitGinPrefix(tr, kBucketSessionKind, kPhaseBucketData, SameRows{bucketChunkTarget(before, ch)});
+        ses.waitGinPrefix(tr, a.session, kBucketSessionKind, kPhaseBucketData, SameRows{bucketChunkTarget(before, ch)});
         if (ses.abort) return;
       }
       reduceElems(a, tr, t, bucketChunkElems(puts, puts.bytes / t.shard, ch));
@@ -431,15 +431,15 @@ __device__ void reduceShard(const BucketArgs& a, const Transport& tr, OpSession&
 }
 
 __global__ void __launch_bounds__(kCollThreads, 1) bucketKernel(const __grid_constant__ BucketArgs a) {
-  const Transport tr(a.c);
+  const Transport tr(a.link);
   __shared__ OpSession ses;
-  ses.begin(tr, kBucketSessionKind, kPhaseBucketReady);
+  ses.begin(tr, a.session, kBucketSessionKind, kPhaseBucketReady);
   const bool gin = tr.hasGin();
   // Every rank sends to every peer: every CTA also waits until the network peers are ready, so a
   // peer that never starts stalls every CTA here (and is named), not in a later wait on this
   // rank's own CTAs.
   if (gin) {
-    for (int p = threadIdx.x; p < tr.c.nRanks && !ses.abort; p += blockDim.x)
+    for (int p = threadIdx.x; p < tr.link.nRanks && !ses.abort; p += blockDim.x)
       if (!tr.lsa(p)) peerMayReceive(a, tr, ses, p);
     __syncthreads();
   }
@@ -455,10 +455,10 @@ __global__ void __launch_bounds__(kCollThreads, 1) bucketKernel(const __grid_con
   ses.arriveLsa(tr, kBucketSessionKind);
   const SameRows rows{bucketGinPutsPerPeer(a.t, a.numTensors, a.op, a.bf16Wire != 0, a.chunkBytes)};
   const bool reduce = a.op == kBucketReduceScatter;
-  ses.waitArrivals(tr, kBucketSessionKind, kPhaseBucketData, true, gin && !reduce, rows);
+  ses.waitArrivals(tr, a.session, kBucketSessionKind, kPhaseBucketData, true, gin && !reduce, rows);
   if (reduce && !ses.abort) reduceShard(a, tr, ses);
   if (gin) tr.completeGin();  // the tensors and the stage are the caller's / the next op's again
-  ses.end(tr, kBucketSessionKind, rows, kBucketFreeKind);
+  ses.end(tr, a.session, kBucketSessionKind, rows, kBucketFreeKind);
 }
 
 }  // namespace

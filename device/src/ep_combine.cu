@@ -42,9 +42,9 @@ struct ReturnRow {
   size_t slotRow;  // this rank's slot row in the source's combineRecv: rank * maxTokens + slot
 };
 
-__device__ __forceinline__ ReturnRow returnRowOf(const Common& c, const Route& r, int i) {
-  const int s = sourceOfRow(r.recvBase, c.nRanks, i);
-  return ReturnRow{s, size_t(c.rank) * c.maxTokens + (i - r.recvBase[s])};
+__device__ __forceinline__ ReturnRow returnRowOf(const EpCommon& c, const Route& r, int i) {
+  const int s = sourceOfRow(r.recvBase, c.link.nRanks, i);
+  return ReturnRow{s, size_t(c.link.rank) * c.shape.maxTokens + (i - r.recvBase[s])};
 }
 
 // Deduplicated layout: an input that already is the window's region (expert output written into
@@ -55,7 +55,7 @@ __device__ __forceinline__ bool inWindow(const CombineArgs& a, const Transport& 
 }
 
 // Bytes of one returned row: BF16, or FP32 partial sums (exact combine, expanded layout only).
-__device__ __forceinline__ size_t wireRowBytes(const CombineArgs& a) { return size_t(a.c.hidden) * (a.fp32 ? 4 : 2); }
+__device__ __forceinline__ size_t wireRowBytes(const CombineArgs& a) { return size_t(a.c.shape.hidden) * (a.fp32 ? 4 : 2); }
 
 // Which received rows a send pass covers: rows from network sources, numbered in source order
 // (a put round, protocol.h), or rows from NVLink sources (lsaRows).
@@ -64,19 +64,19 @@ enum class SendRows { kGin, kLsa };
 // Received rows from NVLink sources, numbered 0..count(): contiguous in receive order (the LSA team
 // is a contiguous rank range), less this rank's own rows in the expanded layout (folded into its
 // reduction; they lie inside the team's rows).
-__device__ __forceinline__ RowsExcept lsaRows(const Common& c, const Route& r, bool skipOwn) {
-  const int first = c.rank - c.lsaRank;
-  const int begin = r.recvBase[first], end = r.recvBase[first + c.lsaSize], skipBegin = r.recvBase[c.rank];
-  return RowsExcept{begin, end, skipBegin, skipOwn ? r.recvBase[c.rank + 1] - skipBegin : 0};
+__device__ __forceinline__ RowsExcept lsaRows(const EpCommon& c, const Route& r, bool skipOwn) {
+  const int first = c.link.rank - c.link.lsaRank;
+  const int begin = r.recvBase[first], end = r.recvBase[first + c.link.lsaSize], skipBegin = r.recvBase[c.link.rank];
+  return RowsExcept{begin, end, skipBegin, skipOwn ? r.recvBase[c.link.rank + 1] - skipBegin : 0};
 }
 
 // Send phase over this CTA's rows [share.begin, share.end) of `which`. WireRow: what travels.
 template <class WireRow, bool kExpanded>
 __device__ void sendBack(const CombineArgs& a, const Transport& tr, SendRows which, Share share, int lane,
                          const int4* (&srcs)[kWarps][kMaxRowList]) {
-  const Common& c = a.c;
+  const EpCommon& c = a.c;
   const Route& r = a.r;
-  const int K = c.topk, H = c.hidden, warp = threadIdx.x >> 5;
+  const int K = c.shape.topk, H = c.shape.hidden, warp = threadIdx.x >> 5;
   const size_t wire = wireRowBytes(a);
   const uint32_t lanesBelow = (1u << lane) - 1u;
   char* local = tr.localBase();
@@ -84,12 +84,12 @@ __device__ void sendBack(const CombineArgs& a, const Transport& tr, SendRows whi
   const bool wInWindow = inWindow(a, tr, a.topkWeights, c.wl.recvWeights);
   const RowsExcept lsaRecv = lsaRows(c, r, kExpanded);
   for (int v = share.begin + warp; v < share.end; v += kWarps) {
-    const int i = which == SendRows::kGin ? ginRowOf(r.recvBase, r.recvGinBase, c.nRanks, v) : lsaRecv.rowOf(v);
+    const int i = which == SendRows::kGin ? ginRowOf(r.recvBase, r.recvGinBase, c.link.nRanks, v) : lsaRecv.rowOf(v);
     const ReturnRow rr = returnRowOf(c, r, i);
     const bool lsa = tr.lsa(rr.src);
     if (lsa != (which == SendRows::kLsa)) continue;
     if (lsa && a.pull) continue;  // the source reads this row in place
-    if (kExpanded && rr.src == c.rank) continue;  // folded into this rank's reduction (reduceRange)
+    if (kExpanded && rr.src == c.link.rank) continue;  // folded into this rank's reduction (reduceRange)
     char* dst;
     float* dstW;
     if (lsa) {
@@ -124,22 +124,22 @@ __device__ void sendBack(const CombineArgs& a, const Transport& tr, SendRows whi
 // the rows to s's arrival signal: s reduces its tokens as their rows arrive (waitGinPrefix).
 // Sources are spread over the contexts; each source's puts stay on one context, in row order.
 __device__ void putRound(const CombineArgs& a, const Transport& tr, OpSession& ses, int round, int rounds) {
-  const Common& c = a.c;
+  const EpCommon& c = a.c;
   const Route& r = a.r;
-  const int K = c.topk;
+  const int K = c.shape.topk;
   const uint64_t wire = wireRowBytes(a);
   const uint64_t wOff = inWindow(a, tr, a.topkWeights, c.wl.recvWeights) ? c.wl.recvWeights : c.wl.combineStageW;
   ses.readyAllGin(tr, kOpCombine, kPhaseCombineFree);
   if (ses.abort) return;
-  for (int s = threadIdx.x; s < c.nRanks; s += kThreads) {
+  for (int s = threadIdx.x; s < c.link.nRanks; s += kThreads) {
     if (tr.lsa(s)) continue;
     const int ginBase = r.recvGinBase[s], base = r.recvBase[s];
     const Share v = combineRoundRows(r.recvGinBase, s, rounds, round);
     const Share piece{base + (v.begin - ginBase), base + (v.end - ginBase)};
     const int n = piece.end - piece.begin;
     if (n == 0) continue;
-    const int ctx = dataContextOf(s, c.ginContexts);
-    const uint64_t slotRow = uint64_t(c.rank) * c.maxTokens + uint64_t(piece.begin - base);
+    const int ctx = dataContextOf(s, c.link.ginContexts);
+    const uint64_t slotRow = uint64_t(c.link.rank) * c.shape.maxTokens + uint64_t(piece.begin - base);
     if (a.topkWeights)
       tr.put(s, c.wl.combineRecvW + slotRow * K * 4, wOff + uint64_t(piece.begin) * K * 4, uint64_t(n) * K * 4, ctx);
     tr.putSignal(s, c.wl.combineRecv + slotRow * wire, c.wl.combineX + uint64_t(piece.begin) * wire, uint64_t(n) * wire,
@@ -173,9 +173,9 @@ constexpr int kReduceUnroll = kPull ? 8 : !kExpanded ? 4 : WireRow::kVecsPer8 ==
 template <bool kPull, class WireRow, bool kExpanded>
 __device__ void reduceRange(const CombineArgs& a, const Transport& tr, Share tokens, int globalWarp, int numWarps,
                             int lane, const int4* (&srcRows)[kWarps][kMaxRowList], const int4* (&ownRows)[kWarps][kMaxTopk]) {
-  const Common& c = a.c;
+  const EpCommon& c = a.c;
   const Route& r = a.r;
-  const int R = c.nRanks, K = c.topk, H = c.hidden, Le = c.localExperts, warp = threadIdx.x >> 5;
+  const int R = c.link.nRanks, K = c.shape.topk, H = c.shape.hidden, Le = c.shape.localExperts, warp = threadIdx.x >> 5;
   const size_t wire = wireRowBytes(a);
   const uint32_t lanesBelow = (1u << lane) - 1u;
   char* local = tr.localBase();
@@ -200,15 +200,15 @@ __device__ void reduceRange(const CombineArgs& a, const Transport& tr, Share tok
       if (slot >= 0) {
         dest = destOf(e, Le);
         const int gslot = r.chunkRankBase[chunkOf(t) * R + dest] + slot;
-        if (kExpanded && dest == c.rank) {
-          ownRecvRow = r.recvBase[c.rank] + gslot;  // this rank's received row of token t
+        if (kExpanded && dest == c.link.rank) {
+          ownRecvRow = r.recvBase[c.link.rank] + gslot;  // this rank's received row of token t
         } else if (kPull && tr.lsa(dest)) {
           char* peer = tr.lsaBase(dest);
           const size_t at = size_t(r.sendBase[dest]) + gslot;
           row = reinterpret_cast<const int4*>(peer + c.wl.combineX + at * H * 2);
           w = reinterpret_cast<const float*>(peer + c.wl.recvWeights) + at * K;
         } else {
-          const size_t at = size_t(dest) * c.maxTokens + gslot;
+          const size_t at = size_t(dest) * c.shape.maxTokens + gslot;
           row = reinterpret_cast<const int4*>(local + c.wl.combineRecv + at * wire);
           w = reinterpret_cast<const float*>(local + c.wl.combineRecvW) + at * K;
         }
@@ -225,7 +225,7 @@ __device__ void reduceRange(const CombineArgs& a, const Transport& tr, Share tok
       const int dj = __shfl_sync(0xffffffffu, dest, j);
       const float* wj = reinterpret_cast<const float*>(__shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(w), j));
       if (dj < dest) ++order;
-      if (dj < c.rank) ++ownAt;
+      if (dj < c.link.rank) ++ownAt;
       if (dj == myDest) myW = wj;
     }
     // This rank's own expert rows of the token (lane k: slot k's expanded row, in slot order).
@@ -241,13 +241,13 @@ __device__ void reduceRange(const CombineArgs& a, const Transport& tr, Share tok
     }
     if (a.combinedTopkWeights && lane < K) {
       float cw = 0.f;
-      if (kExpanded && e >= 0 && myDest == c.rank)
+      if (kExpanded && e >= 0 && myDest == c.link.rank)
         cw = ownRow >= 0 && a.topkWeights ? a.topkWeights[ownRow] : 0.f;
       else if (e >= 0)
         cw = ((const volatile float*)myW)[lane];
       a.combinedTopkWeights[size_t(t) * K + lane] = cw;
     }
-    if (dest >= 0 && ownRecvRow < 0) srcRows[warp][order - (ownLane && dest > c.rank ? 1 : 0)] = row;
+    if (dest >= 0 && ownRecvRow < 0) srcRows[warp][order - (ownLane && dest > c.link.rank ? 1 : 0)] = row;
     // Biases are added after every source: BF16 wire rows take them as two more sources (no
     // registers held for them through the sum); FP32 wire rows add them as BF16 rows at the end.
     int nSrc = __popc(dests) - (ownLane ? 1 : 0);
@@ -270,13 +270,13 @@ __device__ void reduceRange(const CombineArgs& a, const Transport& tr, Share tok
 template <bool kPull, class WireRow, bool kExpanded>
 __device__ void reduceTokens(const CombineArgs& a, const Transport& tr, OpSession& ses, int globalWarp, int numWarps,
                              int lane, const int4* (&srcRows)[kWarps][kMaxRowList], const int4* (&ownRows)[kWarps][kMaxTopk]) {
-  const Common& c = a.c;
+  const EpCommon& c = a.c;
   const Route& r = a.r;
   const int T = r.totals->numTokens;
   const int step = tr.hasGin() ? kLayoutChunk : (T > 0 ? T : 1);
   for (int t0 = 0; t0 < T; t0 += step) {
     const int t1 = t0 + step < T ? t0 + step : T;
-    if (tr.hasGin()) ses.waitGinPrefix(tr, kOpCombine, kPhaseCombineData, ReturnedBefore{r, c.nRanks, t1});
+    if (tr.hasGin()) ses.waitGinPrefix(tr, a.c.session, kOpCombine, kPhaseCombineData, ReturnedBefore{r, c.link.nRanks, t1});
     if (ses.abort) return;
     reduceRange<kPull, WireRow, kExpanded>(a, tr, Share{t0, t1}, globalWarp, numWarps, lane, srcRows, ownRows);
   }
@@ -290,31 +290,32 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_consta
   __shared__ OpSession ses;
   __shared__ const int4* rows[kWarps][kMaxRowList];
   __shared__ const int4* ownRows[kWarps][kMaxTopk];
-  const Common& c = a.c;
+  const EpCommon& c = a.c;
   const Route& r = a.r;
-  Transport tr(c);
-  tr.startBeacon(kBeaconCombine, reinterpret_cast<const volatile uint32_t*>(c.state->opSeq)[kOpCombine] + 1);
+  Transport tr(c.link);
+  tr.startBeacon(kBeaconCombine, reinterpret_cast<const volatile uint32_t*>(c.session.state->opSeq)[kOpCombine] + 1);
   const int lane = threadIdx.x & 31;
   const int globalWarp = blockIdx.x * kWarps + (threadIdx.x >> 5);
   const int numWarps = gridDim.x * kWarps;
   const bool gin = tr.hasGin();
   const GinRows ginRows{nullptr, r.sendCount};
 
-  ses.begin(tr, kOpCombine, kPhaseCombineReady);
+  ses.begin(tr, a.c.session, kOpCombine, kPhaseCombineReady);
   // Rows from network sources in put rounds (protocol.h): round j (the j-th share of every
   // network source's rows) leaves while round j+1 is staged; then rows from NVLink sources
   // (push), while the last round is on the wire.
   if (gin) {
-    const int ginRows = r.recvGinBase[c.nRanks];
-    const int rounds = putRoundsOf((ginRows + kLayoutChunk - 1) / kLayoutChunk, true, defaultPutRounds(c.nRanks - c.lsaSize));
+    const int ginRows = r.recvGinBase[c.link.nRanks];
+    const int rounds = putRoundsOf((ginRows + kLayoutChunk - 1) / kLayoutChunk, true,
+                                   defaultPutRounds(c.link.nRanks - c.link.lsaSize));
     for (int j = 0; j < rounds; ++j) {
-      for (int s = 0; s < c.nRanks && !ses.abort; ++s) {
+      for (int s = 0; s < c.link.nRanks && !ses.abort; ++s) {
         const Share piece = combineRoundRows(r.recvGinBase, s, rounds, j);
         if (piece.end == piece.begin) continue;
         const Share mine = shareOf(piece.end - piece.begin, gridDim.x, blockIdx.x);
         sendBack<WireRow, kExpanded>(a, tr, SendRows::kGin, Share{piece.begin + mine.begin, piece.begin + mine.end}, lane, rows);
       }
-      if (ses.lastToStage(tr, kOpCombine, j) && !ses.abort) putRound(a, tr, ses, j, rounds);
+      if (ses.lastToStage(a.c.session, kOpCombine, j) && !ses.abort) putRound(a, tr, ses, j, rounds);
     }
   }
   const bool pull = !kExpanded && a.pull;
@@ -326,14 +327,14 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_consta
       if (!ses.abort) reduceTokens<true, Bf16Row, false>(a, tr, ses, globalWarp, numWarps, lane, rows, ownRows);
     }
     ses.arriveLsa(tr, kOpCombine);  // "done reading your combineX"
-    ses.waitArrivals(tr, kOpCombine, kPhaseCombineData, true, false, ginRows);
+    ses.waitArrivals(tr, a.c.session, kOpCombine, kPhaseCombineData, true, false, ginRows);
   } else {
     ses.arriveLsa(tr, kOpCombine);
-    ses.waitArrivals(tr, kOpCombine, kPhaseCombineData, true, false, ginRows);
+    ses.waitArrivals(tr, a.c.session, kOpCombine, kPhaseCombineData, true, false, ginRows);
     if (!ses.abort) reduceTokens<false, WireRow, kExpanded>(a, tr, ses, globalWarp, numWarps, lane, rows, ownRows);
   }
   if (gin) tr.completeGin();  // combineX / weights are the caller's again
-  ses.end(tr, kOpCombine, ginRows, kFlagReadyCombine);  // network peers: this combine finished (ginReadyTarget)
+  ses.end(tr, a.c.session, kOpCombine, ginRows, kFlagReadyCombine);  // network peers: this combine finished (ginReadyTarget)
 }
 
 }  // namespace

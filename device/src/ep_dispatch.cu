@@ -66,16 +66,16 @@ struct SendPlan {
 
 __device__ __forceinline__ SendPlan loadPlan(const DispatchArgs& a, const Transport& tr, int t, int lane) {
   const Route& r = a.r;
-  const int R = a.c.nRanks, K = a.c.topk, chunk = chunkOf(t);
+  const int R = a.c.link.nRanks, K = a.c.shape.topk, chunk = chunkOf(t);
   SendPlan p{-1, -1, -1, -1, -1, 0.f};
   if (lane < K) {
     p.e = r.tokExpert[t * K + lane];
     const int slot = r.tokSlot[t * K + lane];
     const int local = r.tokExpertPos[t * K + lane];
     if (a.topkWeights) p.w = a.topkWeights[size_t(t) * K + lane];
-    if (p.e >= 0) p.pos = r.chunkExpertBase[chunk * a.c.numExperts + p.e] + local;
+    if (p.e >= 0) p.pos = r.chunkExpertBase[chunk * a.c.shape.numExperts + p.e] + local;
     if (slot >= 0) {
-      p.dest = destOf(p.e, a.c.localExperts);
+      p.dest = destOf(p.e, a.c.shape.localExperts);
       p.gslot = r.chunkRankBase[chunk * R + p.dest] + slot;
       p.row = (tr.lsa(p.dest) ? r.sendBase[p.dest] : r.stageBase[p.dest]) + p.gslot;
     }
@@ -86,27 +86,27 @@ __device__ __forceinline__ SendPlan loadPlan(const DispatchArgs& a, const Transp
 // Expanded layout: the output row of slot `lane`'s expert when this rank owns it (its own tokens
 // need no receive copy: the sender writes them straight into their expert segments), else -1.
 __device__ __forceinline__ int ownExpandedRow(const DispatchArgs& a, const SendPlan& p) {
-  const Common& c = a.c;
+  const EpCommon& c = a.c;
   const Route& r = a.r;
-  if (!r.expanded || p.e < 0 || destOf(p.e, c.localExperts) != c.rank) return -1;
-  const int le = p.e - c.rank * c.localExperts;
-  return r.expertStart[le] + r.srcExpertOff[c.rank * c.localExperts + le] + p.pos;
+  if (!r.expanded || p.e < 0 || destOf(p.e, c.shape.localExperts) != c.link.rank) return -1;
+  const int le = p.e - c.link.rank * c.shape.localExperts;
+  return r.expertStart[le] + r.srcExpertOff[c.link.rank * c.shape.localExperts + le] + p.pos;
 }
 
 // The metadata of this rank's own expanded output rows of token t (lane k: slot k's row or -1),
 // and, for combine, the expanded rows of its received row (recvExpRows).
 __device__ void writeOwnRows(const DispatchArgs& a, const SendPlan& cur, int t, int outRow, uint32_t own,
                              float scale, float scale2, int lane) {
-  const Common& c = a.c;
+  const EpCommon& c = a.c;
   const Route& r = a.r;
-  const int K = c.topk, scaleWords = a.scaleRowBytes / 4;
-  const uint32_t selfSlot = __ballot_sync(0xffffffffu, cur.dest == c.rank);
+  const int K = c.shape.topk, scaleWords = a.scaleRowBytes / 4;
+  const uint32_t selfSlot = __ballot_sync(0xffffffffu, cur.dest == c.link.rank);
   const int gslot = __shfl_sync(0xffffffffu, cur.gslot, __ffs(selfSlot) - 1);
-  if (lane < K) r.recvExpRows[size_t(r.recvBase[c.rank] + gslot) * K + lane] = outRow;
+  if (lane < K) r.recvExpRows[size_t(r.recvBase[c.link.rank] + gslot) * K + lane] = outRow;
   if (outRow >= 0) {
     if (a.recvTopkWeights) a.recvTopkWeights[outRow] = cur.w;
     if (a.recvSrcInfo) {
-      a.recvSrcInfo[2 * size_t(outRow)] = c.rank;
+      a.recvSrcInfo[2 * size_t(outRow)] = c.link.rank;
       a.recvSrcInfo[2 * size_t(outRow) + 1] = t;
     }
   }
@@ -132,9 +132,9 @@ __device__ __forceinline__ uint32_t nvlinkLanes(const Transport& tr, int dest) {
 // and lane + 32.
 __device__ void writeRowMetas(const DispatchArgs& a, const Transport& tr, const SendPlan& cur, uint32_t dests, int t,
                               float scale, float scale2, int lane) {
-  const Common& c = a.c;
+  const EpCommon& c = a.c;
   const Route& r = a.r;
-  const int K = c.topk, Le = c.localExperts, scaleWords = a.scaleRowBytes / 4;
+  const int K = c.shape.topk, Le = c.shape.localExperts, scaleWords = a.scaleRowBytes / 4;
   for (uint32_t m = dests; m; m &= m - 1) {
     const int j = __ffs(m) - 1;
     const int d = __shfl_sync(0xffffffffu, cur.dest, j);
@@ -150,7 +150,7 @@ __device__ void writeRowMetas(const DispatchArgs& a, const Transport& tr, const 
       dst.weights[drow * K + lane] = owned ? cur.w : 0.f;
       if (r.expanded) dst.pos[drow * K + lane] = owned ? cur.pos : -1;
     }
-    if (lane < 2) dst.info[drow * 2 + lane] = lane == 0 ? c.rank : t;
+    if (lane < 2) dst.info[drow * 2 + lane] = lane == 0 ? c.link.rank : t;
   }
 }
 
@@ -161,7 +161,7 @@ __device__ void writeRowMetas(const DispatchArgs& a, const Transport& tr, const 
 // were staged already (stageGinMeta), only their hidden rows are written here.
 __device__ void sendTokens(const DispatchArgs& a, const Transport& tr, Share share, int lane, char* (&dsts)[kWarps][kMaxTopk],
                            bool ginMetaStaged) {
-  const Common& c = a.c;
+  const EpCommon& c = a.c;
   const Route& r = a.r;
   const int warp = threadIdx.x >> 5;
   const int scaleWords = a.scaleRowBytes / 4;
@@ -173,7 +173,7 @@ __device__ void sendTokens(const DispatchArgs& a, const Transport& tr, Share sha
     if (t + kWarps < share.end) next = loadPlan(a, tr, t + kWarps, lane);
     const int outRow = ownExpandedRow(a, cur);
     const uint32_t own = __ballot_sync(0xffffffffu, outRow >= 0);
-    const bool toWindow = cur.dest >= 0 && !(r.expanded && cur.dest == c.rank);
+    const bool toWindow = cur.dest >= 0 && !(r.expanded && cur.dest == c.link.rank);
     const uint32_t dests = __ballot_sync(0xffffffffu, toWindow);
     if (toWindow) {
       char* base = tr.lsa(cur.dest) ? tr.lsaBase(cur.dest) + c.wl.recvX : tr.localBase() + c.wl.stageX;
@@ -216,19 +216,19 @@ __device__ void stageGinMeta(const DispatchArgs& a, const Transport& tr, Share s
 // signal counts the rows of d that arrived, in token order. Destinations are spread over the
 // contexts.
 __device__ void putRound(const DispatchArgs& a, const Transport& tr, OpSession& ses, Share tok, bool firstRound) {
-  const Common& c = a.c;
+  const EpCommon& c = a.c;
   const Route& r = a.r;
-  const int K = c.topk, T = r.totals->numTokens;
+  const int K = c.shape.topk, T = r.totals->numTokens;
   const RowOffsets recv = RowOffsets::recv(c.wl), stage = RowOffsets::stage(c.wl);
   ses.readyAllGin(tr, kOpDispatch, kPhaseDispatchReady);
   if (ses.abort) return;
-  for (int d = threadIdx.x; d < c.nRanks; d += kThreads) {
+  for (int d = threadIdx.x; d < c.link.nRanks; d += kThreads) {
     const int n = r.sendCount[d];
     if (n == 0 || tr.lsa(d)) continue;
-    const int lo = rowsBeforeToken(r.chunkRankBase, r.sendCount, c.nRanks, T, tok.begin, d);
-    const int hi = rowsBeforeToken(r.chunkRankBase, r.sendCount, c.nRanks, T, tok.end, d);
+    const int lo = rowsBeforeToken(r.chunkRankBase, r.sendCount, c.link.nRanks, T, tok.begin, d);
+    const int hi = rowsBeforeToken(r.chunkRankBase, r.sendCount, c.link.nRanks, T, tok.end, d);
     if (hi == lo && !firstRound) continue;
-    const int ctx = dataContextOf(d, c.ginContexts);
+    const int ctx = dataContextOf(d, c.link.ginContexts);
     const uint64_t dstRow = uint64_t(r.sendBase[d]);
     const uint64_t srcRow = uint64_t(r.stageBase[d]);
     auto putRows = [&](uint64_t dstOff, uint64_t srcOff, uint64_t rowBytes, int first, int count) {
@@ -251,21 +251,21 @@ __device__ void putRound(const DispatchArgs& a, const Transport& tr, OpSession& 
 // The received rows of one receive wave (protocol.h, waveRowBegin): a network source's rows whose
 // wave is `wave`, every row of an NVLink source (or of this rank) in the last wave. One wave: all.
 struct WaveRows {
-  const Common& c;
+  const EpCommon& c;
   const int* recvBase;  // [nRanks + 1]
   int wave, waves;
   __device__ bool has(int s, int i) const {
     if (waves == 1) return true;
-    if (isLsaPeer(c.rank, c.lsaRank, c.lsaSize, s)) return wave == waves - 1;
+    if (isLsaPeer(c.link.rank, c.link.lsaRank, c.link.lsaSize, s)) return wave == waves - 1;
     return waveOfRow(recvBase[s + 1] - recvBase[s], waves, i - recvBase[s]) == wave;
   }
-  __device__ bool has(int i) const { return waves == 1 || has(sourceOfRow(recvBase, c.nRanks, i), i); }
+  __device__ bool has(int i) const { return waves == 1 || has(sourceOfRow(recvBase, c.link.nRanks, i), i); }
 };
 
 // Deduplicated layout into caller buffers: row i of the window arrays -> row i of the outputs.
 __device__ void copyDedup(const DispatchArgs& a, const RowArrays& in, Share recvRows, const WaveRows& wave,
                           int globalWarp, int numWarps, int lane) {
-  const int K = a.c.topk, scaleWords = a.scaleRowBytes / 4;
+  const int K = a.c.shape.topk, scaleWords = a.scaleRowBytes / 4;
   const bool copyX = !a.zeroCopy;
   // An output that is the window's own array (as the caller addresses it) needs no copy.
   const RowArrays win(a.c.userBase, RowOffsets::recv(a.c.wl));
@@ -293,15 +293,15 @@ __device__ void copyDedup(const DispatchArgs& a, const RowArrays& in, Share recv
 __device__ void copyExpanded(const DispatchArgs& a, const RowArrays& in, Share recvRows, const WaveRows& wave,
                              int globalWarp, int numWarps, int lane, char* (&dsts)[kWarps][kMaxTopk],
                              int (&rows)[kWarps][kMaxTopk]) {
-  const Common& c = a.c;
+  const EpCommon& c = a.c;
   const Route& r = a.r;
-  const int K = c.topk, Le = c.localExperts, warp = threadIdx.x >> 5, scaleWords = a.scaleRowBytes / 4;
+  const int K = c.shape.topk, Le = c.shape.localExperts, warp = threadIdx.x >> 5, scaleWords = a.scaleRowBytes / 4;
   const uint32_t lanesBelow = (1u << lane) - 1u;
-  const RowsExcept others = rowsExcept(recvRows, intersect(Share{r.recvBase[c.rank], r.recvBase[c.rank + 1]}, recvRows));
+  const RowsExcept others = rowsExcept(recvRows, intersect(Share{r.recvBase[c.link.rank], r.recvBase[c.link.rank + 1]}, recvRows));
   const int n = others.count();
   for (int v = globalWarp; v < n; v += numWarps) {
     const int i = others.rowOf(v);
-    const int s = sourceOfRow(r.recvBase, c.nRanks, i);
+    const int s = sourceOfRow(r.recvBase, c.link.nRanks, i);
     if (!wave.has(s, i)) continue;
     const size_t row = size_t(i);
     int outRow = -1;
@@ -340,7 +340,7 @@ __device__ void copyExpanded(const DispatchArgs& a, const RowArrays& in, Share r
 // Expanded layout: alignment gap rows get no source (-1), weight 0, and zeros when asked.
 __device__ void fillGaps(const DispatchArgs& a, int globalWarp, int numWarps, int lane) {
   const Route& r = a.r;
-  const int Le = a.c.localExperts, A = r.alignment, scaleWords = a.scaleRowBytes / 4;
+  const int Le = a.c.shape.localExperts, A = r.alignment, scaleWords = a.scaleRowBytes / 4;
   if (!r.expanded || A <= 1) return;
   for (int g = globalWarp; g < Le * A; g += numWarps) {
     const int le = g / A;
@@ -364,42 +364,43 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const __grid_const
   __shared__ OpSession ses;
   __shared__ char* dsts[kWarps][kMaxTopk];
   __shared__ int rows[kWarps][kMaxTopk];
-  const Common& c = a.c;
+  const EpCommon& c = a.c;
   const Route& r = a.r;
-  Transport tr(c);
-  tr.startBeacon(kBeaconDispatch, reinterpret_cast<const volatile uint32_t*>(c.state->opSeq)[kOpDispatch] + 1);
+  Transport tr(c.link);
+  tr.startBeacon(kBeaconDispatch, reinterpret_cast<const volatile uint32_t*>(c.session.state->opSeq)[kOpDispatch] + 1);
   const int lane = threadIdx.x & 31;
   const int globalWarp = blockIdx.x * kWarps + (threadIdx.x >> 5);
   const int numWarps = gridDim.x * kWarps;
   const bool gin = tr.hasGin();
   const GinRows ginRows{r.recvBase, nullptr};
 
-  ses.begin(tr, kOpDispatch, kPhaseDispatchReady);
+  ses.begin(tr, a.c.session, kOpDispatch, kPhaseDispatchReady);
   // Send in put rounds (protocol.h): round j's rows leave while round j+1 is staged.
   const int T = r.totals->numTokens;
-  const int rounds = putRoundsOf((T + kLayoutChunk - 1) / kLayoutChunk, gin, defaultPutRounds(c.nRanks - c.lsaSize));
+  const int rounds =
+      putRoundsOf((T + kLayoutChunk - 1) / kLayoutChunk, gin, defaultPutRounds(c.link.nRanks - c.link.lsaSize));
   for (int j = 0; j < rounds; ++j) {
     const Share tok = dispatchRoundTokens(T, rounds, j);
     const Share mine = shareOf(tok.end - tok.begin, gridDim.x, blockIdx.x);
     if (gin && j == 0 && !ses.abort) stageGinMeta(a, tr, shareOf(T, gridDim.x, blockIdx.x), lane);
     if (!ses.abort) sendTokens(a, tr, Share{tok.begin + mine.begin, tok.begin + mine.end}, lane, dsts, gin);
-    if (gin && ses.lastToStage(tr, kOpDispatch, j) && !ses.abort) putRound(a, tr, ses, tok, j == 0);
+    if (gin && ses.lastToStage(a.c.session, kOpDispatch, j) && !ses.abort) putRound(a, tr, ses, tok, j == 0);
   }
   ses.arriveLsa(tr, kOpDispatch);
   // Receive in waves (network sources' rows as their rounds land; NVLink sources in the last wave)
   // and, within a wave, in groups of sources starting with the group after this rank's own: each
   // piece is copied out as soon as it arrived, while later ones may still be on the way.
   const RowArrays in(tr.localBase(), RowOffsets::recv(c.wl));
-  const int groups = c.nRanks < kArrivalGroups ? c.nRanks : kArrivalGroups;
+  const int groups = c.link.nRanks < kArrivalGroups ? c.link.nRanks : kArrivalGroups;
   int ownGroup = 0;
-  while (shareOf(c.nRanks, groups, ownGroup).end <= c.rank) ++ownGroup;
+  while (shareOf(c.link.nRanks, groups, ownGroup).end <= c.link.rank) ++ownGroup;
   const int waves = gin ? rounds : 1;
   for (int w = 0; w < waves && !ses.abort; ++w) {
     const WaveRows wave{c, r.recvBase, w, waves};
     for (int k = 1; k <= groups && !ses.abort; ++k) {
       const int g = (ownGroup + k) % groups;
-      const Share src = shareOf(c.nRanks, groups, g);
-      ses.waitSourceWave(tr, kOpDispatch, kPhaseDispatchData, src.begin, src.end, ginRows, w, waves);
+      const Share src = shareOf(c.link.nRanks, groups, g);
+      ses.waitSourceWave(tr, a.c.session, kOpDispatch, kPhaseDispatchData, src.begin, src.end, ginRows, w, waves);
       if (ses.abort) break;
       const Share recvRows{r.recvBase[src.begin], r.recvBase[src.end]};
       if (r.expanded)
@@ -412,15 +413,15 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const __grid_const
   if (!ses.abort) {
     if (r.expanded) fillGaps(a, globalWarp, numWarps, lane);
     if (blockIdx.x == 0) {
-      for (int le = threadIdx.x; le <= c.localExperts; le += kThreads) {
-        if (a.expertCounts && le < c.localExperts) a.expertCounts[le] = r.expertCount[le];
+      for (int le = threadIdx.x; le <= c.shape.localExperts; le += kThreads) {
+        if (a.expertCounts && le < c.shape.localExperts) a.expertCounts[le] = r.expertCount[le];
         if (a.expertOffsets) a.expertOffsets[le] = r.expertStart[le];
       }
       if (threadIdx.x == 0 && a.numRecvRows) *a.numRecvRows = r.totals->outRows;
     }
   }
   if (gin) tr.completeGin();  // staging is reused by the next dispatch
-  ses.end(tr, kOpDispatch, ginRows);
+  ses.end(tr, a.c.session, kOpDispatch, ginRows);
 }
 
 }  // namespace

@@ -56,9 +56,9 @@ __device__ __forceinline__ int exclusiveScanColumn(int32_t* a, int stride, int c
 // Chunk pass: validation, chunk-local positions and slots, chunk totals (inputs of chunk bases).
 __device__ void chunkPass(const LayoutArgs& a, uint32_t* expertMask, uint32_t* expertBase, uint32_t* rankMask,
                           int* badKey) {
-  const Common& c = a.c;
+  const EpCommon& c = a.c;
   const Route& r = a.r;
-  const int R = c.nRanks, K = c.topk, E = c.numExperts, Le = c.localExperts;
+  const int R = c.link.nRanks, K = c.shape.topk, E = c.shape.numExperts, Le = c.shape.localExperts;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const uint32_t lanesBelow = (1u << lane) - 1u;
 
@@ -130,11 +130,11 @@ __device__ void chunkPass(const LayoutArgs& a, uint32_t* expertMask, uint32_t* e
 
 // Last CTA: chunk bases, count exchange, receive-side offsets.
 __device__ void finalize(const LayoutArgs& a, int* smem, int badKeyValue) {
-  const Common& c = a.c;
+  const EpCommon& c = a.c;
   const Route& r = a.r;
-  Transport tr(c);
-  tr.startBeacon(kBeaconLayout, *reinterpret_cast<const volatile uint32_t*>(&c.state->layoutSeq) + 1);
-  const int R = c.nRanks, E = c.numExperts, Le = c.localExperts, tid = threadIdx.x;
+  Transport tr(c.link);
+  tr.startBeacon(kBeaconLayout, *reinterpret_cast<const volatile uint32_t*>(&c.session.state->layoutSeq) + 1);
+  const int R = c.link.nRanks, E = c.shape.numExperts, Le = c.shape.localExperts, tid = threadIdx.x;
   const int chunks = gridDim.x;
   int* expertTotal = smem;               // [E]
   int* rankTotal = expertTotal + E;      // [R]
@@ -142,7 +142,7 @@ __device__ void finalize(const LayoutArgs& a, int* smem, int badKeyValue) {
   __shared__ uint32_t seqS;
   __shared__ int abortS;
   if (tid == 0) {
-    seqS = *reinterpret_cast<volatile uint32_t*>(&c.state->layoutSeq) + 1;
+    seqS = *reinterpret_cast<volatile uint32_t*>(&c.session.state->layoutSeq) + 1;
     abortS = 0;
   }
   for (int e = tid; e < E; e += kLayoutChunk) expertTotal[e] = exclusiveScanColumn(r.chunkExpertBase, E, e, chunks);
@@ -160,7 +160,7 @@ __device__ void finalize(const LayoutArgs& a, int* smem, int badKeyValue) {
   for (size_t i = tid; i < size_t(R) * entry; i += kLayoutChunk) {
     const int d = int(i / entry), j = int(i % entry);
     const int v = j < R ? rankTotal[j] : expertTotal[d * Le + j - R];
-    char* base = tr.lsa(d) ? tr.lsaBase(d) + c.wl.counts + (size_t(parity) * R + c.rank) * stride * 4
+    char* base = tr.lsa(d) ? tr.lsaBase(d) + c.wl.counts + (size_t(parity) * R + c.link.rank) * stride * 4
                            : local + c.wl.countStage + size_t(d) * stride * 4;
     reinterpret_cast<volatile int*>(base)[j] = v;
   }
@@ -170,7 +170,7 @@ __device__ void finalize(const LayoutArgs& a, int* smem, int badKeyValue) {
       __threadfence_system();
       tr.publish(d, kFlagCounts, seq);
     } else {
-      tr.putSignal(d, c.wl.counts + (uint64_t(parity) * R + c.rank) * stride * 4, c.wl.countStage + uint64_t(d) * stride * 4,
+      tr.putSignal(d, c.wl.counts + (uint64_t(parity) * R + c.link.rank) * stride * 4, c.wl.countStage + uint64_t(d) * stride * 4,
                    uint64_t(entry) * 4, kFlagCounts, 1, kControlContext);
     }
   }
@@ -183,7 +183,7 @@ __device__ void finalize(const LayoutArgs& a, int* smem, int badKeyValue) {
   const volatile int* cnt = reinterpret_cast<const volatile int*>(local + c.wl.counts) + size_t(parity) * R * stride;
   for (int d = tid; d < R; d += kLayoutChunk) {  // where this rank's rows start in rank d's receive arrays
     int base = 0;
-    for (int s = 0; s < c.rank; ++s) base += cnt[s * stride + d];
+    for (int s = 0; s < c.link.rank; ++s) base += cnt[s * stride + d];
     r.sendBase[d] = base;
   }
   for (int le = tid; le < Le; le += kLayoutChunk) {
@@ -201,8 +201,8 @@ __device__ void finalize(const LayoutArgs& a, int* smem, int badKeyValue) {
     for (int s = 0; s < R; ++s) {
       r.recvBase[s] = base;
       r.recvGinBase[s] = ginBase;
-      base += cnt[s * stride + c.rank];
-      if (!tr.lsa(s)) ginBase += cnt[s * stride + c.rank];
+      base += cnt[s * stride + c.link.rank];
+      if (!tr.lsa(s)) ginBase += cnt[s * stride + c.link.rank];
       r.stageBase[s] = tr.lsa(s) ? -1 : stage;
       if (!tr.lsa(s)) stage += rankTotal[s];
     }
@@ -229,7 +229,7 @@ __device__ void finalize(const LayoutArgs& a, int* smem, int badKeyValue) {
     if (badKeyValue != 0x7fffffff) {
       badToken = badKeyValue / kMaxTopk;
       badSlot = badKeyValue % kMaxTopk;
-      badValue = loadId(a, badToken * c.topk + badSlot);
+      badValue = loadId(a, badToken * c.shape.topk + badSlot);
       badKind = (badValue < -1 || badValue >= E) ? 1 : 2;
     }
     if (a.summary) {
@@ -242,9 +242,9 @@ __device__ void finalize(const LayoutArgs& a, int* smem, int badKeyValue) {
       s->badKind = badKind;
       __threadfence_system();
     } else if (badKind) {
-      recordBadId(c.error, c.rank, badToken, badValue);
+      recordBadId(c.link.error, c.link.rank, badToken, badValue);
     }
-    c.state->layoutSeq = seq;
+    c.session.state->layoutSeq = seq;
   }
   if (tr.hasGin()) tr.completeGin();  // the count stage is reused by the next layout
   tr.mark(kStepEnd);
@@ -252,7 +252,7 @@ __device__ void finalize(const LayoutArgs& a, int* smem, int badKeyValue) {
 
 __global__ void __launch_bounds__(kLayoutChunk, 1) layoutKernel(const __grid_constant__ LayoutArgs a) {
   extern __shared__ uint32_t smem[];
-  const int E = a.c.numExperts;
+  const int E = a.c.shape.numExperts;
   uint32_t* expertMask = smem;                       // [warp][E]
   uint32_t* expertBase = expertMask + kWarps * E;    // [warp][E]
   uint32_t* rankMask = expertBase + kWarps * E;      // [warp][R]
@@ -285,7 +285,7 @@ size_t layoutSmem(int numExperts, int nRanks, int localExperts) {
 }
 
 cudaError_t launchLayout(const LayoutArgs& args, cudaStream_t stream) {
-  const size_t smem = layoutSmemBytes(args.c.numExperts, args.c.nRanks, args.c.localExperts);
+  const size_t smem = layoutSmemBytes(args.c.shape.numExperts, args.c.link.nRanks, args.c.shape.localExperts);
   cudaError_t err = cudaFuncSetAttribute(layoutKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (err != cudaSuccess) return err;
   const int chunks = args.numTokens > 0 ? (args.numTokens + kLayoutChunk - 1) / kLayoutChunk : 1;

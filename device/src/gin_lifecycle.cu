@@ -10,7 +10,7 @@ namespace epx::dev {
 namespace {
 
 // Zeroes the link's GIN signals (all ids it uses) and completion counters on every context.
-__global__ void resetGinSignalsKernel(const __grid_constant__ Common c) {
+__global__ void resetGinSignalsKernel(const __grid_constant__ LinkArgs c) {
   const Transport tr(c);
   const int n = c.ginSignals;
   for (int ctx = 0; ctx < c.ginContexts; ++ctx) {
@@ -23,7 +23,7 @@ __global__ void resetGinSignalsKernel(const __grid_constant__ Common c) {
 
 // One CTA; a thread per network peer. Each (context, peer) pair carries exactly one drain add, so
 // the drain word of src summed over contexts reaches ginContexts once all of them arrived.
-__global__ void drainGinKernel(const __grid_constant__ Common c, uint32_t drainBase, bool wait) {
+__global__ void drainGinKernel(const __grid_constant__ LinkArgs c, uint32_t drainBase, bool wait) {
   const Transport tr(c);
   __threadfence_system();  // this rank's earlier work is visible before any drain signal leaves
   for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x) {
@@ -43,13 +43,13 @@ constexpr int kLifecycleThreads = 256;
 
 }  // namespace
 
-cudaError_t launchResetGinSignals(const Common& c, cudaStream_t stream) {
+cudaError_t launchResetGinSignals(const LinkArgs& c, cudaStream_t stream) {
   if (c.ginContexts == 0) return cudaSuccess;
   resetGinSignalsKernel<<<1, kLifecycleThreads, 0, stream>>>(c);
   return cudaGetLastError();
 }
 
-cudaError_t launchDrainGin(const Common& c, uint32_t drainBase, bool wait, cudaStream_t stream) {
+cudaError_t launchDrainGin(const LinkArgs& c, uint32_t drainBase, bool wait, cudaStream_t stream) {
   if (c.ginContexts == 0) return cudaSuccess;
   drainGinKernel<<<1, kLifecycleThreads, 0, stream>>>(c, drainBase, wait);
   return cudaGetLastError();

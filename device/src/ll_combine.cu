@@ -34,10 +34,11 @@ struct SendSmem {  // dynamic shared memory of the send half
 };
 
 __device__ void sendHalf(const LlCombineArgs& a, LlSession& ses, uint32_t seq, int* smem) {
-  const Common& c = a.c;
+  const LinkArgs& c = a.link;
+  const EpShape& sh = a.shape;
   const Transport& tr = ses.t;
   const LlLayout& l = a.g.l;
-  const int R = c.nRanks, Le = c.localExperts, rowsPer = l.rowsPerExpert();
+  const int R = c.nRanks, Le = sh.localExperts, rowsPer = l.rowsPerExpert();
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, bank = llBankOf(seq);
   const bool gin = tr.hasGin();
   // Staging rows may still be read by this rank's earlier GIN puts (any CTA posted them).
@@ -106,16 +107,17 @@ __device__ void sendHalf(const LlCombineArgs& a, LlSession& ses, uint32_t seq, i
 
 __device__ void recvHalf(const LlCombineArgs& a, LlSession& ses, uint32_t seq, const int4* (&rows)[kWarps][kMaxTopk],
                          float (&wts)[kWarps][kMaxTopk]) {
-  const Common& c = a.c;
+  const LinkArgs& c = a.link;
+  const EpShape& sh = a.shape;
   const Transport& tr = ses.t;
   const LlLayout& l = a.g.l;
-  const int K = c.topk, warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, bank = llBankOf(seq);
+  const int K = sh.topk, warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, bank = llBankOf(seq);
   bool ok = true;
   for (int p = threadIdx.x; p < c.nRanks && ok; p += kThreads)
     ok = tr.waitWord(l.combineArriveWord(bank, p), p, llArriveTarget(seq), kPhaseLlCombineData);
   ses.abort = __syncthreads_or(!ok) != 0 || ses.abort;
   if (!ses.abort) {
-    const int groups = c.hidden / 8;
+    const int groups = sh.hidden / 8;
     for (int t = blockIdx.x * kWarps + warp; t < a.numTokens; t += gridDim.x * kWarps) {
       int e = -1, slot = -1;
       float w = 0.f;
@@ -127,15 +129,15 @@ __device__ void recvHalf(const LlCombineArgs& a, LlSession& ses, uint32_t seq, c
       const uint32_t valid = __ballot_sync(kFull, e >= 0);
       if (e >= 0) {
         const int j = __popc(valid & ((1u << lane) - 1u));  // slot order kept
-        const int r = e / c.localExperts;  // a GIN expert rank returned our rows in our staging order
+        const int r = e / sh.localExperts;  // a GIN expert rank returned our rows in our staging order
         rows[warp][j] = reinterpret_cast<const int4*>(
             tr.localBase() + (tr.lsa(r) ? l.combineRecvRow(bank, e, slot)
-                                        : l.ginCombineRecvRow(bank, r, a.r.stageStart[e] - a.r.stageStart[r * c.localExperts] + slot)));
+                                        : l.ginCombineRecvRow(bank, r, a.r.stageStart[e] - a.r.stageStart[r * sh.localExperts] + slot)));
         wts[warp][j] = w;
       }
       __syncwarp();
       const int n = __popc(valid);
-      int4* out = reinterpret_cast<int4*>(a.out + size_t(t) * c.hidden);
+      int4* out = reinterpret_cast<int4*>(a.out + size_t(t) * sh.hidden);
       for (int g = lane; g < groups; g += kWarp) {
         float acc[8];
 #pragma unroll
@@ -165,7 +167,7 @@ __global__ void __launch_bounds__(kThreads, 1) llCombineKernel(const __grid_cons
   extern __shared__ int smem[];
   __shared__ const int4* rows[kWarps][kMaxTopk];
   __shared__ float wts[kWarps][kMaxTopk];
-  Transport tr(a.c, llGinCounterBase(kLlCombine, int(gridDim.x)));
+  Transport tr(a.link, llGinCounterBase(kLlCombine, int(gridDim.x)));
   LlSession ses(tr, a.g);
   uint32_t seq = 0;
   if (a.halves & kLlHalfSend) {
@@ -184,7 +186,7 @@ __global__ void __launch_bounds__(kThreads, 1) llCombineKernel(const __grid_cons
 
 cudaError_t launchLlCombine(const LlCombineArgs& args, int nCtas, cudaStream_t stream) {
   // Le + 1 + E + 2 * nRanks + 1 ints (E <= kMaxExperts, nRanks <= E): under 48 KiB, no opt-in needed
-  const size_t smem = SendSmem::bytes(args.c.localExperts, args.c.nRanks);
+  const size_t smem = SendSmem::bytes(args.shape.localExperts, args.link.nRanks);
   llCombineKernel<<<nCtas, kThreads, smem, stream>>>(args);
   return cudaGetLastError();
 }

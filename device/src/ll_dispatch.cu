@@ -26,16 +26,16 @@ constexpr int kThreads = kWarps * kWarp;
 constexpr uint32_t kFull = 0xffffffffu;
 
 __device__ __forceinline__ long long loadId(const LlDispatchArgs& a, int t, int k) {
-  const size_t i = size_t(t) * a.c.topk + k;
+  const size_t i = size_t(t) * a.shape.topk + k;
   return a.idxIs64 ? static_cast<const long long*>(a.topkIdx)[i] : static_cast<const int*>(a.topkIdx)[i];
 }
 
 // Global expert of slot `lane` of token t, or -1: masked (-1), out of range, or repeating a lower
 // slot of the token (the first occurrence is kept). Every lane of the warp; lanes >= K get -1.
 __device__ __forceinline__ int slotExpert(const LlDispatchArgs& a, int t, int lane, long long* raw) {
-  const long long v = lane < a.c.topk ? loadId(a, t, lane) : -1;
+  const long long v = lane < a.shape.topk ? loadId(a, t, lane) : -1;
   *raw = v;
-  int e = v >= 0 && v < a.c.numExperts ? int(v) : -1;
+  int e = v >= 0 && v < a.shape.numExperts ? int(v) : -1;
   const uint32_t same = __match_any_sync(kFull, e);
   if (e >= 0 && (same & ((1u << lane) - 1u))) e = -1;
   return e;
@@ -47,9 +47,9 @@ __device__ __forceinline__ void countToken(const LlDispatchArgs& a, int t, int* 
 #pragma unroll
   for (int k = 0; k < kMaxTopk; ++k) {
     seen[k] = -1;
-    if (k < a.c.topk) {
+    if (k < a.shape.topk) {
       const long long v = loadId(a, t, k);
-      int e = v >= 0 && v < a.c.numExperts ? int(v) : -1;
+      int e = v >= 0 && v < a.shape.numExperts ? int(v) : -1;
 #pragma unroll
       for (int j = 0; j < k; ++j)
         if (seen[j] == e) e = -1;
@@ -82,8 +82,8 @@ struct RecvSmem {   // dynamic shared memory of the receive half
 // Writes token t's row as a message to each of n destinations (dsts[j]: message base): payload
 // (BF16 copy, or FP8 cast with one scale per 128 channels) and scales. Every lane of the warp.
 __device__ void sendRow(const LlDispatchArgs& a, const LlLayout& l, int t, char* const* dsts, int n, int lane) {
-  const int vecs = a.c.hidden / 8;  // 16-byte BF16 vectors of the row
-  const int4* src = reinterpret_cast<const int4*>(a.x + size_t(t) * a.c.hidden);
+  const int vecs = a.shape.hidden / 8;  // 16-byte BF16 vectors of the row
+  const int4* src = reinterpret_cast<const int4*>(a.x + size_t(t) * a.shape.hidden);
   const bool fp8 = a.fp8 != 0;
   const uint32_t scaleOff = l.payloadBytes(true);
   for (int base = 0; base < vecs; base += kWarp) {
@@ -109,10 +109,11 @@ __device__ void sendRow(const LlDispatchArgs& a, const LlLayout& l, int t, char*
 }
 
 __device__ void sendHalf(const LlDispatchArgs& a, LlSession& ses, uint32_t seq, int* smem, char* (&dsts)[kWarps][kMaxTopk]) {
-  const Common& c = a.c;
+  const LinkArgs& c = a.link;
+  const EpShape& sh = a.shape;
   const Transport& tr = ses.t;
   const LlLayout& l = a.g.l;
-  const int E = c.numExperts, Le = c.localExperts, K = c.topk, T = a.numTokens;
+  const int E = sh.numExperts, Le = sh.localExperts, K = sh.topk, T = a.numTokens;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, bank = llBankOf(seq);
   const bool fp8 = a.fp8 != 0, gin = tr.hasGin();
   SendSmem sm(smem, E);
@@ -209,10 +210,11 @@ __device__ void sendHalf(const LlDispatchArgs& a, LlSession& ses, uint32_t seq, 
 }
 
 __device__ void recvHalf(const LlDispatchArgs& a, LlSession& ses, uint32_t seq, int* smem) {
-  const Common& c = a.c;
+  const LinkArgs& c = a.link;
+  const EpShape& sh = a.shape;
   const Transport& tr = ses.t;
   const LlLayout& l = a.g.l;
-  const int R = c.nRanks, Le = c.localExperts, E = c.numExperts;
+  const int R = c.nRanks, Le = sh.localExperts, E = sh.numExperts;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, bank = llBankOf(seq);
   const bool fp8 = a.fp8 != 0;
   const int rowsPer = l.rowsPerExpert();
@@ -253,7 +255,7 @@ __device__ void recvHalf(const LlDispatchArgs& a, LlSession& ses, uint32_t seq, 
   __syncthreads();
   if (!ses.abort) {
     const int total = sm.leStart[Le];
-    const int payload = int(l.payloadBytes(fp8)), scaleWords = fp8 ? c.hidden / kLlScaleBlock : 0;
+    const int payload = int(l.payloadBytes(fp8)), scaleWords = fp8 ? sh.hidden / kLlScaleBlock : 0;
     const int numWarps = gridDim.x * kWarps;
     for (int n = blockIdx.x * kWarps + warp; n < total; n += numWarps) {
       const int le = sourceOfRow(sm.leStart, Le, n);
@@ -292,7 +294,7 @@ __device__ void recvHalf(const LlDispatchArgs& a, LlSession& ses, uint32_t seq, 
 __global__ void __launch_bounds__(kThreads, 1) llDispatchKernel(const __grid_constant__ LlDispatchArgs a) {
   extern __shared__ int smem[];
   __shared__ char* dsts[kWarps][kMaxTopk];
-  Transport tr(a.c, llGinCounterBase(kLlDispatch, int(gridDim.x)));
+  Transport tr(a.link, llGinCounterBase(kLlDispatch, int(gridDim.x)));
   LlSession ses(tr, a.g);
   uint32_t seq = 0;
   if (a.halves & kLlHalfSend) {
@@ -307,8 +309,8 @@ __global__ void __launch_bounds__(kThreads, 1) llDispatchKernel(const __grid_con
   }
 }
 
-size_t dispatchSmem(const Common& c) {
-  const size_t s = SendSmem::bytes(c.numExperts), r = RecvSmem::bytes(c.localExperts, c.nRanks);
+size_t dispatchSmem(int numExperts, int localExperts, int nRanks) {
+  const size_t s = SendSmem::bytes(numExperts), r = RecvSmem::bytes(localExperts, nRanks);
   return s > r ? s : r;
 }
 
@@ -322,17 +324,13 @@ cudaError_t llPrepareKernels() {
 }
 
 cudaError_t launchLlDispatch(const LlDispatchArgs& args, int nCtas, cudaStream_t stream) {
-  const size_t smem = dispatchSmem(args.c);
+  const size_t smem = dispatchSmem(args.shape.numExperts, args.shape.localExperts, args.link.nRanks);
   llDispatchKernel<<<nCtas, kThreads, smem, stream>>>(args);
   return cudaGetLastError();
 }
 
 size_t llDispatchSmem(int numExperts, int nRanks) {
-  Common c{};
-  c.numExperts = numExperts;
-  c.nRanks = nRanks;
-  c.localExperts = numExperts / nRanks;
-  return dispatchSmem(c);
+  return dispatchSmem(numExperts, numExperts / nRanks, nRanks);
 }
 
 }  // namespace epx::dev

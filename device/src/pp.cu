@@ -45,11 +45,11 @@ __device__ bool lastCtaOf(uint32_t* counter) {
 __device__ uint32_t loadSeq(const uint32_t* p) { return *reinterpret_cast<const volatile uint32_t*>(p); }
 
 __global__ void __launch_bounds__(kCollThreads, 1) ppSendKernel(const __grid_constant__ PpArgs a) {
-  const Common& c = a.c;
+  const LinkArgs& c = a.link;
   const int peer = a.peer;
   const uint32_t seq = loadSeq(&a.st.sendSeq[peer]) + 1;  // this message's number (every thread)
   const int buffer = ppStageBufferOf(seq);
-  const Transport t(a.c, ppGinCounterBase(buffer, int(gridDim.x)));  // puts count on the buffer's counters
+  const Transport t(a.link, ppGinCounterBase(buffer, int(gridDim.x)));  // puts count on the buffer's counters
   const bool gin = !t.lsa(peer);
   __shared__ int ok;
   if (threadIdx.x == 0) ok = t.wait(kPpFlagFree, peer, ppFreeTarget(seq, a.pl.numSlots), kPhasePpSlot);
@@ -103,13 +103,13 @@ __global__ void __launch_bounds__(kCollThreads, 1) ppSendKernel(const __grid_con
 
 // Every put of the channel left the stage (before the window goes away). One CTA.
 __global__ void __launch_bounds__(kCollThreads, 1) ppFlushKernel(const __grid_constant__ PpArgs a) {
-  const Transport t(a.c);
-  t.completeGinCounters(0, a.c.ginCounters);
+  const Transport t(a.link);
+  t.completeGinCounters(0, a.link.ginCounters);
 }
 
 __global__ void __launch_bounds__(kCollThreads, 1) ppRecvKernel(const __grid_constant__ PpArgs a) {
-  const Transport t(a.c);
-  const Common& c = a.c;
+  const Transport t(a.link);
+  const LinkArgs& c = a.link;
   const int peer = a.peer;
   const bool gin = !t.lsa(peer);
   __shared__ uint32_t seq, rounds0;

@@ -12,9 +12,10 @@ namespace epx {
 
 ncclResult_t agreeOnConfig(const ncclEpGroup& g) {
   const AgreedConfig mine = makeAgreedConfig(g.cfg, g.nCtas);
-  std::vector<AgreedConfig> all(size_t(g.nRanks), mine);
-  if (g.nRanks > 1)
-    if (ncclResult_t r = linkGather(g.comm, g.rank, g.nRanks, &mine, sizeof(mine), all.data(), "ncclEpGroupCreate");
+  std::vector<AgreedConfig> all(size_t(g.link.nRanks), mine);
+  if (g.link.nRanks > 1)
+    if (ncclResult_t r = linkGather(g.link.comm, g.link.rank, g.link.nRanks, &mine, sizeof(mine), all.data(),
+                                    "ncclEpGroupCreate");
         r != ncclSuccess)
       return r;
   const std::string err = checkAgreement(all);

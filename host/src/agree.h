@@ -6,8 +6,8 @@
 
 namespace epx {
 
-// Collective over g.comm: one ncclAllGather of every rank's AgreedConfig (private stream,
-// synchronized). Call after g.cfg is normalized and g.nCtas resolved, with g.cudaDev current.
+// Collective over g.link.comm: one ncclAllGather of every rank's AgreedConfig (private stream,
+// synchronized). Call after g.cfg is normalized and g.nCtas resolved, with g.link.cudaDev current.
 // ncclSuccess when every rank created the group with the same config; else ncclInvalidUsage on
 // every rank (all see the same records), with the reason in ncclEpGetLastError(); a CUDA or NCCL
 // failure of the exchange itself gives ncclUnhandledCudaError or the NCCL call's result.

@@ -12,7 +12,7 @@ namespace epx {
 
 struct Beacons {
   uint32_t* host = nullptr;    // mmap of the file, registered (cudaHostRegisterMapped)
-  uint32_t* device = nullptr;  // its device alias (Common::beacons)
+  uint32_t* device = nullptr;  // its device alias (LinkArgs::beacons)
   std::string path;
 };
 

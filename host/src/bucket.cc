@@ -26,12 +26,7 @@ struct ncclEpBucket {
   std::vector<char*> tensorPtrs;
   epx::dev::GroupState* state = nullptr;  // the protocol session's sequence numbers (device)
   uint32_t* arrived = nullptr;            // [kNumOpKinds][nRanks] GIN arrivals expected so far (device)
-  epx::dev::Common common() const {
-    epx::dev::Common c = epx::linkCommon(link, bl.flags, cfg.numCtas);
-    c.state = state;
-    c.arrived = arrived;
-    return c;
-  }
+  epx::dev::SessionArgs session() const { return {state, arrived, cfg.numCtas}; }
 };
 
 struct ncclEpBucketSession {
@@ -80,7 +75,8 @@ ncclResult_t launchOp(ncclEpBucket* b, const ncclEpBucketItem_t* items, int n, i
                       const ncclEpBucketReduceOpts_t* opts, cudaStream_t stream, const char* who,
                       bool gatherOfAllReduce = false) {
   epx::dev::BucketArgs a{};
-  a.c = b->common();
+  a.link = epx::linkArgs(b->link, b->bl.flags);
+  a.session = b->session();
   a.op = op;
   a.bf16Wire = bf16Wire ? 1 : 0;
   a.hasScale = opts && opts->hasScale ? 1 : 0;

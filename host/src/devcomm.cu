@@ -5,16 +5,16 @@
 
 #include "core/nccl_version.h"
 #include "devcomm.h"
-#include "epx/device/ep_args.h"
+#include "epx/device/link_args.h"
 
 namespace epx {
 
-// Common::devComm is sized by CMake from these headers (EPX_NCCL_DEVCOMM_BYTES): it must hold
+// LinkArgs::devComm is sized by CMake from these headers (EPX_NCCL_DEVCOMM_BYTES): it must hold
 // ncclDevComm with less than 16 bytes to spare, else the build mixes two NCCLs' headers.
-static_assert(sizeof(ncclDevComm_t) <= size_t(dev::kDevCommBytes), "ncclDevComm does not fit Common::devComm");
+static_assert(sizeof(ncclDevComm_t) <= size_t(dev::kDevCommBytes), "ncclDevComm does not fit LinkArgs::devComm");
 static_assert(size_t(dev::kDevCommBytes) - sizeof(ncclDevComm_t) < 16,
               "EPX_NCCL_DEVCOMM_BYTES was measured on other NCCL headers; reconfigure");
-static_assert(alignof(ncclDevComm_t) <= 16, "Common::devComm is 16-byte aligned");
+static_assert(alignof(ncclDevComm_t) <= 16, "LinkArgs::devComm is 16-byte aligned");
 
 LsaTeam lsaTeam(ncclComm_t comm) {
   const ncclTeam_t t = ncclTeamLsa(comm);

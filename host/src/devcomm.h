@@ -16,7 +16,7 @@ ncclResult_t devCommCreate(ncclComm_t comm, int ginSignals, int ginCounters, voi
 // "" when devComm (from devCommCreate) has the ABI the kernels were compiled for (NCCL 2.30+ headers:
 // NCCL_API_MAGIC and the headers' version; core/nccl_version.h); else why not.
 std::string devCommAbiCheck(const void* devComm);
-// Copies the ncclDevComm into Common::devComm.
+// Copies the ncclDevComm into LinkArgs::devComm.
 void devCommCopy(const void* devComm, unsigned char* dst);
 ncclResult_t devCommDestroy(ncclComm_t comm, void* devComm);
 

@@ -52,31 +52,23 @@ std::string checkCoResident(int nCtas, int numSMs, int nRanks) {
 
 }  // namespace
 
-epx::dev::Common ncclEpGroup::common() const {
-  epx::dev::Common c{};
-  c.window = window;
-  c.userBase = static_cast<char*>(buffer);
+epx::dev::EpShape ncclEpGroup::shape() const {
+  return {cfg.maxTokensPerRank, cfg.hidden, cfg.topk, cfg.numExperts, cfg.localExperts(link.nRanks)};
+}
+
+epx::dev::LinkArgs ncclEpGroup::linkArgs() const {
+  epx::dev::LinkArgs l = epx::linkArgs(link, wl.flags);
+  l.beacons = beacons.device;
+  return l;
+}
+
+epx::dev::EpCommon ncclEpGroup::common() const {
+  epx::dev::EpCommon c{};
+  c.link = linkArgs();
+  c.session = {state, arrived, nCtas};
+  c.userBase = buffer();
   c.wl = wl;
-  c.rank = rank;
-  c.nRanks = nRanks;
-  c.maxTokens = cfg.maxTokensPerRank;
-  c.hidden = cfg.hidden;
-  c.topk = cfg.topk;
-  c.numExperts = cfg.numExperts;
-  c.localExperts = cfg.localExperts(nRanks);
-  c.lsaRank = lsaRank;
-  c.lsaSize = lsaSize;
-  c.ginContexts = ginContexts;
-  c.nCtas = nCtas;
-  if (devComm) epx::devCommCopy(devComm, c.devComm);
-  c.state = state;
-  c.arrived = arrived;
-  c.ginPosted = ginPosted;
-  c.ginCounters = ginCounters;
-  c.ginSignals = ginSignals;
-  c.error = errorDev;
-  c.timeoutNs = 1000000LL * cfg.timeoutMs;
-  c.beacons = beacons.device;
+  c.shape = shape();
   return c;
 }
 
@@ -99,61 +91,44 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
   if (std::string v = epx::checkNcclVersion(runtime, NCCL_VERSION_CODE); !v.empty())
     return fail(ncclInvalidUsage, "ncclEpGroupCreate: " + v);
   auto* g = new ncclEpGroup;
-  g->comm = comm;
-  ncclResult_t r;
-  if ((r = ncclCommCount(comm, &g->nRanks)) != ncclSuccess || (r = ncclCommUserRank(comm, &g->rank)) != ncclSuccess ||
-      (r = ncclCommCuDevice(comm, &g->cudaDev)) != ncclSuccess) {
+  // The communicator's size, this rank, its device (made current) and its LSA team (link.h).
+  if (std::string e = epx::linkQuery(comm, &g->link); !e.empty()) {
     delete g;
-    return fail(r, "ncclEpGroupCreate: cannot query the communicator");
+    return fail(ncclInternalError, "ncclEpGroupCreate: " + e);
   }
-  std::string err = epx::normalizeConfig(config, g->nRanks, &g->cfg);
+  epx::WindowLink& l = g->link;
+  std::string err = epx::normalizeConfig(config, l.nRanks, &g->cfg);
   if (!err.empty()) {
     delete g;
     return fail(ncclInvalidArgument, "ncclEpGroupCreate: " + err);
   }
-  const epx::LsaTeam lsa = epx::lsaTeam(comm);
-  g->lsaSize = lsa.size;
-  g->lsaRank = lsa.rank;
-  if (g->lsaSize < 1 || g->nRanks % g->lsaSize != 0 || g->lsaRank < 0 || g->lsaRank >= g->lsaSize) {
-    const int n = g->nRanks, ls = g->lsaSize;
-    delete g;
-    return fail(ncclInternalError, "ncclEpGroupCreate: NCCL reports an LSA team of " + std::to_string(ls) + " for " +
-                                       std::to_string(n) + " ranks");
-  }
-  cudaError_t ce = cudaSetDevice(g->cudaDev);
-  if (ce == cudaSuccess) ce = cudaDeviceGetAttribute(&g->numSMs, cudaDevAttrMultiProcessorCount, g->cudaDev);
+  ncclResult_t r;
+  cudaError_t ce = cudaDeviceGetAttribute(&g->numSMs, cudaDevAttrMultiProcessorCount, l.cudaDev);
   if (ce != cudaSuccess) {
     delete g;
     return fail(ncclUnhandledCudaError, cudaMsg("ncclEpGroupCreate: device query", ce));
   }
-  g->nCtas = epx::resolveCtaCount(g->cfg, g->numSMs, g->nRanks, g->lsaSize, linkRates());
+  g->nCtas = epx::resolveCtaCount(g->cfg, g->numSMs, l.nRanks, l.lsaSize, linkRates());
   if ((r = epx::agreeOnConfig(*g)) != ncclSuccess) {  // collective: all ranks fail alike (host/src/agree.cc)
     releaseGroup(g);
     return r;
   }
-  if (std::string why = checkCoResident(g->nCtas, g->numSMs, g->nRanks); !why.empty()) {
+  if (std::string why = checkCoResident(g->nCtas, g->numSMs, l.nRanks); !why.empty()) {
     delete g;
     return fail(ncclInvalidUsage, "ncclEpGroupCreate: " + why);
   }
-  g->wl = epx::computeWindowLayout(g->cfg, g->nRanks, g->lsaSize);
-  if (g->cfg.lowLatency()) g->ll = epx::computeLlLayout(g->cfg, g->nRanks, g->lsaSize);
+  g->wl = epx::computeWindowLayout(g->cfg, l.nRanks, l.lsaSize);
+  if (g->cfg.lowLatency()) g->ll = epx::computeLlLayout(g->cfg, l.nRanks, l.lsaSize);
 
-  const bool network = g->lsaSize < g->nRanks;
+  const bool network = l.network();
   // The window, its device communicator, the GIN counters' totals and the error record: the setup
   // every window user of epx shares (link.h); it ends with a barrier after the GIN signals are zeroed.
-  epx::WindowLink& l = g->link;
-  l.comm = comm;
-  l.rank = g->rank;
-  l.nRanks = g->nRanks;
-  l.cudaDev = g->cudaDev;
-  l.lsaRank = g->lsaRank;
-  l.lsaSize = g->lsaSize;
   epx::LinkRequest req;
   req.bytes = g->wl.totalBytes;
   req.zeroedPrefix = epx::dev::windowZeroedPrefix(g->wl);
   req.ginSignals = !network ? 0
-                   : g->cfg.lowLatency() ? int(epx::dev::llTotalWords(g->nRanks, g->cfg.numExperts))
-                                         : epx::dev::ginSignalCount(g->nRanks);
+                   : g->cfg.lowLatency() ? int(epx::dev::llTotalWords(l.nRanks, g->cfg.numExperts))
+                                         : epx::dev::ginSignalCount(l.nRanks);
   req.ginCounters = !network ? 0
                     : g->cfg.lowLatency() ? epx::dev::llGinCounterCount(g->nCtas)
                                           : epx::dev::ginCounterCount(g->nCtas, g->cfg.maxTokensPerRank);
@@ -163,32 +138,23 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
     releaseGroup(g);
     return r;
   }
-  g->buffer = l.buffer;
-  g->window = l.window;
-  g->devComm = l.devComm;
-  g->ginContexts = l.ginContexts;
-  g->ginCounters = l.ginCounters;
-  g->ginSignals = l.ginSignals;
-  g->ginPosted = l.ginPosted;
-  g->error = l.error;
-  g->errorDev = l.errorDev;
   if ((ce = cudaMalloc(&g->state, sizeof(epx::dev::GroupState))) != cudaSuccess ||
       (ce = cudaMemset(g->state, 0, sizeof(epx::dev::GroupState))) != cudaSuccess ||
-      (ce = cudaMalloc(&g->arrived, sizeof(uint32_t) * epx::dev::kNumOpKinds * g->nRanks)) != cudaSuccess ||
-      (ce = cudaMemset(g->arrived, 0, sizeof(uint32_t) * epx::dev::kNumOpKinds * g->nRanks)) != cudaSuccess ||
+      (ce = cudaMalloc(&g->arrived, sizeof(uint32_t) * epx::dev::kNumOpKinds * l.nRanks)) != cudaSuccess ||
+      (ce = cudaMemset(g->arrived, 0, sizeof(uint32_t) * epx::dev::kNumOpKinds * l.nRanks)) != cudaSuccess ||
       (g->cfg.lowLatency() && (ce = epx::llGroupInit(g)) != cudaSuccess) ||
       (ce = cudaDeviceSynchronize()) != cudaSuccess) {
     releaseGroup(g);
     return fail(ncclUnhandledCudaError, cudaMsg("ncclEpGroupCreate: device state", ce));
   }
-  if (std::string berr; !epx::openBeacons(g->rank, &g->beacons, &berr))
-    std::fprintf(stderr, "epx: rank %d: EPX_DEBUG_BEACONS: %s; no beacons for this group\n", g->rank, berr.c_str());
+  if (std::string berr; !epx::openBeacons(l.rank, &g->beacons, &berr))
+    std::fprintf(stderr, "epx: rank %d: EPX_DEBUG_BEACONS: %s; no beacons for this group\n", l.rank, berr.c_str());
   if (const char* v = std::getenv("EPX_DEBUG"); v && *v && *v != '0')
     std::fprintf(stderr,
                  "epx: rank %d/%d group: T<=%d H=%d K=%d E=%d fp8=%d CTAs=%d window=%zu B, NVLink domain %d ranks, "
                  "GIN contexts %d\n",
-                 g->rank, g->nRanks, g->cfg.maxTokensPerRank, g->cfg.hidden, g->cfg.topk, g->cfg.numExperts,
-                 int(g->cfg.fp8Dispatch), g->nCtas, size_t(g->wl.totalBytes), g->lsaSize, g->ginContexts);
+                 l.rank, l.nRanks, g->cfg.maxTokensPerRank, g->cfg.hidden, g->cfg.topk, g->cfg.numExperts,
+                 int(g->cfg.fp8Dispatch), g->nCtas, size_t(g->wl.totalBytes), l.lsaSize, l.ginContexts);
   *out = g;
   epx::clearLastError();
   return ncclSuccess;
@@ -196,7 +162,7 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
 
 extern "C" ncclResult_t ncclEpGroupDestroy(ncclEpGroup_t g) {
   if (!g) return ncclSuccess;
-  cudaSetDevice(g->cudaDev);
+  cudaSetDevice(g->link.cudaDev);
   // No GIN signal of this group's kernels may land on the next device communicator's signals.
   const ncclResult_t r = epx::linkQuiesce(&g->link, "ncclEpGroupDestroy");
   releaseGroup(g);
@@ -222,7 +188,7 @@ extern "C" ncclResult_t ncclEpGroupGetBuffers(ncclEpGroup_t g, ncclEpBuffers_t* 
   if (g->cfg.lowLatency())
     return fail(ncclInvalidUsage, "ncclEpGroupGetBuffers: a low-latency group has no high-throughput buffers "
                                   "(see ncclEpLowLatencyGetCombineBuffer)");
-  char* base = static_cast<char*>(g->buffer);
+  char* base = g->buffer();
   b->recvX = base + g->wl.recvX;
   b->recvScales = g->cfg.fp8Dispatch ? reinterpret_cast<float*>(base + g->wl.recvScales) : nullptr;
   b->recvTopkIdx = reinterpret_cast<int32_t*>(base + g->wl.recvIdx);

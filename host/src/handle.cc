@@ -13,7 +13,7 @@ namespace {
 
 // Carves the route's arrays out of one allocation; returns the bytes needed when base is null.
 size_t carveRoute(char* base, const ncclEpGroup& g, epx::dev::Route* r) {
-  const size_t T = g.cfg.maxTokensPerRank, K = g.cfg.topk, R = g.nRanks, Le = g.cfg.localExperts(g.nRanks);
+  const size_t T = g.cfg.maxTokensPerRank, K = g.cfg.topk, R = g.link.nRanks, Le = g.cfg.localExperts(g.link.nRanks);
   size_t off = 0;
   auto take = [&](auto** p, size_t count) {
     using Elem = std::remove_pointer_t<std::remove_reference_t<decltype(*p)>>;
@@ -68,13 +68,13 @@ extern "C" ncclResult_t ncclEpHandleCreate(ncclEpGroup_t g, const ncclEpHandleCo
     return fail(ncclInvalidUsage, "ncclEpHandleCreate: combinePrecision ncclEpCombineFp32 needs a group created with "
                                   "exactCombine = 1 (FP32 combine buffers)");
   }
-  h->capacityRows = epx::capacityRows(g->cfg, g->nRanks, h->cfg);
+  h->capacityRows = epx::capacityRows(g->cfg, g->link.nRanks, h->cfg);
   if (h->capacityRows > INT32_MAX) {
     delete h;
     return fail(ncclInvalidArgument, "ncclEpHandleCreate: capacity of " + std::to_string(h->capacityRows) +
                                          " rows exceeds 2^31; lower maxTokensPerRank or alignment");
   }
-  cudaError_t ce = cudaSetDevice(g->cudaDev);
+  cudaError_t ce = cudaSetDevice(g->link.cudaDev);
   const size_t bytes = carveRoute(nullptr, *g, &h->route);
   if (ce == cudaSuccess) ce = cudaMalloc(&h->devMem, bytes);
   if (ce == cudaSuccess) ce = cudaMemset(h->devMem, 0, bytes);
@@ -106,7 +106,7 @@ extern "C" ncclResult_t ncclEpHandleCreate(ncclEpGroup_t g, const ncclEpHandleCo
 
 extern "C" ncclResult_t ncclEpHandleDestroy(ncclEpHandle_t h) {
   if (!h) return ncclSuccess;
-  cudaSetDevice(h->group->cudaDev);
+  cudaSetDevice(h->group->link.cudaDev);
   cudaError_t ce = cudaDeviceSynchronize();
   if (h->devMem) cudaFree(h->devMem);
   if (h->summary) cudaFreeHost(h->summary);

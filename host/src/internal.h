@@ -8,37 +8,31 @@
 #include "beacons.h"
 #include "core/config.h"
 #include "core/ll_checks.h"
-#include "devcomm.h"
 #include "epx/device/ep_args.h"
 #include "epx/device/ll_args.h"
 #include "epx/ep.h"
 #include "link.h"
 
 struct ncclEpGroup {
-  ncclComm_t comm = nullptr;
-  int rank = 0, nRanks = 0, cudaDev = -1, numSMs = 0, nCtas = 0;
-  int lsaRank = 0, lsaSize = 1;      // this rank's NVLink (LSA) team; other peers are reached over GIN
-  int ginContexts = 0;               // GIN contexts of devComm (0 when every peer is an LSA peer)
+  // The communicator, this rank's place in it and its NVLink (LSA) team (other peers are reached
+  // over GIN), the window (ncclMemAlloc, registered), the device communicator, the GIN counters'
+  // posted totals and the async error record (link.h).
+  epx::WindowLink link;
+  int numSMs = 0, nCtas = 0;
   epx::GroupConfig cfg;
   epx::dev::WindowLayout wl{};
-  epx::WindowLink link;             // owns the window, devComm, ginPosted and error (aliased below)
-  void* buffer = nullptr;           // ncclMemAlloc, registered as `window`
-  ncclWindow_t window = nullptr;
-  void* devComm = nullptr;          // ncclDevComm (opaque here; created in devcomm.cu)
   epx::dev::GroupState* state = nullptr;    // device memory
   uint32_t* arrived = nullptr;              // device memory [kNumOpKinds][nRanks]
-  uint64_t* ginPosted = nullptr;            // device memory [ginContexts][ginCounters] GIN puts posted per CTA
-  int ginCounters = 0;                      // GIN completion counters per context (one per CTA)
-  int ginSignals = 0;                       // GIN signals per context (0 without network peers)
-  epx::dev::AsyncError* error = nullptr;    // mapped pinned host memory
-  epx::dev::AsyncError* errorDev = nullptr; // its device alias
   epx::Beacons beacons;                     // debugging: EPX_DEBUG_BEACONS (beacons.h)
   // Low-latency groups (cfg.lowLatency()): the LL region and the group-owned LL device state.
   epx::dev::LlLayout ll{};
   epx::dev::LlState* llState = nullptr;     // device memory
   uint32_t* llCountSeen = nullptr;          // device memory [kLlBanks][numExperts]
   epx::LlGroupCalls llCalls;                // host mirror of the LL call order (ll_checks.h)
-  epx::dev::Common common() const;
+  epx::dev::EpCommon common() const;
+  epx::dev::EpShape shape() const;
+  epx::dev::LinkArgs linkArgs() const;  // the link's, with the group's beacons
+  char* buffer() const { return static_cast<char*>(link.buffer); }
   epx::dev::LlGroupDev llDev() const { return {ll, llState, llCountSeen}; }
 };
 

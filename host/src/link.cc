@@ -109,7 +109,7 @@ namespace {
 ncclResult_t linkDrain(WindowLink* l, const char* who) {
   if (!l->network() || l->ginContexts == 0 || l->error == nullptr) return ncclSuccess;
   const bool wait = !groupBroken(linkErrorSnapshot(*l));
-  cudaError_t ce = dev::launchDrainGin(linkCommon(*l, 0, 1), l->drainSignal, wait, nullptr);
+  cudaError_t ce = dev::launchDrainGin(linkArgs(*l, 0), l->drainSignal, wait, nullptr);
   if (ce == cudaSuccess) ce = cudaDeviceSynchronize();
   if (ce != cudaSuccess) return fail(ncclUnhandledCudaError, cudaMsg(who, "draining GIN signals", ce));
   if (!wait || !groupBroken(linkErrorSnapshot(*l))) return ncclSuccess;
@@ -168,25 +168,22 @@ ncclResult_t linkOpen(const LinkRequest& req, WindowLink* l) {
     return cleanup(ncclUnhandledCudaError, cudaMsg(req.who, "device state", ce));
   std::memset(l->error, 0, sizeof(*l->error));
   // GIN signal and counter ids come from NCCL's pools and may hold a destroyed object's values.
-  if ((ce = dev::launchResetGinSignals(linkCommon(*l, 0, 1), nullptr)) != cudaSuccess ||
+  if ((ce = dev::launchResetGinSignals(linkArgs(*l, 0), nullptr)) != cudaSuccess ||
       (ce = cudaDeviceSynchronize()) != cudaSuccess)
     return cleanup(ncclUnhandledCudaError, cudaMsg(req.who, "resetting GIN signals", ce));
   if ((r = linkBarrier(l->comm)) != ncclSuccess) return cleanup(r, "closing barrier (ncclAllReduce) failed");
   return ncclSuccess;
 }
 
-dev::Common linkCommon(const WindowLink& l, uint64_t flagsOffset, int nCtas) {
-  dev::Common c{};
+dev::LinkArgs linkArgs(const WindowLink& l, uint64_t flagsOffset) {
+  dev::LinkArgs c{};
   c.window = l.window;
-  c.userBase = static_cast<char*>(l.buffer);
-  c.wl.flags = flagsOffset;
-  c.wl.totalBytes = l.bytes;
+  c.flags = flagsOffset;
   c.rank = l.rank;
   c.nRanks = l.nRanks;
   c.lsaRank = l.lsaRank;
   c.lsaSize = l.lsaSize;
   c.ginContexts = l.ginContexts;
-  c.nCtas = nCtas;
   if (l.devComm) devCommCopy(l.devComm, c.devComm);
   c.ginPosted = l.ginPosted;
   c.ginCounters = l.ginCounters;

@@ -1,7 +1,7 @@
 // The setup window users of epx share: a registered window of symmetric memory, an NCCL device communicator (GIN when some peer is outside this
 // rank's NVLink domain), the per-CTA GIN counters' posted totals, the mapped async-error record,
 // and the two collective helpers used at creation time (barrier, gather of a small record).
-// Buckets and PP channels use all of it; EP groups (ncclEpGroupCreate) the barrier and the gather.
+// EP groups, buckets and PP channels use all of it.
 #pragma once
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "epx/device/ep_args.h"
+#include "epx/device/link_args.h"
 
 namespace epx {
 
@@ -75,9 +75,9 @@ void linkClose(WindowLink* l);
 // naming the peer. The caller still closes the link.
 ncclResult_t linkQuiesce(WindowLink* l, const char* who, cudaError_t pending = cudaSuccess);
 
-// The transport-layer arguments of l (Common without the EP-specific fields): flags at
-// `flagsOffset` of the window; nCtas CTAs per kernel; state / arrived may be null.
-dev::Common linkCommon(const WindowLink& l, uint64_t flagsOffset, int nCtas);
+// The transport's arguments of l (every kernel's LinkArgs): synchronization words at `flagsOffset`
+// of the window; no beacons.
+dev::LinkArgs linkArgs(const WindowLink& l, uint64_t flagsOffset);
 
 // The link's async-error record (mapped host memory the kernels write), copied.
 dev::AsyncError linkErrorSnapshot(const WindowLink& l);

@@ -29,7 +29,7 @@ void llGroupRelease(ncclEpGroup* g) {
 namespace {
 // Carves the LL route out of one allocation; returns the bytes needed when base is null.
 size_t carveLlRoute(char* base, const ncclEpGroup& g, dev::LlRoute* r) {
-  const size_t T = g.cfg.maxTokensPerRank, K = g.cfg.topk, R = g.nRanks, Le = g.cfg.localExperts(g.nRanks);
+  const size_t T = g.cfg.maxTokensPerRank, K = g.cfg.topk, R = g.link.nRanks, Le = g.cfg.localExperts(g.link.nRanks);
   size_t off = 0;
   auto take = [&](auto** p, size_t count) {
     using Elem = std::remove_pointer_t<std::remove_reference_t<decltype(*p)>>;
@@ -51,7 +51,7 @@ size_t carveLlRoute(char* base, const ncclEpGroup& g, dev::LlRoute* r) {
 cudaError_t llHandleInit(ncclEpHandle* h) {
   const ncclEpGroup& g = *h->group;
   const size_t bytes = carveLlRoute(nullptr, g, &h->llRoute);
-  cudaError_t ce = cudaSetDevice(g.cudaDev);
+  cudaError_t ce = cudaSetDevice(g.link.cudaDev);
   if (ce == cudaSuccess) ce = cudaMalloc(&h->llMem, bytes);
   if (ce == cudaSuccess) ce = cudaMemset(h->llMem, 0, bytes);
   if (ce == cudaSuccess) ce = cudaDeviceSynchronize();

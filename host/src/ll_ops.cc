@@ -17,13 +17,13 @@ ncclResult_t checkLlHandle(const ncclEpHandle* h, const char* what) {
   if (!h->ll)
     return fail(ncclInvalidUsage, std::string(what) + ": the handle belongs to a high-throughput group; create the "
                                                       "group with algorithm = ncclEpAlgoLowLatency");
-  if (*reinterpret_cast<const volatile int*>(&h->group->error->timeout.code) != 0)
+  if (*reinterpret_cast<const volatile int*>(&h->group->link.error->timeout.code) != 0)
     return fail(ncclRemoteError, std::string(what) + ": the group had a device-side timeout (see "
                                                      "ncclEpGroupGetAsyncError); destroy and recreate it");
   return ncclSuccess;
 }
 
-epx::LlHandleView view(const ncclEpHandle* h) { return {&h->group->cfg, h->group->nRanks, &h->llState, &h->group->llCalls}; }
+epx::LlHandleView view(const ncclEpHandle* h) { return {&h->group->cfg, h->group->link.nRanks, &h->llState, &h->group->llCalls}; }
 
 int halves(int flags) {
   return ((flags & NCCL_EP_LL_SEND) ? epx::dev::kLlHalfSend : 0) | ((flags & NCCL_EP_LL_RECV) ? epx::dev::kLlHalfRecv : 0);
@@ -38,7 +38,7 @@ ncclResult_t launchFailed(const char* what, cudaError_t e) {
 extern "C" ncclResult_t ncclEpLowLatencyGetShape(ncclEpGroup_t g, ncclEpLowLatencyShape_t* shape) {
   if (!g || !shape) return fail(ncclInvalidArgument, "ncclEpLowLatencyGetShape: NULL argument");
   if (!g->cfg.lowLatency()) return fail(ncclInvalidUsage, "ncclEpLowLatencyGetShape: not a low-latency group");
-  shape->numLocalExperts = g->cfg.localExperts(g->nRanks);
+  shape->numLocalExperts = g->cfg.localExperts(g->link.nRanks);
   shape->rowsPerExpert = g->ll.rowsPerExpert();
   shape->hidden = g->cfg.hidden;
   shape->scaleCols = g->cfg.hidden / epx::dev::kLlScaleBlock;
@@ -48,7 +48,7 @@ extern "C" ncclResult_t ncclEpLowLatencyGetShape(ncclEpGroup_t g, ncclEpLowLaten
 extern "C" ncclResult_t ncclEpLowLatencyGetCombineBuffer(ncclEpGroup_t g, void** x) {
   if (!g || !x) return fail(ncclInvalidArgument, "ncclEpLowLatencyGetCombineBuffer: NULL argument");
   if (!g->cfg.lowLatency()) return fail(ncclInvalidUsage, "ncclEpLowLatencyGetCombineBuffer: not a low-latency group");
-  *x = static_cast<char*>(g->buffer) + g->ll.combineSend;
+  *x = g->buffer() + g->ll.combineSend;
   return ncclSuccess;
 }
 
@@ -63,7 +63,8 @@ extern "C" ncclResult_t ncclEpLowLatencyDispatch(ncclEpHandle_t h, const ncclEpL
     return fail(ncclInvalidUsage, std::string(what) + ": " + e);
   ncclEpGroup* g = h->group;
   epx::dev::LlDispatchArgs a{};
-  a.c = g->common();
+  a.link = g->linkArgs();
+  a.shape = g->shape();
   a.g = g->llDev();
   a.r = h->llRoute;
   a.halves = halves(flags);
@@ -93,12 +94,13 @@ extern "C" ncclResult_t ncclEpLowLatencyCombine(ncclEpHandle_t h, const ncclEpLo
     return fail(ncclInvalidUsage, std::string(what) + ": " + e);
   ncclEpGroup* g = h->group;
   epx::dev::LlCombineArgs a{};
-  a.c = g->common();
+  a.link = g->linkArgs();
+  a.shape = g->shape();
   a.g = g->llDev();
   a.r = h->llRoute;
   a.halves = halves(flags);
   a.x = static_cast<const uint16_t*>(in->x);
-  a.zeroCopy = in->x == static_cast<const char*>(g->buffer) + g->ll.combineSend;
+  a.zeroCopy = in->x == g->buffer() + g->ll.combineSend;
   a.topkWeights = in->topkWeights;
   a.numTokens = h->llState.numTokens;
   a.out = static_cast<uint16_t*>(out->out);

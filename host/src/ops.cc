@@ -12,7 +12,7 @@ using epx::fail;
 namespace {
 
 epx::HandleView view(const ncclEpHandle* h) {
-  return epx::HandleView{&h->group->cfg, &h->cfg, h->group->nRanks, h->laidOut, h->numTokens, h->rowsNeeded(),
+  return epx::HandleView{&h->group->cfg, &h->cfg, h->group->link.nRanks, h->laidOut, h->numTokens, h->rowsNeeded(),
                          h->dispatched};
 }
 
@@ -22,7 +22,7 @@ ncclResult_t launchFailed(const char* what, cudaError_t e) {
 
 // Refuses new work once a device-side timeout was recorded: peers are out of step after one.
 ncclResult_t checkHealthy(const ncclEpGroup* g, const char* what) {
-  if (*reinterpret_cast<const volatile int*>(&g->error->timeout.code) != 0)
+  if (*reinterpret_cast<const volatile int*>(&g->link.error->timeout.code) != 0)
     return fail(ncclRemoteError, std::string(what) + ": the group had a device-side timeout (see "
                                                      "ncclEpGroupGetAsyncError); destroy and recreate it");
   return ncclSuccess;
@@ -73,7 +73,7 @@ extern "C" ncclResult_t ncclEpDispatchLayout(ncclEpHandle_t h, const ncclEpRouti
   }
   h->numRows = s.numRows;
   h->numRecvTokens = s.numTokens;
-  h->expertCounts.assign(s.expertCounts, s.expertCounts + g->cfg.localExperts(g->nRanks));
+  h->expertCounts.assign(s.expertCounts, s.expertCounts + g->cfg.localExperts(g->link.nRanks));
   if (s.badKind) {
     std::ostringstream os;
     os << "ncclEpDispatchLayout: token " << s.badToken << " slot " << s.badSlot << ": expert id " << s.badValue;
@@ -105,7 +105,7 @@ extern "C" ncclResult_t ncclEpDispatch(ncclEpHandle_t h, const ncclEpDispatchInp
   a.xRowBytes = g->cfg.hidden * (fp8 ? 1 : 2);
   a.scaleRowBytes = fp8 ? g->cfg.hidden / 128 * 4 : 0;
   a.zeroGaps = h->cfg.zeroGaps;
-  a.zeroCopy = !h->cfg.expanded && out->recvX == static_cast<char*>(g->buffer) + g->wl.recvX;
+  a.zeroCopy = !h->cfg.expanded && out->recvX == g->buffer() + g->wl.recvX;
   a.recvX = static_cast<char*>(out->recvX);
   a.recvScales = out->recvScales;
   a.recvTopkWeights = out->recvTopkWeights;
@@ -140,8 +140,8 @@ extern "C" ncclResult_t ncclEpCombine(ncclEpHandle_t h, const ncclEpCombineInput
   a.combinedTopkWeights = out->combinedTopkWeights;
   a.fp32 = h->cfg.fp32Combine && h->cfg.expanded;  // dedup rows are the caller's BF16 rows
   // Pull when the expert output already sits in the window (and any weights are the window's).
-  char* base = static_cast<char*>(g->buffer);
-  if (h->cfg.expanded && g->ginContexts > 0 && in->x == base + g->wl.combineX)
+  char* base = g->buffer();
+  if (h->cfg.expanded && g->link.ginContexts > 0 && in->x == base + g->wl.combineX)
     return fail(ncclInvalidArgument, "ncclEpCombine: the expanded layout's input x must not be the window's combineX "
                                      "(it stages rows for network peers); use your own buffer");
   a.pull = !h->cfg.expanded && in->x == base + g->wl.combineX &&

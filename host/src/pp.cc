@@ -24,7 +24,7 @@ struct ncclEpPpChannel {
   uint32_t* stateWords = nullptr;  // device [kPpStateWordsPerRank][nRanks]
   epx::dev::PpArgs args(int peer) const {
     epx::dev::PpArgs a{};
-    a.c = epx::linkCommon(link, pl.flags, cfg.numCtas);
+    a.link = epx::linkArgs(link, pl.flags);
     a.pl = pl;
     const int n = link.nRanks;
     a.st = epx::dev::PpState{stateWords, stateWords + n, stateWords + 2 * n, stateWords + 3 * n, stateWords + 4 * n,

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "epx/device/ep_args.h"
+#include "epx/device/link_args.h"
 
 namespace epx {
 

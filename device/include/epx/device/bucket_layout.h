@@ -13,7 +13,8 @@
 #include <cstdint>
 
 #include "epx/device/chunking.h"
-#include "epx/device/ep_args.h"
+#include "epx/device/link_args.h"
+#include "epx/device/session_args.h"
 #include "epx/device/window_layout.h"
 
 namespace epx::dev {
@@ -136,7 +137,8 @@ constexpr int kBucketSessionKind = kOpDispatch;
 constexpr int kBucketFreeKind = kFlagReadyCombine;
 
 struct BucketArgs {
-  Common c;          // wl.flags = BucketLayout::flags; state/arrived: the bucket's session state
+  LinkArgs link;         // flags = BucketLayout::flags
+  SessionArgs session;   // the bucket's session state
   int op;            // BucketOp
   int bf16Wire;      // reduce-scatter of FP32 tensors: contributions travel (and are summed) as BF16
   int hasScale;

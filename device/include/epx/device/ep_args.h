@@ -1,12 +1,12 @@
-// Plain structs shared by the host library and the EP kernels: per-group device state, async error
-// record, route and kernel arguments. No CUDA types beyond pointers, so host C++ (including
-// CPU-only unit tests) can include it.
+// Plain structs shared by the host library and the EP kernels: the group's shape, route and kernel
+// arguments (their transport and session parts: link_args.h, session_args.h). No CUDA types beyond
+// pointers, so host C++ (including CPU-only unit tests) can include it.
 #pragma once
-#include <nccl.h>
-
 #include <cstdint>
 
+#include "epx/device/link_args.h"
 #include "epx/device/protocol.h"
+#include "epx/device/session_args.h"
 #include "epx/device/window_layout.h"
 
 namespace epx::dev {
@@ -17,126 +17,20 @@ constexpr int kMaxCtas = 160;      // >= SMs of any Hopper part
 constexpr int kMaxTopk = 32;       // a warp holds one token's top-k slots, one lane each
 constexpr int kMaxExperts = 1024;  // layout kernel keeps per-warp expert masks in shared memory
 constexpr int kMaxTokens = 65536;
-// ncclDevComm travels to the kernels inside Common as opaque bytes, so that host C++ without
-// nccl_device.h can build the arguments. Its size differs between NCCL versions (200 bytes in
-// 2.28.9, more from 2.30 on): CMake measures sizeof(ncclDevComm) of the headers it chose and
-// defines EPX_NCCL_DEVCOMM_BYTES (rounded up to 16; cmake/FindNccl.cmake, target epx::nccl);
-// devcomm.cu checks it against the headers with a static_assert.
-#ifndef EPX_NCCL_DEVCOMM_BYTES
-#error "EPX_NCCL_DEVCOMM_BYTES is not defined: link the target epx::nccl (cmake/FindNccl.cmake)"
-#endif
-constexpr int kDevCommBytes = EPX_NCCL_DEVCOMM_BYTES;
-static_assert(kDevCommBytes > 0 && kDevCommBytes % 16 == 0, "EPX_NCCL_DEVCOMM_BYTES: a multiple of 16");
-#ifdef EPX_NCCL_BUILD_VERSION_CODE
-static_assert(NCCL_VERSION_CODE == EPX_NCCL_BUILD_VERSION_CODE,
-              "nccl.h is not the one CMake chose: another NCCL's include folder comes first");
-#endif
 
-enum OpKind : int { kOpDispatch = 0, kOpCombine = 1, kNumOpKinds = 2 };
-
-// Where a device wait stalled (ErrorRecord::phase).
-enum WaitPhase : int {
-  kPhaseNone = 0,
-  kPhaseCounts = 1,         // count exchange of ncclEpDispatchLayout
-  kPhaseDispatchReady = 2,  // peer has not started its dispatch
-  kPhaseDispatchData = 3,   // peer's dispatched rows did not arrive
-  kPhaseCombineReady = 4,
-  kPhaseCombineData = 5,
-  kPhaseBadExpertId = 6,    // not a wait: invalid top-k id seen on the device
-  kPhaseGinCompletion = 7,  // this rank's own GIN puts were not completed locally (network/proxy stalled)
-  kPhaseLlDispatchFree = 8,  // low-latency: peer has not received the previous dispatch of this bank
-  kPhaseLlDispatchData = 9,  // low-latency: peer's dispatch rows/counts did not arrive
-  kPhaseLlCombineFree = 10,
-  kPhaseLlCombineData = 11,
-  kPhaseCombineFree = 12,    // network peer has not finished its previous combine (session.cuh ginReadyTarget)
-  kNumPhases = 13
+// The shape of an EP group (equal on every rank).
+struct EpShape {
+  int maxTokens, hidden, topk, numExperts, localExperts;
 };
 
-// Waits of the bucket collectives and PP channels (values apart from the EP phases above).
-enum CollPhase : int {
-  kPhaseBucketReady = 16,    // peer has not started the bucket collective
-  kPhaseBucketData = 17,     // peer's contribution to the bucket collective did not arrive
-  kPhasePpSlot = 18,         // PP send: the receiving peer has not freed a slot
-  kPhasePpData = 19,         // PP recv: the sending peer's message did not arrive
-  kPhasePpRecvTooSmall = 20,  // not a wait: a PP message larger than the receive buffer (dropped)
-  kPhaseLinkDrain = 21,       // destroy: the peer's drain signal did not arrive (it has not destroyed)
-  kPhaseBucketFree = 22,      // reduce-scatter: peer has not finished its previous bucket collective
-  kPhaseBucketStage = 23      // reduce-scatter, BF16 wire: a CTA of this rank did not convert its share of a chunk
-};
-
-// How the stalled peer is reached (ErrorRecord::transport).
-enum PeerTransport : int { kTransportLsa = 0, kTransportGin = 1 };
-
-// Per-group device state (device memory). Sequence numbers: every op reads seq+1 and its last CTA
-// stores it, so CUDA graph replays keep counting without host involvement.
-// CTAs whose staging progress a kernel can follow chunk by chunk (GroupState::stageProgress).
-constexpr int kStageProgressCtas = 32;
-
-struct GroupState {
-  uint32_t layoutSeq;
-  uint32_t opSeq[kNumOpKinds];
-  uint32_t doneCtas[kNumOpKinds];
-  uint32_t stagedCtas[kNumOpKinds][kMaxPutRounds];  // CTAs done staging a put round (OpSession::lastToStage)
-  // CTA b's staged chunks of the running op, tagged with its sequence number: (seq << 32) | chunks
-  // (the bucket reduce-scatter's BF16 conversion; monotonic, so never reset).
-  uint64_t stageProgress[kStageProgressCtas];
-};
-
-// One device-side error. `code` is published last (release), after the fields it describes.
-struct ErrorRecord {
-  int code;        // ncclResult_t; 0 = none
-  int phase;       // WaitPhase
-  int peer;        // stalled peer rank, or -1
-  int rank;        // rank that saw it
-  int transport;   // PeerTransport of the peer
-  int pad;
-  long long detail0, detail1;  // bad id: token and value; timeout: expected and seen values
-};
-
-// Device-side errors of a group (mapped pinned host memory, readable while kernels hang). The
-// first timeout and the first bad expert id are kept separately: a bad id (capacity mode: the slot
-// is dropped and work goes on) never hides a later timeout, and the timeout is reported first.
-struct AsyncError {
-  int timeoutClaim;  // 0 until a thread claims `timeout`
-  int badIdClaim;
-  ErrorRecord timeout;
-  ErrorRecord badId;
-};
-
-// Progress beacons (debugging hangs; EPX_DEBUG_BEACONS, see host/src/beacons.cc): CTA b (< kBeaconCtas)
-// of a layout/dispatch/combine kernel stores (kernel << 24) | (step << 16) | (sequence & 0xffff)
-// into word b of a host file that anyone can read while the kernel runs; word kBeaconCtas counts
-// the dispatch and combine kernels started. Steps are BeaconStep.
-constexpr int kBeaconCtas = 256;
-enum BeaconKernel : uint32_t { kBeaconLayout = 1, kBeaconDispatch = 2, kBeaconCombine = 3 };
-enum BeaconStep : uint32_t {
-  kStepStart = 1,        // kernel entered
-  kStepReady = 2,        // peers ready (begin() done)
-  kStepSent = 3,         // this CTA's stores/puts posted
-  kStepArrived = 4,      // every source's data arrived (waitArrivals done)
-  kStepCompleting = 5,   // waiting for this CTA's GIN puts to complete locally
-  kStepCompleted = 6,
-  kStepEnd = 7
-};
-
-struct Common {
-  alignas(16) unsigned char devComm[kDevCommBytes];  // ncclDevComm (opaque here)
-  ncclWindow_t window;
+// Arguments every EP kernel (layout, dispatch, combine) of a group takes.
+struct EpCommon {
+  LinkArgs link;
+  SessionArgs session;
   char* userBase;  // the window at the caller's address (ncclMemAlloc): ncclGetLocalPointer returns
                    // another alias, so caller pointers are compared against this one
   WindowLayout wl;
-  int rank, nRanks, lsaRank, lsaSize;
-  int ginContexts;   // GIN contexts of the device communicator (0: every peer is an LSA peer)
-  int nCtas;         // CTAs of dispatch/combine, equal on every rank
-  int maxTokens, hidden, topk, numExperts, localExperts;
-  GroupState* state;
-  uint32_t* arrived;  // [kNumOpKinds][nRanks] GIN rows expected so far from each source (cumulative)
-  uint64_t* ginPosted;  // [ginContexts][ginCounters] GIN puts posted so far by CTA b on context ctx (cumulative)
-  int ginCounters;      // GIN counters per context: one per CTA of any kernel that puts (ginCounterCount)
-  int ginSignals;       // GIN signals per context (ginSignalCount; low-latency groups: llTotalWords)
-  AsyncError* error;
-  long long timeoutNs;
-  uint32_t* beacons;  // [kBeaconCtas + 1] mapped host words, or null (off)
+  EpShape shape;
 };
 
 // Named totals of a route (device memory, one per handle).
@@ -184,7 +78,7 @@ struct LayoutSummary {
 };
 
 struct LayoutArgs {
-  Common c;
+  EpCommon c;
   Route r;
   const void* topkIdx;
   int idxIs64;
@@ -193,7 +87,7 @@ struct LayoutArgs {
 };
 
 struct DispatchArgs {
-  Common c;
+  EpCommon c;
   Route r;
   int zeroCopy;       // deduplicated outputs are the window's receive arrays: no receive copy
   const char* x;
@@ -213,7 +107,7 @@ struct DispatchArgs {
 };
 
 struct CombineArgs {
-  Common c;
+  EpCommon c;
   Route r;
   int pull;           // x is the window's combineX: NVLink peers' rows are read in place
   int fp32;           // partial sums travel as FP32 (exact combine precision)

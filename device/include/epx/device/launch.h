@@ -35,16 +35,16 @@ cudaError_t llPrepareKernels();
 
 // Zeroes the group's GIN signals on every context (group creation, before any peer can signal:
 // signal ids come from NCCL's pool and may hold a destroyed group's values).
-cudaError_t launchResetGinSignals(const Common& c, cudaStream_t stream);
+cudaError_t launchResetGinSignals(const LinkArgs& l, cudaStream_t stream);
 // Drains the GIN traffic between this rank and every network peer before the window's device
 // communicator is destroyed (collective, like the window deregistration that follows): on every
 // context, this rank adds 1 to its drain signal (drainBase + rank) at each network peer, then waits
-// (bounded, c.timeoutNs; a timeout is recorded as kPhaseLinkDrain naming the peer) until every
+// (bounded, l.timeoutNs; a timeout is recorded as kPhaseLinkDrain naming the peer) until every
 // network peer's drain signal has arrived here on every context. Signals are applied in order per
 // (context, peer), so afterwards no signal posted by a peer's earlier kernels is still in flight
 // towards this rank: none can land on the signal ids NCCL hands the next device communicator
 // (ncclDevCommDestroy returns them to its pool). wait = false only posts this rank's drain signals
 // (after a timeout: the peers that are alive still get theirs). One CTA.
-cudaError_t launchDrainGin(const Common& c, uint32_t drainBase, bool wait, cudaStream_t stream);
+cudaError_t launchDrainGin(const LinkArgs& l, uint32_t drainBase, bool wait, cudaStream_t stream);
 
 }  // namespace epx::dev

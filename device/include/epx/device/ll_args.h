@@ -39,7 +39,8 @@ struct LlRoute {
 };
 
 struct LlDispatchArgs {
-  Common c;
+  LinkArgs link;
+  EpShape shape;
   LlGroupDev g;
   LlRoute r;
   int halves;            // LlHalf bits
@@ -56,7 +57,8 @@ struct LlDispatchArgs {
 };
 
 struct LlCombineArgs {
-  Common c;
+  LinkArgs link;
+  EpShape shape;
   LlGroupDev g;
   LlRoute r;
   int halves;

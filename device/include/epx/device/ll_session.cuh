@@ -30,7 +30,7 @@ struct LlSession {
   // Every thread of the CTA.
   __device__ void waitFree(int op, uint32_t seq, int phase) {
     bool ok = true;
-    for (int p = threadIdx.x; p < t.c.nRanks && ok; p += blockDim.x)
+    for (int p = threadIdx.x; p < t.link.nRanks && ok; p += blockDim.x)
       ok = t.waitWord(g.l.freeWord(op, p), p, llFreeTarget(seq), phase);
     abort = __syncthreads_or(!ok) != 0 || abort;
   }
@@ -41,7 +41,7 @@ struct LlSession {
 
   // Last CTA of a receive half: op #seq of `op` was consumed here (every source may reuse the bank).
   __device__ void freeBank(int op, uint32_t seq) const {
-    for (int p = threadIdx.x; p < t.c.nRanks; p += blockDim.x) t.publishWord(p, g.l.freeWord(op, t.c.rank), seq);
+    for (int p = threadIdx.x; p < t.link.nRanks; p += blockDim.x) t.publishWord(p, g.l.freeWord(op, t.link.rank), seq);
   }
 };
 

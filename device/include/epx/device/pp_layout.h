@@ -11,7 +11,7 @@
 #include <cstdint>
 
 #include "epx/device/chunking.h"
-#include "epx/device/ep_args.h"
+#include "epx/device/link_args.h"
 #include "epx/device/window_layout.h"
 
 namespace epx::dev {
@@ -99,7 +99,7 @@ struct PpState {
 constexpr int kPpStateWordsPerRank = 5 + kPpMaxPutRounds;
 
 struct PpArgs {
-  Common c;  // wl.flags = PpLayout::flags; state/arrived unused
+  LinkArgs link;  // flags = PpLayout::flags
   PpLayout pl;
   PpState st;
   int peer;

@@ -10,13 +10,13 @@
 //   waitArrivals() until every source's data (or "done reading") arrived (waitSourceRange: a range
 //                  of sources, so the receiver can start on early ones): NVLink sources when all
 //                  their CTAs added (seq * nCtas), network sources when the rows they put (signal
-//                  summed over contexts) reach the running total kept in Common::arrived;
+//                  summed over contexts) reach the running total kept in SessionArgs::arrived;
 //   end()          the last CTA advances the running totals and publishes the sequence number
 //                  (combine, and every bucket op: also "finished" to every network peer).
 // All CTAs of the grid must be co-resident (checked at group creation), and every rank launches
 // the same grid (agreed at group creation).
 #pragma once
-#include "epx/device/ep_args.h"
+#include "epx/device/session_args.h"
 #include "epx/device/transport.cuh"
 
 namespace epx::dev {
@@ -36,11 +36,11 @@ struct OpSession {
   int abort;
   int ginReady;  // this CTA has seen every network peer ready (readyAllGin)
 
-  __device__ void begin(const Transport& t, int kind, int phase) {
-    const Common& c = t.c;
+  __device__ void begin(const Transport& t, const SessionArgs& sa, int kind, int phase) {
+    const LinkArgs& c = t.link;
     const int readyKind = kind == kOpDispatch ? kFlagReadyDispatch : kFlagReadyCombine;
     if (threadIdx.x == 0) {
-      seq = reinterpret_cast<volatile uint32_t*>(c.state->opSeq)[kind] + 1;
+      seq = reinterpret_cast<volatile uint32_t*>(sa.state->opSeq)[kind] + 1;
       abort = 0;
       ginReady = 0;
     }
@@ -85,7 +85,7 @@ struct OpSession {
     if (ginReady) return;
     const int readyKind = kind == kOpDispatch ? kFlagReadyDispatch : kFlagReadyCombine;
     bool ok = true;
-    for (int p = threadIdx.x; p < t.c.nRanks; p += blockDim.x)
+    for (int p = threadIdx.x; p < t.link.nRanks; p += blockDim.x)
       if (!t.lsa(p)) ok = ok && t.wait(readyKind, p, ginReadyTarget(kind), phase);
     if (!ok) abort = 1;
     __syncthreads();
@@ -98,13 +98,13 @@ struct OpSession {
   // counting) and posts the round's GIN puts — a few large operations per peer and round instead
   // of a few per CTA and peer (each GIN operation has a fixed cost in the proxy;
   // docs/performance.md).
-  __device__ bool lastToStage(const Transport& t, int kind, int round) {
-    return lastCtaOf(&t.c.state->stagedCtas[kind][round]);
+  __device__ bool lastToStage(const SessionArgs& sa, int kind, int round) {
+    return lastCtaOf(&sa.state->stagedCtas[kind][round]);
   }
 
   __device__ void arriveLsa(const Transport& t, int kind) {
     __syncthreads();
-    const Common& c = t.c;
+    const LinkArgs& c = t.link;
     if (abort) return;
     const int arriveKind = kind == kOpDispatch ? kFlagArriveDispatch : kFlagArriveCombine;
     const int first = c.rank - c.lsaRank;
@@ -113,9 +113,9 @@ struct OpSession {
   }
 
   template <class Rows>
-  __device__ void waitArrivals(const Transport& t, int kind, int phase, bool lsaSources, bool ginSources,
-                               const Rows& rows) {
-    waitSources(t, kind, phase, lsaSources, ginSources, rows);
+  __device__ void waitArrivals(const Transport& t, const SessionArgs& sa, int kind, int phase, bool lsaSources,
+                               bool ginSources, const Rows& rows) {
+    waitSources(t, sa, kind, phase, lsaSources, ginSources, rows);
     t.mark(kStepArrived);
   }
 
@@ -123,38 +123,40 @@ struct OpSession {
   // sources post their rows in order, each put round adding its rows to the arrival signal), so
   // the receiver can work on a prefix while the rest is on the wire. Every thread of the CTA.
   template <class Rows>
-  __device__ void waitGinPrefix(const Transport& t, int kind, int phase, const Rows& rows) {
-    waitSources(t, kind, phase, false, true, rows);
+  __device__ void waitGinPrefix(const Transport& t, const SessionArgs& sa, int kind, int phase, const Rows& rows) {
+    waitSources(t, sa, kind, phase, false, true, rows);
   }
 
   // Until the data of sources [first, last) arrived (all of them: waitArrivals). Every thread.
   template <class Rows>
-  __device__ void waitSourceRange(const Transport& t, int kind, int phase, int first, int last, const Rows& rows) {
-    waitSources(t, kind, phase, true, true, rows, first, last);
+  __device__ void waitSourceRange(const Transport& t, const SessionArgs& sa, int kind, int phase, int first, int last,
+                                  const Rows& rows) {
+    waitSources(t, sa, kind, phase, true, true, rows, first, last);
   }
 
   // Receive wave `wave` of `waves` (protocol.h, waveRowBegin) of sources [first, last): network
   // sources until the rows of waves 0..wave arrived; NVLink sources (all or nothing) in the last
   // wave only. With one wave: waitSourceRange. Every thread.
   template <class Rows>
-  __device__ void waitSourceWave(const Transport& t, int kind, int phase, int first, int last, const Rows& rows,
-                                 int wave, int waves) {
-    waitSources(t, kind, phase, wave == waves - 1, true, rows, first, last, wave, waves);
+  __device__ void waitSourceWave(const Transport& t, const SessionArgs& sa, int kind, int phase, int first, int last,
+                                 const Rows& rows, int wave, int waves) {
+    waitSources(t, sa, kind, phase, wave == waves - 1, true, rows, first, last, wave, waves);
   }
 
   template <class Rows>
-  __device__ void waitSources(const Transport& t, int kind, int phase, bool lsaSources, bool ginSources,
-                              const Rows& rows, int first = 0, int last = -1, int wave = 0, int waves = 1) {
-    const Common& c = t.c;
+  __device__ void waitSources(const Transport& t, const SessionArgs& sa, int kind, int phase, bool lsaSources,
+                              bool ginSources, const Rows& rows, int first = 0, int last = -1, int wave = 0,
+                              int waves = 1) {
+    const LinkArgs& c = t.link;
     const int arriveKind = kind == kOpDispatch ? kFlagArriveDispatch : kFlagArriveCombine;
     if (last < 0) last = c.nRanks;
     bool ok = true;
     if (!abort) {
       for (int p = first + threadIdx.x; p < last && ok; p += blockDim.x) {
         if (t.lsa(p)) {
-          if (lsaSources) ok = t.wait(arriveKind, p, seq * uint32_t(c.nCtas), phase);
+          if (lsaSources) ok = t.wait(arriveKind, p, seq * uint32_t(sa.nCtas), phase);
         } else if (ginSources) {
-          const uint32_t target = c.arrived[kind * c.nRanks + p] + uint32_t(waveRowBegin(int(rows(p)), waves, wave + 1));
+          const uint32_t target = sa.arrived[kind * c.nRanks + p] + uint32_t(waveRowBegin(int(rows(p)), waves, wave + 1));
           ok = t.wait(arriveKind, p, target, phase);
         }
       }
@@ -166,25 +168,25 @@ struct OpSession {
   // publishFree: the last CTA then adds 1 to every network peer's `freeKind` word of this rank (the
   // count of ops this rank finished: its receive areas are free again; buckets, bucket_layout.h).
   template <class Rows>
-  __device__ void end(const Transport& t, int kind, const Rows& rows, int freeKind = -1) {
+  __device__ void end(const Transport& t, const SessionArgs& sa, int kind, const Rows& rows, int freeKind = -1) {
     __syncthreads();
     t.mark(kStepEnd);
-    const Common& c = t.c;
+    const LinkArgs& c = t.link;
     __shared__ bool last;
     if (threadIdx.x == 0) {
       __threadfence();
-      last = atomicAdd(&c.state->doneCtas[kind], 1u) == gridDim.x - 1;
+      last = atomicAdd(&sa.state->doneCtas[kind], 1u) == gridDim.x - 1;
     }
     __syncthreads();
     if (!last) return;
     if (!abort && t.hasGin())
       for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x)
-        if (!t.lsa(p)) c.arrived[kind * c.nRanks + p] += rows(p);
+        if (!t.lsa(p)) sa.arrived[kind * c.nRanks + p] += rows(p);
     __syncthreads();
     if (threadIdx.x == 0) {
-      c.state->doneCtas[kind] = 0;
+      sa.state->doneCtas[kind] = 0;
       __threadfence();
-      reinterpret_cast<volatile uint32_t*>(c.state->opSeq)[kind] = seq;
+      reinterpret_cast<volatile uint32_t*>(sa.state->opSeq)[kind] = seq;
     }
     if (freeKind >= 0 && !abort && t.hasGin())
       for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x)

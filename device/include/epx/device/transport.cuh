@@ -17,7 +17,7 @@
 
 #include <cstdint>
 
-#include "epx/device/ep_args.h"
+#include "epx/device/link_args.h"
 #include "epx/device/protocol.h"
 
 namespace epx::dev {
@@ -103,50 +103,50 @@ __device__ __forceinline__ bool lastCtaOf(uint32_t* counter) {
 // ---- the transport -----------------------------------------------------------------------------
 
 struct Transport {
-  const Common& c;
+  const LinkArgs& link;
   uint32_t beaconKernel = 0;  // BeaconKernel of the running kernel (0: no beacons)
   uint32_t beaconSeq = 0;
   int counterBase_ = 0;       // GIN counter of CTA 0 (counterOf)
 
-  __device__ explicit Transport(const Common& common) : c(common) {}
+  __device__ explicit Transport(const LinkArgs& l) : link(l) {}
   // counterBase: this kernel's CTA b counts its puts on GIN counter counterBase + b (kernels whose
   // puts must complete independently of another kernel's use disjoint ranges: the low-latency
   // dispatch and combine, ll_layout.h llGinCounterBase).
-  __device__ Transport(const Common& common, int counterBase) : c(common), counterBase_(counterBase) {}
+  __device__ Transport(const LinkArgs& l, int counterBase) : link(l), counterBase_(counterBase) {}
 
   // Progress beacon of this CTA (debugging; no-op unless the group has beacons): thread 0 stores
   // (kernel, step, sequence) into the CTA's host word. `kernel` starts a kernel (and counts it).
   __device__ void startBeacon(uint32_t kernel, uint32_t seq) {
     beaconKernel = kernel;
     beaconSeq = seq;
-    if (c.beacons && kernel != kBeaconLayout && blockIdx.x == 0 && threadIdx.x == 0)
-      atomicAdd_system(&c.beacons[kBeaconCtas], 1u);  // dispatch/combine kernels started
+    if (link.beacons && kernel != kBeaconLayout && blockIdx.x == 0 && threadIdx.x == 0)
+      atomicAdd_system(&link.beacons[kBeaconCtas], 1u);  // dispatch/combine kernels started
     mark(kStepStart);
   }
   __device__ void mark(uint32_t step) const {
-    if (c.beacons == nullptr || threadIdx.x != 0 || blockIdx.x >= unsigned(kBeaconCtas)) return;
-    *reinterpret_cast<volatile uint32_t*>(&c.beacons[blockIdx.x]) = (beaconKernel << 24) | (step << 16) | (beaconSeq & 0xffffu);
+    if (link.beacons == nullptr || threadIdx.x != 0 || blockIdx.x >= unsigned(kBeaconCtas)) return;
+    *reinterpret_cast<volatile uint32_t*>(&link.beacons[blockIdx.x]) = (beaconKernel << 24) | (step << 16) | (beaconSeq & 0xffffu);
   }
 
-  __device__ const ncclDevComm& devComm() const { return *reinterpret_cast<const ncclDevComm*>(c.devComm); }
-  __device__ bool lsa(int peer) const { return isLsaPeer(c.rank, c.lsaRank, c.lsaSize, peer); }
+  __device__ const ncclDevComm& devComm() const { return *reinterpret_cast<const ncclDevComm*>(link.devComm); }
+  __device__ bool lsa(int peer) const { return isLsaPeer(link.rank, link.lsaRank, link.lsaSize, peer); }
   __device__ int transportOf(int peer) const { return lsa(peer) ? kTransportLsa : kTransportGin; }
-  __device__ bool hasGin() const { return c.ginContexts > 0; }
+  __device__ bool hasGin() const { return link.ginContexts > 0; }
 
   // Window base of an NVLink peer (or of this rank), as a pointer this GPU can store to.
   __device__ char* lsaBase(int peer) const {
-    return static_cast<char*>(ncclGetLsaPointer(c.window, 0, peer - (c.rank - c.lsaRank)));
+    return static_cast<char*>(ncclGetLsaPointer(link.window, 0, peer - (link.rank - link.lsaRank)));
   }
-  __device__ char* localBase() const { return static_cast<char*>(ncclGetLocalPointer(c.window, 0)); }
+  __device__ char* localBase() const { return static_cast<char*>(ncclGetLocalPointer(link.window, 0)); }
 
   // Synchronization word `id` (LSA flag in the window whose base is `base`; the GIN signal with the
   // same index). The high-throughput words are (kind, source) = ginSignalId; low-latency words
   // follow them (ll_layout.h). Ids name the word as its reader sees it (source = the writer).
   __device__ uint32_t* word(char* base, uint32_t id) const {
-    return reinterpret_cast<uint32_t*>(base + c.wl.flags) + id;
+    return reinterpret_cast<uint32_t*>(base + link.flags) + id;
   }
-  __device__ uint32_t* flag(char* base, int kind, int src) const { return word(base, ginSignalId(kind, src, c.nRanks)); }
-  __device__ uint32_t ownId(int kind) const { return ginSignalId(kind, c.rank, c.nRanks); }
+  __device__ uint32_t* flag(char* base, int kind, int src) const { return word(base, ginSignalId(kind, src, link.nRanks)); }
+  __device__ uint32_t ownId(int kind) const { return ginSignalId(kind, link.rank, link.nRanks); }
 
   // peer's word `id` becomes `value` (LSA store; words that count operations) — GIN adds 1 on the
   // control context, which yields the same cumulative value.
@@ -189,7 +189,7 @@ struct Transport {
     if (bytes == 0) return;
     __threadfence_system();
     ncclGin gin(devComm(), ctx);
-    gin.put(ncclTeamWorld(devComm()), peer, c.window, dstOff, c.window, srcOff, bytes, ncclGin_None{}, completion());
+    gin.put(ncclTeamWorld(devComm()), peer, link.window, dstOff, link.window, srcOff, bytes, ncclGin_None{}, completion());
     countPosted(ctx);
   }
 
@@ -207,7 +207,7 @@ struct Transport {
     if (bytes == 0) {
       gin.signal(ncclTeamWorld(devComm()), peer, add);
     } else {
-      gin.put(ncclTeamWorld(devComm()), peer, c.window, dstOff, c.window, srcOff, bytes, add, completion());
+      gin.put(ncclTeamWorld(devComm()), peer, link.window, dstOff, link.window, srcOff, bytes, add, completion());
       countPosted(ctx);
     }
   }
@@ -227,7 +227,7 @@ struct Transport {
     mark(kStepCompleting);
     // One (context, counter) pair per thread: the waits overlap instead of adding up.
     bool mine = true;
-    for (int i = threadIdx.x; i < n * c.ginContexts && mine; i += blockDim.x) {
+    for (int i = threadIdx.x; i < n * link.ginContexts && mine; i += blockDim.x) {
       const int ctx = i / n, counter = first + i % n;
       const uint64_t target = atomicAdd(reinterpret_cast<unsigned long long*>(postedSlotOf(ctx, counter)), 0ull);
       ncclGin gin(devComm(), ctx);
@@ -235,8 +235,8 @@ struct Transport {
       const uint64_t start = globalTimerNs();
       for (uint32_t spin = 1; !counterReached(seen, target); ++spin) {
         if ((spin & 255u) == 0) {
-          if (timedOut(c.error) || globalTimerNs() - start > uint64_t(c.timeoutNs)) {
-            recordTimeout(c.error, kPhaseGinCompletion, -1, c.rank, kTransportGin, (long long)target, (long long)seen);
+          if (timedOut(link.error) || globalTimerNs() - start > uint64_t(link.timeoutNs)) {
+            recordTimeout(link.error, kPhaseGinCompletion, -1, link.rank, kTransportGin, (long long)target, (long long)seen);
             mine = false;
             break;
           }
@@ -255,18 +255,18 @@ struct Transport {
   __device__ int counterOf() const { return counterBase_ + int(blockIdx.x); }
   __device__ ncclGin_CounterInc completion() const { return ncclGin_CounterInc{ncclGinCounter_t(counterOf())}; }
   __device__ uint64_t* postedSlotOf(int ctx, int counter) const {
-    return c.ginPosted + size_t(ctx) * c.ginCounters + counter;
+    return link.ginPosted + size_t(ctx) * link.ginCounters + counter;
   }
   __device__ uint64_t* postedSlot(int ctx) const { return postedSlotOf(ctx, counterOf()); }
   __device__ void countPosted(int ctx) const { atomicAdd(reinterpret_cast<unsigned long long*>(postedSlot(ctx)), 1ull); }
 
   // Value of (kind, src) as seen by this rank: the LSA flag, or the GIN signal summed over contexts.
-  __device__ uint32_t read(int kind, int src) const { return readWord(ginSignalId(kind, src, c.nRanks), src); }
+  __device__ uint32_t read(int kind, int src) const { return readWord(ginSignalId(kind, src, link.nRanks), src); }
   // Value of word `id`, written by src.
   __device__ uint32_t readWord(uint32_t id, int src) const {
     if (lsa(src)) return loadAcquireSys(word(localBase(), id));
     uint64_t sum = 0;
-    for (int ctx = 0; ctx < c.ginContexts; ++ctx) {
+    for (int ctx = 0; ctx < link.ginContexts; ++ctx) {
       ncclGin gin(devComm(), ctx);
       sum += gin.readSignal(id);
     }
@@ -277,7 +277,7 @@ struct Transport {
   // (recording which peer, phase and transport) or when another wait of the group timed out.
   // Single-thread wait; callers spread sources over threads.
   __device__ bool wait(int kind, int src, uint32_t target, int phase) const {
-    return waitWord(ginSignalId(kind, src, c.nRanks), src, target, phase);
+    return waitWord(ginSignalId(kind, src, link.nRanks), src, target, phase);
   }
   __device__ bool waitWord(uint32_t id, int src, uint32_t target, int phase) const {
     uint32_t v = readWord(id, src);
@@ -287,9 +287,9 @@ struct Transport {
       v = readWord(id, src);
       if (reached(v, target)) return true;
       if ((spin & 255u) == 0) {
-        if (timedOut(c.error)) return false;
-        if (globalTimerNs() - start > uint64_t(c.timeoutNs)) {
-          recordTimeout(c.error, phase, src, c.rank, transportOf(src), target, v);
+        if (timedOut(link.error)) return false;
+        if (globalTimerNs() - start > uint64_t(link.timeoutNs)) {
+          recordTimeout(link.error, phase, src, link.rank, transportOf(src), target, v);
           return false;
         }
       }

@@ -1,0 +1,35 @@
+// What the completion session of an op (session.cuh, OpSession) needs besides the transport:
+// its device state and the GIN rows expected so far. Used by the EP dispatch / combine (and the
+// layout's sequence number) and by the bucket collectives. Plain struct (host C++ includes it).
+#pragma once
+#include <cstdint>
+
+#include "epx/device/protocol.h"
+
+namespace epx::dev {
+
+enum OpKind : int { kOpDispatch = 0, kOpCombine = 1, kNumOpKinds = 2 };
+
+// CTAs whose staging progress a kernel can follow chunk by chunk (GroupState::stageProgress).
+constexpr int kStageProgressCtas = 32;
+
+// The session's device state (device memory; an EP group's, or a bucket's). Sequence numbers:
+// every op reads seq+1 and its last CTA stores it, so CUDA graph replays keep counting without
+// host involvement.
+struct GroupState {
+  uint32_t layoutSeq;
+  uint32_t opSeq[kNumOpKinds];
+  uint32_t doneCtas[kNumOpKinds];
+  uint32_t stagedCtas[kNumOpKinds][kMaxPutRounds];  // CTAs done staging a put round (OpSession::lastToStage)
+  // CTA b's staged chunks of the running op, tagged with its sequence number: (seq << 32) | chunks
+  // (the bucket reduce-scatter's BF16 conversion; monotonic, so never reset).
+  uint64_t stageProgress[kStageProgressCtas];
+};
+
+struct SessionArgs {
+  GroupState* state;
+  uint32_t* arrived;  // [kNumOpKinds][nRanks] GIN rows expected so far from each source (cumulative)
+  int nCtas;          // CTAs of the session's kernels, equal on every rank
+};
+
+}  // namespace epx::dev
