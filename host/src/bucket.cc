@@ -21,7 +21,7 @@ using epx::fail;
 struct ncclEpBucket {
   epx::WindowLink link;
   epx::BucketConfig cfg;
-  std::vector<ncclEpBucketTensor_t> plan;
+  std::vector<epx::BucketTensorSpec> plan;
   epx::dev::BucketLayout bl{};
   std::vector<char*> tensorPtrs;
   epx::dev::GroupState* state = nullptr;  // the protocol session's sequence numbers (device)
@@ -43,6 +43,50 @@ void release(ncclEpBucket* b) {
   delete b;
 }
 
+static_assert(epx::kUnsetInt == NCCL_EP_UNDEF_INT, "core/coll_config.h: kUnsetInt is the public NCCL_EP_UNDEF_INT");
+
+// The public structs in core's terms (core/coll_config.h). The plan: empty when there is none to
+// read (NULL, or a count the plan check refuses first).
+std::vector<epx::BucketTensorSpec> specsOf(const ncclEpBucketTensor_t* tensors, int n) {
+  std::vector<epx::BucketTensorSpec> out;
+  if (tensors && n > 0 && n <= epx::dev::kMaxBucketTensors)
+    for (int i = 0; i < n; ++i) out.push_back({tensors[i].count, tensors[i].dtype});
+  return out;
+}
+
+std::string checkPlan(const ncclEpBucketTensor_t* tensors, int n, int nRanks, std::vector<epx::BucketTensorSpec>* specs,
+                      std::vector<epx::dev::BucketTensorPlan>* plan) {
+  *specs = specsOf(tensors, n);
+  return epx::checkBucketPlan(tensors ? specs->data() : nullptr, n, nRanks, plan);
+}
+
+std::string normalizeConfig(const ncclEpBucketConfig_t* in, epx::BucketConfig* out) {
+  epx::BucketConfigRequest req;  // no config: the defaults
+  if (in) {
+    if (std::string e = epx::checkConfigHeader("config", true, in->size, sizeof(ncclEpBucketConfig_t), in->magic,
+                                               NCCL_EP_BUCKET_CONFIG_MAGIC);
+        !e.empty())
+      return e;
+    req.numCtas = in->numCtas;
+    req.timeoutMs = in->timeoutMs;
+    req.chunkBytes = in->chunkBytes;
+  }
+  return epx::normalizeBucketConfig(req, out);
+}
+
+// A call's items against the plan (n items; at most kMaxBucketTensors are read, more fail the
+// count check first).
+std::string checkItems(const ncclEpBucket* b, epx::BucketCall call, const ncclEpBucketItem_t* items, int n,
+                       bool haveSession, const ncclEpBucketReduceOpts_t* opts) {
+  epx::BucketItemSpec specs[epx::dev::kMaxBucketTensors];
+  for (int i = 0; items && i < n && i < epx::dev::kMaxBucketTensors; ++i)
+    specs[i] = {items[i].tensor, items[i].count, items[i].dtype, items[i].external};
+  const std::vector<const char*> ptrs(b->tensorPtrs.begin(), b->tensorPtrs.end());
+  const epx::BucketView view{b->plan.data(), int(b->plan.size()), ptrs.data()};
+  return epx::checkBucketItems(view, call, items ? specs : nullptr, n, haveSession,
+                               opts ? std::optional<ncclDataType_t>(opts->wireType) : std::nullopt);
+}
+
 ncclResult_t checkUsable(const ncclEpBucket* b, const char* who) {
   if (epx::groupBroken(epx::linkErrorSnapshot(b->link)))
     return fail(ncclRemoteError,
@@ -50,7 +94,7 @@ ncclResult_t checkUsable(const ncclEpBucket* b, const char* who) {
   return ncclSuccess;
 }
 
-size_t tensorBytes(const ncclEpBucketTensor_t& t) { return t.count * size_t(epx::dtypeBytes(t.dtype)); }
+size_t tensorBytes(const epx::BucketTensorSpec& t) { return t.count * size_t(epx::dtypeBytes(t.dtype)); }
 
 // Copies external tensors in (toBucket) or back out, on the stream.
 ncclResult_t stage(ncclEpBucket* b, ncclEpBucketSession* s, const ncclEpBucketItem_t* items, int n, bool toBucket,
@@ -95,9 +139,7 @@ ncclResult_t collective(ncclEpBucket_t b, epx::BucketCall call, const ncclEpBuck
   const char* who = epx::bucketCallName(call);
   if (!b) return fail(ncclInvalidArgument, std::string(who) + ": bucket is NULL");
   if (s && s->bucket != b) return fail(ncclInvalidArgument, std::string(who) + ": the session belongs to another bucket");
-  const std::vector<const char*> ptrs(b->tensorPtrs.begin(), b->tensorPtrs.end());
-  const epx::BucketView view{b->plan.data(), int(b->plan.size()), ptrs.data()};
-  if (std::string e = epx::checkBucketItems(view, call, items, n, s != nullptr, opts); !e.empty())
+  if (std::string e = checkItems(b, call, items, n, s != nullptr, opts); !e.empty())
     return fail(ncclInvalidArgument, std::string(who) + ": " + e);
   if (ncclResult_t r = checkUsable(b, who); r != ncclSuccess) return r;
   if (s)
@@ -124,8 +166,9 @@ extern "C" ncclResult_t ncclEpBucketGetBufferSizeHint(const ncclEpBucketTensor_t
                                                       size_t* bytes) {
   if (!bytes) return fail(ncclInvalidArgument, "ncclEpBucketGetBufferSizeHint: bytes is NULL");
   if (nRanks < 1) return fail(ncclInvalidArgument, "ncclEpBucketGetBufferSizeHint: nRanks must be >= 1");
+  std::vector<epx::BucketTensorSpec> specs;
   std::vector<epx::dev::BucketTensorPlan> plan;
-  if (std::string e = epx::checkBucketPlan(tensors, numTensors, nRanks, &plan); !e.empty())
+  if (std::string e = checkPlan(tensors, numTensors, nRanks, &specs, &plan); !e.empty())
     return fail(ncclInvalidArgument, "ncclEpBucketGetBufferSizeHint: " + e);
   *bytes = epx::dev::layoutBucket(plan.data(), numTensors, nRanks, nRanks > 1).totalBytes;
   return ncclSuccess;
@@ -147,14 +190,13 @@ extern "C" ncclResult_t ncclEpBucketCreate(ncclComm_t comm, const ncclEpBucketTe
     return fail(ncclInternalError, who(e));
   }
   std::vector<epx::dev::BucketTensorPlan> plan;
-  std::string e = epx::normalizeBucketConfig(config, &b->cfg);
-  if (e.empty()) e = epx::checkBucketPlan(tensors, numTensors, b->link.nRanks, &plan);
+  std::string e = normalizeConfig(config, &b->cfg);
+  if (e.empty()) e = checkPlan(tensors, numTensors, b->link.nRanks, &b->plan, &plan);
   if (!e.empty()) {
     delete b;
     return fail(ncclInvalidArgument, who(e));
   }
-  b->plan.assign(tensors, tensors + numTensors);
-  const epx::BucketAgreed mine = epx::makeBucketAgreed(tensors, numTensors, b->cfg);
+  const epx::BucketAgreed mine = epx::makeBucketAgreed(b->plan.data(), numTensors, b->cfg, EPX_VERSION_CODE);
   std::vector<epx::BucketAgreed> all(size_t(b->link.nRanks), mine);
   if (ncclResult_t r = epx::linkGather(comm, b->link.rank, b->link.nRanks, &mine, sizeof(mine), all.data(), kWho);
       r != ncclSuccess) {

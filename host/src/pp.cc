@@ -37,6 +37,23 @@ struct ncclEpPpChannel {
 
 namespace {
 
+static_assert(epx::kUnsetInt == NCCL_EP_UNDEF_INT, "core/coll_config.h: kUnsetInt is the public NCCL_EP_UNDEF_INT");
+
+// The public config, checked (header) and translated into core's request, then normalized.
+std::string normalizeConfig(const ncclEpPpConfig_t* in, epx::PpConfig* out) {
+  if (std::string e = epx::checkConfigHeader("config", in != nullptr, in ? in->size : 0, sizeof(ncclEpPpConfig_t),
+                                             in ? in->magic : 0, NCCL_EP_PP_CONFIG_MAGIC);
+      !e.empty())
+    return e;
+  epx::PpConfigRequest req;
+  req.maxMessageBytes = in->maxMessageBytes;
+  req.slots = in->slots;
+  req.numCtas = in->numCtas;
+  req.timeoutMs = in->timeoutMs;
+  req.chunkBytes = in->chunkBytes;
+  return epx::normalizePpConfig(req, out);
+}
+
 void release(ncclEpPpChannel* ch) {
   epx::linkClose(&ch->link);
   if (ch->stateWords) cudaFree(ch->stateWords);
@@ -57,7 +74,7 @@ extern "C" ncclResult_t ncclEpPpGetBufferSizeHint(const ncclEpPpConfig_t* config
   if (!bytes) return fail(ncclInvalidArgument, "ncclEpPpGetBufferSizeHint: bytes is NULL");
   if (nRanks < 1) return fail(ncclInvalidArgument, "ncclEpPpGetBufferSizeHint: nRanks must be >= 1");
   epx::PpConfig cfg;
-  if (std::string e = epx::normalizePpConfig(config, &cfg); !e.empty())
+  if (std::string e = normalizeConfig(config, &cfg); !e.empty())
     return fail(ncclInvalidArgument, "ncclEpPpGetBufferSizeHint: " + e);
   *bytes = epx::ppLayout(cfg, nRanks, nRanks > 1 ? 1 : nRanks).totalBytes;
   return ncclSuccess;
@@ -73,7 +90,7 @@ extern "C" ncclResult_t ncclEpPpChannelCreate(ncclComm_t comm, const ncclEpPpCon
   if (std::string v = epx::checkNcclVersion(runtime, NCCL_VERSION_CODE); !v.empty())
     return fail(ncclInvalidUsage, std::string(kWho) + ": " + v);
   auto* ch = new ncclEpPpChannel;
-  if (std::string e = epx::normalizePpConfig(config, &ch->cfg); !e.empty()) {
+  if (std::string e = normalizeConfig(config, &ch->cfg); !e.empty()) {
     delete ch;
     return fail(ncclInvalidArgument, std::string(kWho) + ": " + e);
   }

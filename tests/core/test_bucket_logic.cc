@@ -13,7 +13,7 @@
 using namespace epx;
 
 namespace {
-std::vector<dev::BucketTensorPlan> planOf(const std::vector<ncclEpBucketTensor_t>& t, int nRanks) {
+std::vector<dev::BucketTensorPlan> planOf(const std::vector<BucketTensorSpec>& t, int nRanks) {
   std::vector<dev::BucketTensorPlan> p;
   BOOST_REQUIRE(checkBucketPlan(t.data(), int(t.size()), nRanks, &p) == "");
   return p;
@@ -24,7 +24,7 @@ BOOST_AUTO_TEST_SUITE(bucket_logic)
 
 BOOST_AUTO_TEST_CASE(plan_checks) {
   std::vector<dev::BucketTensorPlan> p;
-  std::vector<ncclEpBucketTensor_t> t = {{1024, ncclFloat32}, {8, ncclBfloat16}, {12, ncclInt8}};
+  std::vector<BucketTensorSpec> t = {{1024, ncclFloat32}, {8, ncclBfloat16}, {12, ncclInt8}};
   BOOST_TEST(checkBucketPlan(t.data(), 3, 4, &p) == "");
   BOOST_TEST_REQUIRE(p.size() == 3u);
   BOOST_TEST(p[0].elem == dev::kElemF32);
@@ -48,30 +48,30 @@ BOOST_AUTO_TEST_CASE(plan_checks) {
 
 BOOST_AUTO_TEST_CASE(config) {
   BucketConfig c;
-  BOOST_TEST(normalizeBucketConfig(nullptr, &c) == "");  // NULL: defaults
+  BOOST_TEST(normalizeBucketConfig(BucketConfigRequest{}, &c) == "");  // nothing set: defaults
   BOOST_TEST(c.numCtas == 4);
   BOOST_TEST(c.timeoutMs == 10000);
   BOOST_TEST(c.chunkBytes == uint64_t(2) << 20);
-  ncclEpBucketConfig_t in = NCCL_EP_BUCKET_CONFIG_INITIALIZER;
+  BucketConfigRequest in;
   in.numCtas = 16;
-  BOOST_TEST(normalizeBucketConfig(&in, &c) == "");
+  BOOST_TEST(normalizeBucketConfig(in, &c) == "");
   BOOST_TEST(c.numCtas == 16);
   in.numCtas = 0;
-  BOOST_TEST(normalizeBucketConfig(&in, &c) == "numCtas 0 is not in 1 .. 32");
-  in.numCtas = NCCL_EP_UNDEF_INT;
+  BOOST_TEST(normalizeBucketConfig(in, &c) == "numCtas 0 is not in 1 .. 32");
+  in.numCtas = kUnsetInt;
   in.timeoutMs = -5;
-  BOOST_TEST(normalizeBucketConfig(&in, &c) == "timeoutMs -5 must be >= 1");
-  in.timeoutMs = NCCL_EP_UNDEF_INT;
+  BOOST_TEST(normalizeBucketConfig(in, &c) == "timeoutMs -5 must be >= 1");
+  in.timeoutMs = kUnsetInt;
   in.chunkBytes = size_t(8) << 20;
-  BOOST_TEST(normalizeBucketConfig(&in, &c) == "");
+  BOOST_TEST(normalizeBucketConfig(in, &c) == "");
   BOOST_TEST(c.chunkBytes == uint64_t(8) << 20);
   in.chunkBytes = 1000;
-  BOOST_TEST(normalizeBucketConfig(&in, &c) ==
+  BOOST_TEST(normalizeBucketConfig(in, &c) ==
              "chunkBytes 1000 is not a multiple of 16 in 65536 .. 1073741824 (0 = default 2097152)");
 }
 
 BOOST_AUTO_TEST_CASE(window_layout) {
-  const std::vector<ncclEpBucketTensor_t> t = {{1000, ncclFloat32}, {6, ncclBfloat16}, {30, ncclUint8}};
+  const std::vector<BucketTensorSpec> t = {{1000, ncclFloat32}, {6, ncclBfloat16}, {30, ncclUint8}};
   const auto p = planOf(t, 2);
   const dev::BucketLayout nv = dev::layoutBucket(p.data(), 3, 2, false);
   BOOST_TEST(nv.flags == 0u);
@@ -93,7 +93,7 @@ BOOST_AUTO_TEST_CASE(window_layout) {
 
 BOOST_AUTO_TEST_CASE(transfers_and_gin_puts) {
   const uint64_t big = 3 * dev::kBucketDefaultChunkBytes / 4 * 4 + 4;  // a few chunks, not a multiple of the chunk
-  const std::vector<ncclEpBucketTensor_t> t = {{big / 4 * 2, ncclFloat32}, {2, ncclBfloat16}};
+  const std::vector<BucketTensorSpec> t = {{big / 4 * 2, ncclFloat32}, {2, ncclBfloat16}};
   const auto p = planOf(t, 2);
   const dev::BucketLayout l = dev::layoutBucket(p.data(), 2, 2, true);
   const uint64_t shardBytes = big / 4 * 4;  // FP32 shard
@@ -178,63 +178,63 @@ BOOST_AUTO_TEST_CASE(reduce_chunks_tile_the_shard) {
 }
 
 BOOST_AUTO_TEST_CASE(call_checks) {
-  const std::vector<ncclEpBucketTensor_t> plan = {{64, ncclFloat32}, {64, ncclBfloat16}, {64, ncclInt32}};
+  const std::vector<BucketTensorSpec> plan = {{64, ncclFloat32}, {64, ncclBfloat16}, {64, ncclInt32}};
   alignas(16) static char t0[256], t1[128], t2[256], ext[512];
   const char* ptrs[3] = {t0, t1, t2};
   const BucketView v{plan.data(), 3, ptrs};
   auto item = [](int t, size_t count, ncclDataType_t dt, void* ext = nullptr) {
-    return ncclEpBucketItem_t{t, count, dt, ext};
+    return BucketItemSpec{t, count, dt, ext};
   };
-  std::vector<ncclEpBucketItem_t> it = {item(0, 64, ncclFloat32), item(2, 64, ncclInt32)};
-  BOOST_TEST(checkBucketItems(v, BucketCall::AllGather, it.data(), 2, false, nullptr) == "");
-  BOOST_TEST(checkBucketItems(v, BucketCall::ReduceScatter, it.data(), 2, false, nullptr) ==
+  std::vector<BucketItemSpec> it = {item(0, 64, ncclFloat32), item(2, 64, ncclInt32)};
+  BOOST_TEST(checkBucketItems(v, BucketCall::AllGather, it.data(), 2, false, std::nullopt) == "");
+  BOOST_TEST(checkBucketItems(v, BucketCall::ReduceScatter, it.data(), 2, false, std::nullopt) ==
              "item 1: reduce-scatter takes ncclFloat32 tensors; tensor 2 has dtype 2");
-  BOOST_TEST(checkBucketItems(v, BucketCall::AllReduce, it.data(), 2, false, nullptr) ==
+  BOOST_TEST(checkBucketItems(v, BucketCall::AllReduce, it.data(), 2, false, std::nullopt) ==
              "item 1: all-reduce takes ncclFloat32 or ncclBfloat16 tensors; tensor 2 has dtype 2");
   it = {item(0, 64, ncclFloat32), item(1, 64, ncclBfloat16)};
-  BOOST_TEST(checkBucketItems(v, BucketCall::AllReduce, it.data(), 2, false, nullptr) == "");
-  BOOST_TEST(checkBucketItems(v, BucketCall::ReduceScatter, it.data(), 2, false, nullptr) ==
+  BOOST_TEST(checkBucketItems(v, BucketCall::AllReduce, it.data(), 2, false, std::nullopt) == "");
+  BOOST_TEST(checkBucketItems(v, BucketCall::ReduceScatter, it.data(), 2, false, std::nullopt) ==
              "item 1: reduce-scatter takes ncclFloat32 tensors; tensor 1 has dtype 9");
   it = {item(0, 64, ncclFloat32), item(0, 64, ncclFloat32)};
-  BOOST_TEST(checkBucketItems(v, BucketCall::AllGather, it.data(), 2, false, nullptr) ==
+  BOOST_TEST(checkBucketItems(v, BucketCall::AllGather, it.data(), 2, false, std::nullopt) ==
              "item 1: tensor 0 appears twice in one call");
   it = {item(3, 64, ncclFloat32)};
-  BOOST_TEST(checkBucketItems(v, BucketCall::AllGather, it.data(), 1, false, nullptr) ==
+  BOOST_TEST(checkBucketItems(v, BucketCall::AllGather, it.data(), 1, false, std::nullopt) ==
              "item 0: tensor 3 is not in the plan (0 .. 2)");
   it = {item(0, 32, ncclFloat32)};
-  BOOST_TEST(checkBucketItems(v, BucketCall::AllGather, it.data(), 1, false, nullptr) ==
+  BOOST_TEST(checkBucketItems(v, BucketCall::AllGather, it.data(), 1, false, std::nullopt) ==
              "item 0: count 32 does not match tensor 0's planned 64");
   it = {item(0, 64, ncclBfloat16)};
-  BOOST_TEST(checkBucketItems(v, BucketCall::AllGather, it.data(), 1, false, nullptr) ==
+  BOOST_TEST(checkBucketItems(v, BucketCall::AllGather, it.data(), 1, false, std::nullopt) ==
              "item 0: dtype 9 does not match tensor 0's planned 7");
   it = {item(0, 64, ncclFloat32, ext)};
-  BOOST_TEST(checkBucketItems(v, BucketCall::AllGather, it.data(), 1, false, nullptr) ==
+  BOOST_TEST(checkBucketItems(v, BucketCall::AllGather, it.data(), 1, false, std::nullopt) ==
              "item 0: tensor 0 lives outside the bucket (external pointer) but the call has no session "
              "(ncclEpBucketSessionCreate)");
-  BOOST_TEST(checkBucketItems(v, BucketCall::AllGather, it.data(), 1, true, nullptr) == "");
+  BOOST_TEST(checkBucketItems(v, BucketCall::AllGather, it.data(), 1, true, std::nullopt) == "");
   it = {item(0, 64, ncclFloat32, ext + 4)};
-  BOOST_TEST(checkBucketItems(v, BucketCall::AllGather, it.data(), 1, true, nullptr) ==
+  BOOST_TEST(checkBucketItems(v, BucketCall::AllGather, it.data(), 1, true, std::nullopt) ==
              "item 0: external pointer is not 16-byte aligned");
   it = {item(0, 64, ncclFloat32, t0)};  // the bucket tensor itself: in place, no session needed
-  BOOST_TEST(checkBucketItems(v, BucketCall::AllGather, it.data(), 1, false, nullptr) == "");
-  BOOST_TEST(checkBucketItems(v, BucketCall::AllGather, it.data(), 0, false, nullptr) ==
+  BOOST_TEST(checkBucketItems(v, BucketCall::AllGather, it.data(), 1, false, std::nullopt) == "");
+  BOOST_TEST(checkBucketItems(v, BucketCall::AllGather, it.data(), 0, false, std::nullopt) ==
              "numItems 0 is not in 1 .. 3 (the bucket's tensors)");
-  BOOST_TEST(checkBucketItems(v, BucketCall::AllGather, nullptr, 1, false, nullptr) == "items is NULL");
-  ncclEpBucketReduceOpts_t o{ncclFloat16, 0, 1.0f};
+  BOOST_TEST(checkBucketItems(v, BucketCall::AllGather, nullptr, 1, false, std::nullopt) == "items is NULL");
+  std::optional<ncclDataType_t> o = ncclFloat16;
   it = {item(0, 64, ncclFloat32)};
-  BOOST_TEST(checkBucketItems(v, BucketCall::ReduceScatter, it.data(), 1, false, &o) ==
+  BOOST_TEST(checkBucketItems(v, BucketCall::ReduceScatter, it.data(), 1, false, o) ==
              "opts->wireType must be ncclFloat32 or ncclBfloat16");
-  BOOST_TEST(checkBucketItems(v, BucketCall::AllReduce, it.data(), 1, false, &o) ==
+  BOOST_TEST(checkBucketItems(v, BucketCall::AllReduce, it.data(), 1, false, o) ==
              "opts->wireType must be ncclFloat32 or ncclBfloat16");
-  o.wireType = ncclBfloat16;
-  BOOST_TEST(checkBucketItems(v, BucketCall::ReduceScatter, it.data(), 1, false, &o) == "");
-  BOOST_TEST(checkBucketItems(v, BucketCall::AllReduce, it.data(), 1, false, &o) == "");
+  o = ncclBfloat16;
+  BOOST_TEST(checkBucketItems(v, BucketCall::ReduceScatter, it.data(), 1, false, o) == "");
+  BOOST_TEST(checkBucketItems(v, BucketCall::AllReduce, it.data(), 1, false, o) == "");
 }
 
 BOOST_AUTO_TEST_CASE(agreement) {
-  const std::vector<ncclEpBucketTensor_t> plan = {{64, ncclFloat32}, {64, ncclBfloat16}};
+  const std::vector<BucketTensorSpec> plan = {{64, ncclFloat32}, {64, ncclBfloat16}};
   BucketConfig cfg;
-  std::vector<BucketAgreed> all(3, makeBucketAgreed(plan.data(), 2, cfg));
+  std::vector<BucketAgreed> all(3, makeBucketAgreed(plan.data(), 2, cfg, 100));
   BOOST_TEST(checkBucketAgreement(all) == "");
   all[1].count[1] = 128;
   BOOST_TEST(checkBucketAgreement(all) ==

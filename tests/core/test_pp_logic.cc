@@ -15,8 +15,8 @@
 using namespace epx;
 
 namespace {
-ncclEpPpConfig_t ppConfig(size_t maxBytes) {
-  ncclEpPpConfig_t c = NCCL_EP_PP_CONFIG_INITIALIZER;
+PpConfigRequest ppConfig(size_t maxBytes) {
+  PpConfigRequest c;
   c.maxMessageBytes = maxBytes;
   return c;
 }
@@ -26,8 +26,8 @@ BOOST_AUTO_TEST_SUITE(pp_logic)
 
 BOOST_AUTO_TEST_CASE(config_defaults_and_limits) {
   PpConfig cfg;
-  ncclEpPpConfig_t c = ppConfig(1 << 20);
-  BOOST_TEST(normalizePpConfig(&c, &cfg) == "");
+  PpConfigRequest c = ppConfig(1 << 20);
+  BOOST_TEST(normalizePpConfig(c, &cfg) == "");
   BOOST_TEST(cfg.maxBytes == uint64_t(1) << 20);
   BOOST_TEST(cfg.slots == 2);
   BOOST_TEST(cfg.numCtas == 4);
@@ -36,49 +36,52 @@ BOOST_AUTO_TEST_CASE(config_defaults_and_limits) {
   c.slots = 8;
   c.numCtas = 1;
   c.timeoutMs = 50;
-  BOOST_TEST(normalizePpConfig(&c, &cfg) == "");
+  BOOST_TEST(normalizePpConfig(c, &cfg) == "");
   BOOST_TEST(cfg.slots == 8);
   BOOST_TEST(cfg.numCtas == 1);
   BOOST_TEST(cfg.timeoutMs == 50);
   c.chunkBytes = size_t(4) << 20;
-  BOOST_TEST(normalizePpConfig(&c, &cfg) == "");
+  BOOST_TEST(normalizePpConfig(c, &cfg) == "");
   BOOST_TEST(cfg.chunkBytes == uint64_t(4) << 20);
   c.chunkBytes = size_t(64) << 10;
-  BOOST_TEST(normalizePpConfig(&c, &cfg) == "");
+  BOOST_TEST(normalizePpConfig(c, &cfg) == "");
   BOOST_TEST(cfg.chunkBytes == uint64_t(64) << 10);
   c.chunkBytes = size_t(1) << 30;
-  BOOST_TEST(normalizePpConfig(&c, &cfg) == "");
+  BOOST_TEST(normalizePpConfig(c, &cfg) == "");
 
-  BOOST_TEST(normalizePpConfig(nullptr, &cfg) == "config is NULL");
   c = ppConfig(0);
-  BOOST_TEST(normalizePpConfig(&c, &cfg) == "maxMessageBytes 0 is not in 1 .. 4294967296");
+  BOOST_TEST(normalizePpConfig(c, &cfg) == "maxMessageBytes 0 is not in 1 .. 4294967296");
   c = ppConfig((size_t(4) << 30) + 1);
-  BOOST_TEST(normalizePpConfig(&c, &cfg) == "maxMessageBytes 4294967297 is not in 1 .. 4294967296");
+  BOOST_TEST(normalizePpConfig(c, &cfg) == "maxMessageBytes 4294967297 is not in 1 .. 4294967296");
   c = ppConfig(64);
   c.slots = 0;
-  BOOST_TEST(normalizePpConfig(&c, &cfg) == "slots 0 is not in 1 .. 64");
+  BOOST_TEST(normalizePpConfig(c, &cfg) == "slots 0 is not in 1 .. 64");
   c.slots = 65;
-  BOOST_TEST(normalizePpConfig(&c, &cfg) == "slots 65 is not in 1 .. 64");
+  BOOST_TEST(normalizePpConfig(c, &cfg) == "slots 65 is not in 1 .. 64");
   c = ppConfig(64);
   c.numCtas = 33;
-  BOOST_TEST(normalizePpConfig(&c, &cfg) == "numCtas 33 is not in 1 .. 32");
+  BOOST_TEST(normalizePpConfig(c, &cfg) == "numCtas 33 is not in 1 .. 32");
   c = ppConfig(64);
   c.timeoutMs = 0;
-  BOOST_TEST(normalizePpConfig(&c, &cfg) == "timeoutMs 0 must be >= 1");
+  BOOST_TEST(normalizePpConfig(c, &cfg) == "timeoutMs 0 must be >= 1");
   const std::string chunkRange = " is not a multiple of 16 in 65536 .. 1073741824 (0 = default 4194304)";
   c = ppConfig(64);
   c.chunkBytes = (size_t(64) << 10) - 16;
-  BOOST_TEST(normalizePpConfig(&c, &cfg) == "chunkBytes 65520" + chunkRange);
+  BOOST_TEST(normalizePpConfig(c, &cfg) == "chunkBytes 65520" + chunkRange);
   c.chunkBytes = (size_t(1) << 30) + 16;
-  BOOST_TEST(normalizePpConfig(&c, &cfg) == "chunkBytes 1073741840" + chunkRange);
+  BOOST_TEST(normalizePpConfig(c, &cfg) == "chunkBytes 1073741840" + chunkRange);
   c.chunkBytes = (size_t(1) << 20) + 8;
-  BOOST_TEST(normalizePpConfig(&c, &cfg) == "chunkBytes 1048584" + chunkRange);
-  c = ppConfig(64);
-  c.magic = 0;
-  BOOST_TEST(normalizePpConfig(&c, &cfg).find("bad magic") != std::string::npos);
-  c = ppConfig(64);
-  c.size = 8;
-  BOOST_TEST(normalizePpConfig(&c, &cfg).find("has size 8") != std::string::npos);
+  BOOST_TEST(normalizePpConfig(c, &cfg) == "chunkBytes 1048584" + chunkRange);
+}
+
+// The public configs' header (pp.cc and bucket.cc check it before translating the settings).
+BOOST_AUTO_TEST_CASE(config_header) {
+  BOOST_TEST(checkConfigHeader("config", true, 48, 48, 0x45505850u, 0x45505850u) == "");
+  BOOST_TEST(checkConfigHeader("config", false, 0, 48, 0, 0x45505850u) == "config is NULL");
+  BOOST_TEST(checkConfigHeader("config", true, 48, 48, 0, 0x45505850u) ==
+             "config was not initialized with its _INITIALIZER macro (bad magic)");
+  BOOST_TEST(checkConfigHeader("config", true, 8, 48, 0x45505850u, 0x45505850u) ==
+             "config has size 8, this library expects 48");
 }
 
 BOOST_AUTO_TEST_CASE(window_layout) {
@@ -114,9 +117,9 @@ BOOST_AUTO_TEST_CASE(window_layout) {
   BOOST_TEST(dev::ppGinCounterBase(dev::ppStageBufferOf(2), 4) + 4 <= dev::ppGinCounterBase(dev::ppStageBufferOf(3), 4));
   // The size hint is the layout with network peers.
   size_t hint = 0;
-  ncclEpPpConfig_t c = ppConfig(1000);
+  PpConfigRequest c = ppConfig(1000);
   c.slots = 3;
-  BOOST_TEST(normalizePpConfig(&c, &cfg) == "");
+  BOOST_TEST(normalizePpConfig(c, &cfg) == "");
   BOOST_TEST(ppLayout(cfg, 4, 1).totalBytes >= ppLayout(cfg, 4, 4).totalBytes);
   (void)hint;
 }
@@ -273,7 +276,7 @@ BOOST_AUTO_TEST_CASE(argument_checks) {
 }
 
 BOOST_AUTO_TEST_CASE(agreement) {
-  PpAgreed a{EPX_VERSION_CODE, 2, 4, 1000, 4096, uint64_t(1) << 20};
+  PpAgreed a{100, 2, 4, 1000, 4096, uint64_t(1) << 20};  // epx 0.1.0
   std::vector<PpAgreed> all(4, a);
   BOOST_TEST(checkPpAgreement(all) == "");
   all[2].slots = 3;

@@ -9,16 +9,6 @@ namespace {
 bool aligned(const void* p, uint64_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
 std::string num(uint64_t v) { return std::to_string(v); }
 
-// Common size/magic checks of the config structs.
-template <class T>
-std::string checkHeader(const T* in, unsigned magic, const char* what) {
-  if (!in) return std::string(what) + " is NULL";
-  if (in->magic != magic) return std::string(what) + " was not initialized with its _INITIALIZER macro (bad magic)";
-  if (in->size != sizeof(T))
-    return std::string(what) + " has size " + num(in->size) + ", this library expects " + num(sizeof(T));
-  return {};
-}
-
 std::string peerCheck(int nRanks, int peer) {
   if (peer < 0 || peer >= nRanks)
     return "peer " + std::to_string(peer) + " is not a rank of the communicator (0 .. " + std::to_string(nRanks - 1) + ")";
@@ -40,29 +30,37 @@ std::string chunkBytesCheck(uint64_t in, uint64_t deflt, uint64_t* out) {
 
 }  // namespace
 
+std::string checkConfigHeader(const char* what, bool present, uint64_t size, uint64_t expectedSize, unsigned magic,
+                              unsigned expectedMagic) {
+  if (!present) return std::string(what) + " is NULL";
+  if (magic != expectedMagic) return std::string(what) + " was not initialized with its _INITIALIZER macro (bad magic)";
+  if (size != expectedSize)
+    return std::string(what) + " has size " + num(size) + ", this library expects " + num(expectedSize);
+  return {};
+}
+
 // ---- PP ----------------------------------------------------------------------------------------
 
-std::string normalizePpConfig(const ncclEpPpConfig_t* in, PpConfig* out) {
-  if (std::string e = checkHeader(in, NCCL_EP_PP_CONFIG_MAGIC, "config"); !e.empty()) return e;
+std::string normalizePpConfig(const PpConfigRequest& in, PpConfig* out) {
   PpConfig c;
-  if (in->maxMessageBytes == 0 || in->maxMessageBytes > kPpMaxMessageBytes)
-    return "maxMessageBytes " + num(in->maxMessageBytes) + " is not in 1 .. " + num(kPpMaxMessageBytes);
-  c.maxBytes = in->maxMessageBytes;
-  if (in->slots != NCCL_EP_UNDEF_INT) {
-    if (in->slots < 1 || in->slots > dev::kPpMaxSlots)
-      return "slots " + std::to_string(in->slots) + " is not in 1 .. " + std::to_string(dev::kPpMaxSlots);
-    c.slots = in->slots;
+  if (in.maxMessageBytes == 0 || in.maxMessageBytes > kPpMaxMessageBytes)
+    return "maxMessageBytes " + num(in.maxMessageBytes) + " is not in 1 .. " + num(kPpMaxMessageBytes);
+  c.maxBytes = in.maxMessageBytes;
+  if (in.slots != kUnsetInt) {
+    if (in.slots < 1 || in.slots > dev::kPpMaxSlots)
+      return "slots " + std::to_string(in.slots) + " is not in 1 .. " + std::to_string(dev::kPpMaxSlots);
+    c.slots = in.slots;
   }
-  if (in->numCtas != NCCL_EP_UNDEF_INT) {
-    if (in->numCtas < 1 || in->numCtas > dev::kPpMaxCtas)
-      return "numCtas " + std::to_string(in->numCtas) + " is not in 1 .. " + std::to_string(dev::kPpMaxCtas);
-    c.numCtas = in->numCtas;
+  if (in.numCtas != kUnsetInt) {
+    if (in.numCtas < 1 || in.numCtas > dev::kPpMaxCtas)
+      return "numCtas " + std::to_string(in.numCtas) + " is not in 1 .. " + std::to_string(dev::kPpMaxCtas);
+    c.numCtas = in.numCtas;
   }
-  if (in->timeoutMs != NCCL_EP_UNDEF_INT) {
-    if (in->timeoutMs < 1) return "timeoutMs " + std::to_string(in->timeoutMs) + " must be >= 1";
-    c.timeoutMs = in->timeoutMs;
+  if (in.timeoutMs != kUnsetInt) {
+    if (in.timeoutMs < 1) return "timeoutMs " + std::to_string(in.timeoutMs) + " must be >= 1";
+    c.timeoutMs = in.timeoutMs;
   }
-  if (std::string e = chunkBytesCheck(in->chunkBytes, dev::kPpDefaultChunkBytes, &c.chunkBytes); !e.empty()) return e;
+  if (std::string e = chunkBytesCheck(in.chunkBytes, dev::kPpDefaultChunkBytes, &c.chunkBytes); !e.empty()) return e;
   *out = c;
   return {};
 }
@@ -126,34 +124,30 @@ int dtypeBytes(ncclDataType_t t) {
   return 0;
 }
 
-std::string normalizeBucketConfig(const ncclEpBucketConfig_t* in, BucketConfig* out) {
+std::string normalizeBucketConfig(const BucketConfigRequest& in, BucketConfig* out) {
   BucketConfig c;
-  if (in) {
-    if (std::string e = checkHeader(in, NCCL_EP_BUCKET_CONFIG_MAGIC, "config"); !e.empty()) return e;
-    if (in->numCtas != NCCL_EP_UNDEF_INT) {
-      if (in->numCtas < 1 || in->numCtas > dev::kBucketMaxCtas)
-        return "numCtas " + std::to_string(in->numCtas) + " is not in 1 .. " + std::to_string(dev::kBucketMaxCtas);
-      c.numCtas = in->numCtas;
-    }
-    if (in->timeoutMs != NCCL_EP_UNDEF_INT) {
-      if (in->timeoutMs < 1) return "timeoutMs " + std::to_string(in->timeoutMs) + " must be >= 1";
-      c.timeoutMs = in->timeoutMs;
-    }
-    if (std::string e = chunkBytesCheck(in->chunkBytes, dev::kBucketDefaultChunkBytes, &c.chunkBytes); !e.empty())
-      return e;
+  if (in.numCtas != kUnsetInt) {
+    if (in.numCtas < 1 || in.numCtas > dev::kBucketMaxCtas)
+      return "numCtas " + std::to_string(in.numCtas) + " is not in 1 .. " + std::to_string(dev::kBucketMaxCtas);
+    c.numCtas = in.numCtas;
   }
+  if (in.timeoutMs != kUnsetInt) {
+    if (in.timeoutMs < 1) return "timeoutMs " + std::to_string(in.timeoutMs) + " must be >= 1";
+    c.timeoutMs = in.timeoutMs;
+  }
+  if (std::string e = chunkBytesCheck(in.chunkBytes, dev::kBucketDefaultChunkBytes, &c.chunkBytes); !e.empty())
+    return e;
   *out = c;
   return {};
 }
 
-std::string checkBucketPlan(const ncclEpBucketTensor_t* tensors, int n, int nRanks,
-                            std::vector<dev::BucketTensorPlan>* out) {
+std::string checkBucketPlan(const BucketTensorSpec* tensors, int n, int nRanks, std::vector<dev::BucketTensorPlan>* out) {
   if (n < 1 || n > dev::kMaxBucketTensors)
     return "numTensors " + std::to_string(n) + " is not in 1 .. " + std::to_string(dev::kMaxBucketTensors);
   if (!tensors) return "tensors is NULL";
   out->clear();
   for (int i = 0; i < n; ++i) {
-    const ncclEpBucketTensor_t& t = tensors[i];
+    const BucketTensorSpec& t = tensors[i];
     const int eb = dtypeBytes(t.dtype);
     if (eb == 0) return "tensor " + std::to_string(i) + " has an unknown dtype " + std::to_string(int(t.dtype));
     if (t.count == 0) return "tensor " + std::to_string(i) + " has count 0";
@@ -175,20 +169,20 @@ const char* bucketCallName(BucketCall c) {
   return "?";
 }
 
-std::string checkBucketItems(const BucketView& b, BucketCall call, const ncclEpBucketItem_t* items, int n,
-                             bool haveSession, const ncclEpBucketReduceOpts_t* opts) {
+std::string checkBucketItems(const BucketView& b, BucketCall call, const BucketItemSpec* items, int n,
+                             bool haveSession, std::optional<ncclDataType_t> wireType) {
   if (n < 1 || n > b.numTensors)
     return "numItems " + std::to_string(n) + " is not in 1 .. " + std::to_string(b.numTensors) + " (the bucket's tensors)";
   if (!items) return "items is NULL";
   std::vector<bool> seen(size_t(b.numTensors), false);
   for (int i = 0; i < n; ++i) {
-    const ncclEpBucketItem_t& it = items[i];
+    const BucketItemSpec& it = items[i];
     const std::string at = "item " + std::to_string(i) + ": ";
     if (it.tensor < 0 || it.tensor >= b.numTensors)
       return at + "tensor " + std::to_string(it.tensor) + " is not in the plan (0 .. " + std::to_string(b.numTensors - 1) + ")";
     if (seen[size_t(it.tensor)]) return at + "tensor " + std::to_string(it.tensor) + " appears twice in one call";
     seen[size_t(it.tensor)] = true;
-    const ncclEpBucketTensor_t& p = b.plan[it.tensor];
+    const BucketTensorSpec& p = b.plan[it.tensor];
     if (it.count != p.count)
       return at + "count " + num(it.count) + " does not match tensor " + std::to_string(it.tensor) + "'s planned " + num(p.count);
     if (it.dtype != p.dtype)
@@ -208,15 +202,15 @@ std::string checkBucketItems(const BucketView& b, BucketCall call, const ncclEpB
       if (!aligned(it.external, kCollPtrAlign)) return at + "external pointer is not 16-byte aligned";
     }
   }
-  if (opts && call != BucketCall::AllGather && opts->wireType != ncclFloat32 && opts->wireType != ncclBfloat16)
+  if (wireType && call != BucketCall::AllGather && *wireType != ncclFloat32 && *wireType != ncclBfloat16)
     return "opts->wireType must be ncclFloat32 or ncclBfloat16";
   return {};
 }
 
-BucketAgreed makeBucketAgreed(const ncclEpBucketTensor_t* tensors, int n, const BucketConfig& cfg) {
+BucketAgreed makeBucketAgreed(const BucketTensorSpec* tensors, int n, const BucketConfig& cfg, uint32_t epxVersion) {
   BucketAgreed a;
   std::memset(&a, 0, sizeof(a));
-  a.epxVersion = EPX_VERSION_CODE;
+  a.epxVersion = epxVersion;
   a.numTensors = n;
   a.numCtas = cfg.numCtas;
   a.timeoutMs = cfg.timeoutMs;

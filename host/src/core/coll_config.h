@@ -1,17 +1,28 @@
 // Configs, plans, argument checks and agreement records of PP channels and buckets. Pure C++ (no
 // CUDA calls), unit-tested on the CPU (tests/core: pp_logic, bucket_logic). Every check returns ""
-// when the arguments are valid, else the reason in words.
+// when the arguments are valid, else the reason in words. The public structs (epx/pp.h,
+// epx/bucket.h) are the API layer's: pp.cc and bucket.cc translate them into the types here.
 #pragma once
+#include <nccl.h>
+
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "epx/bucket.h"
 #include "epx/device/bucket_layout.h"
 #include "epx/device/pp_layout.h"
-#include "epx/pp.h"
 
 namespace epx {
+
+// A config integer the caller left unset (the public NCCL_EP_UNDEF_INT; the API layer asserts
+// that they are equal).
+constexpr int kUnsetInt = -2147483647 - 1;
+
+// The header of a public config struct: present (not NULL), its size and magic against the ones
+// this library expects. `what` names the struct in the reason.
+std::string checkConfigHeader(const char* what, bool present, uint64_t size, uint64_t expectedSize, unsigned magic,
+                              unsigned expectedMagic);
 
 // ---- PP ----------------------------------------------------------------------------------------
 
@@ -28,7 +39,16 @@ struct PpConfig {
   uint64_t chunkBytes = dev::kPpDefaultChunkBytes;
 };
 
-std::string normalizePpConfig(const ncclEpPpConfig_t* in, PpConfig* out);
+// A PP channel's config as the caller set it (ncclEpPpConfig_t after its header check).
+struct PpConfigRequest {
+  uint64_t maxMessageBytes = 0;
+  int slots = kUnsetInt;
+  int numCtas = kUnsetInt;
+  int timeoutMs = kUnsetInt;
+  uint64_t chunkBytes = 0;  // 0 = default
+};
+
+std::string normalizePpConfig(const PpConfigRequest& in, PpConfig* out);
 dev::PpLayout ppLayout(const PpConfig& cfg, int nRanks, int lsaSize);
 // send: buf/bytes is the message; recv: buf/bytes is the receive buffer and its capacity.
 std::string checkPpSend(const PpConfig& cfg, int nRanks, const void* buf, uint64_t bytes, int peer);
@@ -52,24 +72,46 @@ struct BucketConfig {
   uint64_t chunkBytes = dev::kBucketDefaultChunkBytes;
 };
 
+// A bucket's config as the caller set it (ncclEpBucketConfig_t after its header check; no config:
+// the defaults).
+struct BucketConfigRequest {
+  int numCtas = kUnsetInt;
+  int timeoutMs = kUnsetInt;
+  uint64_t chunkBytes = 0;  // 0 = default
+};
+
+// One planned tensor (ncclEpBucketTensor_t).
+struct BucketTensorSpec {
+  uint64_t count;
+  ncclDataType_t dtype;
+};
+
+// One tensor of a collective call (ncclEpBucketItem_t).
+struct BucketItemSpec {
+  int tensor;
+  uint64_t count;
+  ncclDataType_t dtype;
+  const void* external;
+};
+
 // Bytes of one element of an NCCL dtype, 0 if unknown.
 int dtypeBytes(ncclDataType_t t);
-std::string normalizeBucketConfig(const ncclEpBucketConfig_t* in, BucketConfig* out);
+std::string normalizeBucketConfig(const BucketConfigRequest& in, BucketConfig* out);
 // Checks the plan and converts it (element sizes and kinds) for layoutBucket.
-std::string checkBucketPlan(const ncclEpBucketTensor_t* tensors, int n, int nRanks,
-                            std::vector<dev::BucketTensorPlan>* out);
+std::string checkBucketPlan(const BucketTensorSpec* tensors, int n, int nRanks, std::vector<dev::BucketTensorPlan>* out);
 
 enum class BucketCall { AllGather, ReduceScatter, AllReduce };
 const char* bucketCallName(BucketCall c);
 
 // What a call checks against: the plan as the user wrote it and where the bucket's tensors are.
 struct BucketView {
-  const ncclEpBucketTensor_t* plan;
+  const BucketTensorSpec* plan;
   int numTensors;
   const char* const* tensorPtrs;  // device address of each tensor (in place when external == it)
 };
-std::string checkBucketItems(const BucketView& b, BucketCall call, const ncclEpBucketItem_t* items, int n,
-                             bool haveSession, const ncclEpBucketReduceOpts_t* opts);
+// wireType: the reduction options' wire type (none without options).
+std::string checkBucketItems(const BucketView& b, BucketCall call, const BucketItemSpec* items, int n,
+                             bool haveSession, std::optional<ncclDataType_t> wireType);
 
 struct BucketAgreed {
   uint32_t epxVersion;
@@ -78,7 +120,7 @@ struct BucketAgreed {
   uint64_t count[dev::kMaxBucketTensors];
   int32_t dtype[dev::kMaxBucketTensors];
 };
-BucketAgreed makeBucketAgreed(const ncclEpBucketTensor_t* tensors, int n, const BucketConfig& cfg);
+BucketAgreed makeBucketAgreed(const BucketTensorSpec* tensors, int n, const BucketConfig& cfg, uint32_t epxVersion);
 std::string checkBucketAgreement(const std::vector<BucketAgreed>& all);
 
 }  // namespace epx
