@@ -1,7 +1,7 @@
 // Exported C functions of plugin/include/epx/gin_stats.h (counters of the GIN ipc backend).
 #include "epx/gin_stats.h"
 
-#include "gin/ipc_stats.h"
+#include "rig/ipc_stats.h"
 
 #define EPX_EXPORT extern "C" __attribute__((visibility("default")))
 

@@ -11,10 +11,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "gin/copy_plan.h"
-#include "gin/gin_kernels.h"
-#include "gin/ipc_backend.h"
-#include "gin/readable.h"
+#include "rig/copy_plan.h"
+#include "rig/gin_kernels.h"
+#include "rig/ipc_backend.h"
+#include "rig/readable.h"
 #include "gin/registry.h"
 #include "gin/signals.h"
 #include "nccl_net.h"

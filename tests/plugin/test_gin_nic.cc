@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "epx/gin_stats.h"
-#include "gin/ipc_stats.h"
-#include "gin/nic_pacer.h"
+#include "rig/ipc_stats.h"
+#include "rig/nic_pacer.h"
 #include "nccl_net.h"
 #include "net_harness.h"
 

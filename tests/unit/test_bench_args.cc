@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "args.h"
-#include "../../plugin/src/gin/nic_pacer.h"  // the plugin's rate bounds, which args.h mirrors
+#include "../../plugin/rig/nic_pacer.h"  // the plugin's rate bounds, which args.h mirrors
 
 namespace {
 

@@ -11,7 +11,7 @@ enum class RoutingKind { Uniform, Grouped };
 // this release.
 constexpr int kMaxRanks = 8;
 // Accepted EPX_GIN_EMU_GBPS rates other than 0 (off), in GB/s: a mirror of kNicMinGBps/kNicMaxGBps
-// in plugin/src/gin/nic_pacer.h (plugin-private, not on epx-bench's include path);
+// in plugin/rig/nic_pacer.h (plugin-private, not on epx-bench's include path);
 // tests/unit/test_bench_args.cc checks that they agree.
 constexpr double kNicMinGBps = 0.001;
 constexpr double kNicMaxGBps = 10000.0;

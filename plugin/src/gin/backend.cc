@@ -11,7 +11,7 @@
 #include "common/env.h"
 #include "common/log.h"
 #include "gin/backend_choice.h"
-#include "gin/ipc_backend.h"
+#include "rig/ipc_backend.h"
 #include "net/verbs_wire.h"
 #ifdef EPX_HAVE_VERBS
 #include "gin/verbs_backend.h"

@@ -1,4 +1,4 @@
-#include "gin/readable.h"
+#include "rig/readable.h"
 
 #include <poll.h>
 

@@ -1,4 +1,4 @@
-#include "gin/gin_kernels.h"
+#include "rig/gin_kernels.h"
 
 namespace epx::plugin::gin {
 

@@ -1,4 +1,4 @@
-#include "gin/ipc_backend.h"
+#include "rig/ipc_backend.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -20,12 +20,12 @@
 #include "common/env.h"
 #include "common/fnv.h"
 #include "common/log.h"
-#include "gin/copy_plan.h"
+#include "rig/copy_plan.h"
 #include "gin/cuda_driver.h"
-#include "gin/gin_kernels.h"
-#include "gin/ipc_stats.h"
-#include "gin/nic_pacer.h"
-#include "gin/readable.h"
+#include "rig/gin_kernels.h"
+#include "rig/ipc_stats.h"
+#include "rig/nic_pacer.h"
+#include "rig/readable.h"
 #include "gin/registry.h"
 #include "gin/signals.h"
 #include "socket/transport.h"

@@ -1,4 +1,4 @@
-#include "gin/copy_plan.h"
+#include "rig/copy_plan.h"
 
 #include <cstdlib>
 

@@ -7,7 +7,7 @@
 //                          kernel), instead of a read-back to the host and a write
 #include <cstdint>
 
-#include "gin/gin_kernel_args.h"
+#include "rig/gin_kernel_args.h"
 
 using epx::plugin::gin::kCopyThreads;
 using epx::plugin::gin::SignalAddBatch;

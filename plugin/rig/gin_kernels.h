@@ -9,7 +9,7 @@
 #include <string>
 
 #include "gin/cuda_driver.h"
-#include "gin/gin_kernel_args.h"
+#include "rig/gin_kernel_args.h"
 
 namespace epx::plugin::gin {
 

@@ -1,4 +1,4 @@
-#include "gin/ipc_stats.h"
+#include "rig/ipc_stats.h"
 
 #include <cstdio>
 #include <map>

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "epx/gin_stats.h"
-#include "gin/nic_pacer.h"
+#include "rig/nic_pacer.h"
 
 namespace epx::plugin::gin {
 

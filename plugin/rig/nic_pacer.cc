@@ -1,4 +1,4 @@
-#include "gin/nic_pacer.h"
+#include "rig/nic_pacer.h"
 
 #include <cctype>
 #include <cerrno>
