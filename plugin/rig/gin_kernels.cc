@@ -11,13 +11,12 @@ std::string GinKernels::load(const CudaDriver* cu) {
   CUresult r = cu->cuModuleLoadData(&module_, kGinKernelsFatbin);
   if (r != CUDA_SUCCESS) {
     module_ = nullptr;
-    return "loading the GIN kernels: " + cuErrorText(r);
+    return "loading the GIN signal kernel: " + cuErrorText(r);
   }
-  r = cu->cuModuleGetFunction(&copy_, module_, kCopyKernelName);
-  if (r == CUDA_SUCCESS) r = cu->cuModuleGetFunction(&signalAdd_, module_, kSignalAddKernelName);
+  r = cu->cuModuleGetFunction(&signalAdd_, module_, kSignalAddKernelName);
   if (r != CUDA_SUCCESS) {
     unload();
-    return "finding the GIN kernels: " + cuErrorText(r);
+    return "finding the GIN signal kernel: " + cuErrorText(r);
   }
   return "";
 }
@@ -25,15 +24,7 @@ std::string GinKernels::load(const CudaDriver* cu) {
 void GinKernels::unload() {
   if (module_ != nullptr && cu_ != nullptr && cu_->cuModuleUnload != nullptr) cu_->cuModuleUnload(module_);
   module_ = nullptr;
-  copy_ = signalAdd_ = nullptr;
-}
-
-CUresult GinKernels::copy(CUstream stream, CUdeviceptr dst, CUdeviceptr src, uint64_t bytes) const {
-  void* d = reinterpret_cast<void*>(dst);
-  const void* s = reinterpret_cast<const void*>(src);
-  void* params[] = {&d, &s, &bytes};
-  return cu_->cuLaunchKernel(copy_, static_cast<unsigned>(copyCtas(bytes)), 1, 1, kCopyThreads, 1, 1, 0, stream,
-                             params, nullptr);
+  signalAdd_ = nullptr;
 }
 
 CUresult GinKernels::signalAdd(CUstream stream, const SignalAddBatch& batch) const {

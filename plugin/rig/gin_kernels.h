@@ -1,5 +1,5 @@
-// Loads the GIN ipc backend's kernels (gin_kernels.cu, embedded as a fatbin at build time) into a
-// CUDA context and launches them on the backend's streams through the driver API.
+// Loads the GIN ipc backend's signal kernel (gin_kernels.cu, embedded as a fatbin at build time)
+// into a CUDA context and launches it on the backend's signal stream through the driver API.
 #pragma once
 
 #include <cuda.h>
@@ -14,7 +14,7 @@
 namespace epx::plugin::gin {
 
 // The fatbin built from gin_kernels.cu (gin_kernels_fatbin.cc, generated); size 0 when the plugin
-// was built without CUDA device code (EPX_BUILD_CUDA=OFF): the kernel modes are then unavailable.
+// was built without CUDA device code (EPX_BUILD_CUDA=OFF): signals are then applied by read-back.
 extern const unsigned char kGinKernelsFatbin[];
 extern const size_t kGinKernelsFatbinSize;
 
@@ -24,15 +24,12 @@ class GinKernels {
   std::string load(const CudaDriver* cu);
   void unload();
   bool loaded() const { return module_ != nullptr; }
-  // Copies `bytes` (> 0) from src to dst on `stream` (copyCtas(bytes) CTAs of kCopyThreads).
-  CUresult copy(CUstream stream, CUdeviceptr dst, CUdeviceptr src, uint64_t bytes) const;
   // Adds batch.delta[i] to the 64-bit word at batch.address[i], i < batch.count, on `stream`.
   CUresult signalAdd(CUstream stream, const SignalAddBatch& batch) const;
 
  private:
   const CudaDriver* cu_ = nullptr;
   CUmodule module_ = nullptr;
-  CUfunction copy_ = nullptr;
   CUfunction signalAdd_ = nullptr;
 };
 

@@ -37,14 +37,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr uint32_t kHandleMagic = 0x45504749;  // "EPGI"
 constexpr int kGinMaxRecvs = 8;
-constexpr size_t kSmallPutLimit = 65536;        // puts up to this size are staged ("staged") or kernel-copied ("kernel")
-constexpr size_t kStagingRingBytes = 1 << 20;   // per (context, peer)
 constexpr size_t kSignalSlots = 256;            // pinned slots for reading signals in applySignals
 
 // EPX_GIN_STREAMS=process: one copy and one signal stream per CUDA context of the process, shared
 // by every GIN context (copy_plan.h, StreamPlan). Created by the first user, destroyed by the last.
 struct SharedStreams {
-  std::vector<CUstream> copy;  // peer p's ops go on copy[p % size]
+  CUstream copy = nullptr;  // every peer's ops
   CUstream signal = nullptr;
   int users = 0;
 };
@@ -55,6 +53,8 @@ std::map<CUcontext, SharedStreams>& sharedStreams() {
 }
 constexpr auto kSlowCall = std::chrono::milliseconds(200);
 constexpr auto kStuckRequest = std::chrono::seconds(2);
+// How long a window's registration waits for the GIN progress thread's warm-up (ipcRegMrSym).
+constexpr auto kWarmWaitLimit = std::chrono::milliseconds(5000);
 
 struct IpcHandle {
   uint32_t magic;
@@ -107,7 +107,6 @@ struct Request {
   Clock::time_point notBefore{};
   uint64_t seq = 0;
   size_t bytes = 0;
-  bool staged = false;  // holds a block of the peer's staging ring until copied
   bool copied = false;
   bool reportedStuck = false;
   Clock::time_point posted;
@@ -124,8 +123,6 @@ struct Peer {
   bool lost = false;  // its connection closed or broke (the process died): its ops are dropped
   CUstream stream = nullptr;
   PeerOrder order;
-  StagingRing staging;
-  unsigned char* stagingHost = nullptr;  // pinned, kStagingRingBytes (staged mode only)
   // Completion word (pinned host memory): after each op the stream writes the op's sequence
   // number here with cuStreamWriteValue64. No CUDA events: cuEventRecord stalled the progress
   // thread for as long as a GIN kernel ran, on an event's first records (see docs/plugins.md).
@@ -162,11 +159,11 @@ struct Context {
   // Set once the GIN progress thread has run every CUDA call of the put path (see warmUp).
   std::atomic<bool> progressWarm{false};
   std::atomic<bool> warmWaitGaveUp{false};
-  CopyMode copyMode = CopyMode::Ce;
   StreamPlan streamPlan = StreamPlan::PerPeer;  // PerProcess: the streams belong to sharedStreams()
-  PumpMode pumpMode = PumpMode::Poll;            // EPX_GIN_PUMP (readable.h)
-  SignalApply signalApply = SignalApply::Kernel;  // EPX_GIN_SIGNAL
-  GinKernels kernels;  // loaded when copyMode or signalApply is Kernel
+  // Received signals are added by the signal kernel; by read-back only when the kernel is missing
+  // (a build without CUDA device code) or does not load.
+  bool signalKernel = true;
+  GinKernels kernels;
   std::vector<int> inFds, readable;              // progress: the peers' receive sockets, and which have data
   std::recursive_mutex mutex;
   std::string error;
@@ -190,22 +187,11 @@ std::mutex gInstancesMutex;
 std::deque<std::unique_ptr<Instance>> gInstances;
 std::atomic<int> gUnknownInstanceContexts{0};
 
-// The copy path's settings (EPX_GIN_STREAMS, EPX_GIN_STREAM_PRIORITY, EPX_GIN_COPY, EPX_GIN_PUMP,
-// EPX_GIN_SIGNAL).
-struct CopyPathSettings {
-  StreamPlan streamPlan = StreamPlan::PerPeer;
-  int copyStreams = 1;  // EPX_GIN_STREAMS=process:K
-  StreamPriority streamPriority = StreamPriority::Default;
-  CopyMode copyMode = CopyMode::Ce;
-  PumpMode pumpMode = PumpMode::Poll;
-  SignalApply signalApply = SignalApply::Kernel;
-  bool signalApplyExplicit = false;  // EPX_GIN_SIGNAL was set (else a build without kernels falls back)
-};
-
-// Settings from the environment, read at every init (a bad value refuses init); connect uses them.
+// Settings from the environment (EPX_GIN_EMU_*, EPX_GIN_STREAMS), read at every init (a bad value
+// refuses init); connect uses them.
 std::mutex gEmulationMutex;
 NicEmulation gEmulation;
-CopyPathSettings gCopyPath;
+StreamPlan gStreamPlan = StreamPlan::PerPeer;
 
 const CudaDriver* cu = nullptr;
 
@@ -353,13 +339,8 @@ ncclResult_t pump(Context* ctx, int peer) {
 }
 
 // Progress's share of the peers' messages: every socket with something to read (one poll(), see
-// readable.h), or every socket (EPX_GIN_PUMP=each).
+// readable.h).
 ncclResult_t pumpPeers(Context* ctx) {
-  if (ctx->pumpMode == PumpMode::Each) {
-    for (int j = 0; j < ctx->nRanks; ++j)
-      if (ncclResult_t r = pump(ctx, j); r != ncclSuccess) return r;
-    return ncclSuccess;
-  }
   ctx->inFds.resize(static_cast<size_t>(ctx->nRanks));
   for (int j = 0; j < ctx->nRanks; ++j) ctx->inFds[static_cast<size_t>(j)] = ctx->peers[static_cast<size_t>(j)].in;
   if (!readableSockets(ctx->inFds, &ctx->readable)) return fail(ctx, std::string("poll on the peers' sockets: ") + strerror(errno));
@@ -389,7 +370,7 @@ uint64_t elapsedNs(Clock::time_point from, Clock::time_point to) {
 
 using DeviceSignalAdds = std::vector<std::pair<CUdeviceptr, uint64_t>>;  // (address, delta)
 
-// EPX_GIN_SIGNAL=kernel (default): the backend's signal kernel adds the deltas with device atomics, in
+// The backend's signal kernel adds the deltas with device atomics, in
 // batches of SignalAddBatch::kMax; nothing is waited for.
 ncclResult_t addByKernel(Context* ctx, const DeviceSignalAdds& device) {
   const auto start = Clock::now();
@@ -406,7 +387,8 @@ ncclResult_t addByKernel(Context* ctx, const DeviceSignalAdds& device) {
   return ncclSuccess;
 }
 
-// EPX_GIN_SIGNAL=readback. The owner's progress thread is the only remote writer of its
+// Without the signal kernel (a build without CUDA device code, or a module that does not load on
+// this GPU): read back, add, write. The owner's progress thread is the only remote writer of its
 // signals, and NCCL forbids a device reset racing with updates, so a read-modify-write through the
 // copy engine is safe. The reads land in pinned memory (a pageable destination would make CUDA stage
 // the copy and block); one synchronisation per batch of kSignalSlots signals.
@@ -454,7 +436,7 @@ ncclResult_t applySignals(Context* ctx) {
   }
   if (!device.empty()) {
     const ncclResult_t r =
-        ctx->signalApply == SignalApply::Kernel ? addByKernel(ctx, device) : addByReadback(ctx, device);
+        ctx->signalKernel ? addByKernel(ctx, device) : addByReadback(ctx, device);
     if (r != ncclSuccess) return r;
   }
   const auto applied = Clock::now();
@@ -473,7 +455,6 @@ ncclResult_t advance(Context* ctx) {
       if (r->seq > doneSeq) break;  // the stream runs ops in order
       r->copied = true;
       r->copiedAt = now;
-      if (r->staged) p.staging.releaseOldest();  // staged copies complete in posting order too
       p.order.complete(r->seq);
     }
     p.order.release();
@@ -485,10 +466,10 @@ ncclResult_t advance(Context* ctx) {
       if (!oldest->reportedStuck && age > kStuckRequest) {
         oldest->reportedStuck = true;
         EPX_WARN(NCCL_NET,
-                 "GIN/EPX-ipc rank %d: op %llu to rank %d (%zu bytes, %s, copy mode %s) pending for %lld ms: "
+                 "GIN/EPX-ipc rank %d: op %llu to rank %d (%zu bytes, %s) pending for %lld ms: "
                  "copy %s (stream completed op %llu), %s",
                  ctx->rank, static_cast<unsigned long long>(oldest->seq), peer, oldest->bytes,
-                 oldest->withSignal ? "with signal" : "no signal", copyModeName(ctx->copyMode),
+                 oldest->withSignal ? "with signal" : "no signal",
                  static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(age).count()),
                  oldest->copied ? "done" : "not done", static_cast<unsigned long long>(__atomic_load_n(p.done, __ATOMIC_ACQUIRE)),
                  p.order.isReleased(oldest->seq) ? "released, signal not yet sent" : "not released");
@@ -526,24 +507,8 @@ ncclResult_t advance(Context* ctx) {
 }
 
 // Issues a put's copy on the peer's stream, on a copy engine (see copy_plan.h).
-ncclResult_t issueCopy(Context* ctx, Peer& p, CUdeviceptr dst, CUdeviceptr src, size_t size, bool* staged) {
-  *staged = false;
-  if (usesStaging(ctx->copyMode, size, kSmallPutLimit) && p.stagingHost != nullptr) {
-    size_t at = p.staging.acquire(size);
-    if (at != StagingRing::kNone) {
-      unsigned char* slot = p.stagingHost + at;
-      EPX_CU(ctx, cu->cuMemcpyDtoHAsync(slot, src, size, p.stream));
-      EPX_CU(ctx, cu->cuMemcpyHtoDAsync(dst, slot, size, p.stream));
-      *staged = true;
-      return ncclSuccess;
-    }
-    // Ring full: fall through to a direct copy-engine copy.
-  }
-  if (usesCopyKernel(ctx->copyMode, size, kSmallPutLimit)) {
-    EPX_CU(ctx, ctx->kernels.copy(p.stream, dst, src, size));
-    return ncclSuccess;
-  }
-  if (ctx->copyMode != CopyMode::Memcpy && (cu->memcpyBatchAsync13 != nullptr || cu->memcpyBatchAsync128 != nullptr)) {
+ncclResult_t issueCopy(Context* ctx, Peer& p, CUdeviceptr dst, CUdeviceptr src, size_t size) {
+  if (cu->memcpyBatchAsync13 != nullptr || cu->memcpyBatchAsync128 != nullptr) {
     CUmemcpyAttributes attr{};
     attr.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
     attr.flags = CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE;
@@ -558,13 +523,10 @@ ncclResult_t issueCopy(Context* ctx, Peer& p, CUdeviceptr dst, CUdeviceptr src, 
   return ncclSuccess;
 }
 
-// One warm-up copy through the put path (issueCopy), waited for; a staged copy's ring block is
-// given back at once.
+// One warm-up copy through the put path (issueCopy), waited for.
 ncclResult_t warmCopy(Context* ctx, Peer& p, CUdeviceptr dst, CUdeviceptr src, size_t size) {
-  bool staged = false;
-  if (ncclResult_t r = issueCopy(ctx, p, dst, src, size, &staged); r != ncclSuccess) return r;
+  if (ncclResult_t r = issueCopy(ctx, p, dst, src, size); r != ncclSuccess) return r;
   EPX_CU(ctx, cu->cuStreamSynchronize(p.stream));
-  if (staged) p.staging.releaseOldest();
   return ncclSuccess;
 }
 
@@ -574,7 +536,7 @@ constexpr size_t kWarmSizes[] = {8, 4096, 65536};
 // memory mapping: loading internal copy kernels, thread-local state, first use of
 // cuMemcpyBatchAsync, peer mappings) may wait for running kernels, and a GIN kernel spins until
 // the plugin's copy lands. So every call of the put and signal paths runs here once, with the
-// same API, stream and copy mode as a real op, on the calling thread, while no GIN kernel can run.
+// same API and stream as a real op, on the calling thread, while no GIN kernel can run.
 // Copies read from `src` (when given) and write only into scratch and the peers' landing buffers.
 ncclResult_t warmUp(Context* ctx, CUdeviceptr src, size_t srcSize) {
   for (Peer& p : ctx->peers) {
@@ -588,7 +550,7 @@ ncclResult_t warmUp(Context* ctx, CUdeviceptr src, size_t srcSize) {
     EPX_CU(ctx, cu->cuStreamWriteValue64(p.stream, ctx->warmWord, 0, CU_STREAM_WRITE_VALUE_DEFAULT));
     EPX_CU(ctx, cu->cuStreamSynchronize(p.stream));
   }
-  if (ctx->signalApply == SignalApply::Kernel) {
+  if (ctx->signalKernel) {
     SignalAddBatch batch;
     batch.count = 1;
     batch.address[0] = ctx->scratch;  // adds 0
@@ -686,19 +648,6 @@ ncclResult_t warmProgressThread(Context* ctx) {
   return ncclSuccess;
 }
 
-// Reads the copy path's settings from the environment: "" or the first bad value's error.
-std::string readCopyPathSettings(CopyPathSettings* s) {
-  std::string error;
-  s->streamPlan = parseStreamPlan(envString("EPX_GIN_STREAMS", ""), &error, &s->copyStreams);
-  if (error.empty()) s->streamPriority = parseStreamPriority(envString("EPX_GIN_STREAM_PRIORITY", ""), &error);
-  if (error.empty()) s->copyMode = parseCopyMode(envString("EPX_GIN_COPY", ""), &error);
-  if (error.empty()) s->pumpMode = parsePumpMode(envString("EPX_GIN_PUMP", ""), &error);
-  const std::string signal = envString("EPX_GIN_SIGNAL", "");
-  s->signalApplyExplicit = !signal.empty();
-  if (error.empty()) s->signalApply = parseSignalApply(signal, &error);
-  return error;
-}
-
 }  // namespace
 
 ncclResult_t ipcInit(uint64_t commHash, ncclDebugLogger_t logger, void** instance) {
@@ -716,16 +665,17 @@ ncclResult_t ipcInit(uint64_t commHash, ncclDebugLogger_t logger, void** instanc
     return ncclInvalidUsage;
   }
   if (!note.empty()) EPX_WARN(NCCL_INIT | NCCL_NET, "GIN/EPX-ipc: %s", note.c_str());
-  // The copy path's settings likewise.
-  CopyPathSettings copyPath;
-  if (std::string planBad = readCopyPathSettings(&copyPath); !planBad.empty()) {
+  // The stream plan likewise.
+  std::string planBad;
+  const StreamPlan streamPlan = parseStreamPlan(envString("EPX_GIN_STREAMS", ""), &planBad);
+  if (!planBad.empty()) {
     EPX_WARN(NCCL_INIT | NCCL_NET, "GIN/EPX-ipc: %s; GIN init refused (see docs/plugins.md)", planBad.c_str());
     return ncclInvalidUsage;
   }
   {
     std::lock_guard<std::mutex> lock(gEmulationMutex);
     gEmulation = emulation;
-    gCopyPath = copyPath;
+    gStreamPlan = streamPlan;
   }
   std::string why;
   cu = cudaDriver(&why);
@@ -914,35 +864,23 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
     ctx->peers[m.from].in = fd;
     ++accepted;
   }
-  CopyPathSettings copyPath;  // as read by init
   {
     std::lock_guard<std::mutex> lock(gEmulationMutex);
-    copyPath = gCopyPath;
+    ctx->streamPlan = gStreamPlan;  // as read by init
   }
-  const int copyStreams = copyPath.copyStreams;
-  ctx->streamPlan = copyPath.streamPlan;
-  ctx->copyMode = copyPath.copyMode;
-  ctx->pumpMode = copyPath.pumpMode;
-  ctx->signalApply = copyPath.signalApply;
   bool firstOfProcess = true;
-  // The backend's streams, at the priority EPX_GIN_STREAM_PRIORITY asks for (copy_plan.h).
-  int priority = 0;
-  if (copyPath.streamPriority == StreamPriority::High) {
-    int least = 0;
-    EPX_CU(ctx, cu->cuCtxGetStreamPriorityRange(&least, &priority));
-  }
-  auto createStream = [&](CUstream* s) { return cu->cuStreamCreateWithPriority(s, CU_STREAM_NON_BLOCKING, priority); };
+  // The backend's streams, at the default priority (copy_plan.h).
+  auto createStream = [&](CUstream* s) { return cu->cuStreamCreateWithPriority(s, CU_STREAM_NON_BLOCKING, 0); };
   if (ctx->streamPlan == StreamPlan::PerProcess) {
     std::lock_guard<std::mutex> g(gSharedStreamsMutex);
     SharedStreams& sh = sharedStreams()[ctx->cu];
     firstOfProcess = sh.users == 0;
     if (firstOfProcess) {
-      sh.copy.assign(static_cast<size_t>(copyStreams), nullptr);
-      for (CUstream& s : sh.copy) EPX_CU(ctx, createStream(&s));
+      EPX_CU(ctx, createStream(&sh.copy));
       EPX_CU(ctx, createStream(&sh.signal));
     }
-    ++sh.users;  // a later context uses the first one's streams (and their count)
-    for (size_t i = 0; i < ctx->peers.size(); ++i) ctx->peers[i].stream = sh.copy[i % sh.copy.size()];
+    ++sh.users;  // a later context uses the first one's streams
+    for (Peer& p : ctx->peers) p.stream = sh.copy;
     ctx->signalStream = sh.signal;
   } else {
     for (Peer& p : ctx->peers) EPX_CU(ctx, createStream(&p.stream));
@@ -954,8 +892,7 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
     static std::atomic<int> streamsSoFar{0};
     static std::atomic<bool> warned{false};
     const int streams =
-        (streamsSoFar += streamsAdded(ctx->streamPlan, static_cast<int>(ctx->peers.size()), firstOfProcess,
-                                      copyStreams)) + 2;
+        (streamsSoFar += streamsAdded(ctx->streamPlan, static_cast<int>(ctx->peers.size()), firstOfProcess)) + 2;
     const std::string w = hardwareQueueWarning(streams, std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"));
     if (!w.empty() && !warned.exchange(true)) EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: %s", rank, w.c_str());
   }
@@ -979,33 +916,15 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
       p.doneDev = dev + static_cast<CUdeviceptr>(j) * sizeof(uint64_t);
     }
   }
-  const bool copyKernel = ctx->copyMode == CopyMode::Kernel || ctx->copyMode == CopyMode::KernelAll;
-  if (copyKernel || ctx->signalApply == SignalApply::Kernel) {
-    std::string why = ctx->kernels.load(cu);
-    if (!why.empty() && !copyKernel && !copyPath.signalApplyExplicit) {
-      // The default signal kernel is missing: apply by read-back instead. Expected in a build
-      // without CUDA (INFO); a module that does not load on this GPU is worth a WARN.
-      if (kGinKernelsFatbinSize == 0)
-        EPX_INFO(NCCL_NET, "GIN/EPX-ipc rank %d: no signal kernel (%s); signals applied by read-back", rank, why.c_str());
-      else
-        EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: the signal kernel did not load (%s); signals applied by read-back",
-                 rank, why.c_str());
-      ctx->signalApply = SignalApply::Readback;
-      why.clear();
-    }
-    if (!why.empty()) {
-      EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: EPX_GIN_COPY=%s / EPX_GIN_SIGNAL=%s need the backend's kernels: %s",
-               rank, copyModeName(ctx->copyMode), signalApplyName(ctx->signalApply), why.c_str());
-      return cleanup(ncclSystemError);
-    }
-  }
-  if (ctx->copyMode == CopyMode::Staged) {
-    for (Peer& p : ctx->peers) {
-      void* host = nullptr;
-      EPX_CU(ctx, cu->cuMemAllocHost(&host, kStagingRingBytes));
-      p.stagingHost = static_cast<unsigned char*>(host);
-      p.staging = StagingRing(kStagingRingBytes);
-    }
+  if (std::string why = ctx->kernels.load(cu); !why.empty()) {
+    // The signal kernel is missing: apply by read-back instead. Expected in a build without CUDA
+    // (INFO); a module that does not load on this GPU is worth a WARN.
+    if (kGinKernelsFatbinSize == 0)
+      EPX_INFO(NCCL_NET, "GIN/EPX-ipc rank %d: no signal kernel (%s); signals applied by read-back", rank, why.c_str());
+    else
+      EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: the signal kernel did not load (%s); signals applied by read-back",
+               rank, why.c_str());
+    ctx->signalKernel = false;
   }
   // Landing buffers: each rank offers one (or none) to every peer and maps the peers' ones, so
   // that warm-up copies can write to a peer exactly as a put does.
@@ -1075,12 +994,13 @@ ncclResult_t ipcConnect(void* handles[], int nRanks, int rank, void* listenComm,
     snprintf(nicText, sizeof(nicText), "emulated NIC %g GB/s + %g us (one per device, shared by its contexts)",
              ctx->nic->emulation().gbps(), ctx->nic->emulation().latencyUs());
   EPX_INFO(NCCL_INIT | NCCL_NET,
-           "GIN/EPX-ipc: rank %d context %d connected to %d rank(s) on this host (device %d), copy mode %s%s, streams %s, %s",
-           rank, ctx->index, nRanks, static_cast<int>(ctx->device), copyModeName(ctx->copyMode),
-           ctx->copyMode != CopyMode::Memcpy && cu->memcpyBatchAsync13 == nullptr && cu->memcpyBatchAsync128 == nullptr
-               ? " (driver has no cuMemcpyBatchAsync: plain cuMemcpyAsync)"
-               : "",
-           streamPlanName(ctx->streamPlan), nicText);
+           "GIN/EPX-ipc: rank %d context %d connected to %d rank(s) on this host (device %d), copies by %s, signals "
+           "by %s, streams %s, %s",
+           rank, ctx->index, nRanks, static_cast<int>(ctx->device),
+           cu->memcpyBatchAsync13 == nullptr && cu->memcpyBatchAsync128 == nullptr
+               ? "cuMemcpyAsync (the driver has no cuMemcpyBatchAsync)"
+               : "cuMemcpyBatchAsync",
+           ctx->signalKernel ? "kernel" : "read-back", streamPlanName(ctx->streamPlan), nicText);
   *collComm = ctx;
   return ncclSuccess;
 }
@@ -1096,7 +1016,7 @@ ncclResult_t ipcRegMrSym(void* collComm, void* data, size_t size, int type, uint
   if (type == NCCL_PTR_CUDA && (mrFlags & NCCL_NET_MR_FLAG_FORCE_SO) == 0 &&
       !ctx->progressWarm.load(std::memory_order_acquire) && !ctx->warmWaitGaveUp.load()) {
     auto start = Clock::now();
-    auto limit = std::chrono::milliseconds(envInt("EPX_GIN_WARM_WAIT_MS", 5000));
+    const auto limit = kWarmWaitLimit;
     while (!ctx->progressWarm.load(std::memory_order_acquire) && Clock::now() - start < limit) usleep(200);
     if (!ctx->progressWarm.load(std::memory_order_acquire)) {
       ctx->warmWaitGaveUp.store(true);
@@ -1233,7 +1153,7 @@ ncclResult_t ipcCloseColl(void* collComm) {
       std::lock_guard<std::mutex> g(gSharedStreamsMutex);
       auto it = sharedStreams().find(ctx->cu);
       if (it != sharedStreams().end() && --it->second.users == 0) {
-        for (CUstream s : it->second.copy) cu->cuStreamDestroy(s);
+        cu->cuStreamDestroy(it->second.copy);
         cu->cuStreamDestroy(it->second.signal);
         sharedStreams().erase(it);
       }
@@ -1242,8 +1162,6 @@ ncclResult_t ipcCloseColl(void* collComm) {
     if (ctx->doneWords != nullptr) cu->cuMemFreeHost(ctx->doneWords);
     if (ctx->scratch != 0) cu->cuMemFree(ctx->scratch);
     if (ctx->signalHost != nullptr) cu->cuMemFreeHost(ctx->signalHost);
-    for (Peer& p : ctx->peers)
-      if (p.stagingHost != nullptr) cu->cuMemFreeHost(p.stagingHost);
     for (const Mapping& m : ctx->mappings) {
       cu->cuMemUnmap(m.va, m.size);
       cu->cuMemAddressFree(m.va, m.size);
@@ -1294,14 +1212,12 @@ ncclResult_t ipcPut(void* collComm, uint64_t srcOff, void* srcMhandle, size_t si
     if (bad.empty()) bad = translateDestination(ctx->registry, dstMhandle, dstOff, size, static_cast<int>(rank), &dst);
     if (!bad.empty()) return fail(ctx, "GIN put of " + std::to_string(size) + " bytes to rank " + std::to_string(rank) + ": " + bad);
     auto start = Clock::now();
-    if (ncclResult_t c = issueCopy(ctx, p, static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), size,
-                                   &req->staged);
+    if (ncclResult_t c = issueCopy(ctx, p, static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), size);
         c != ncclSuccess)
       return c;
     auto took = Clock::now() - start;
     if (took > kSlowCall)
-      EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: issuing a %zu-byte put to rank %u (copy mode %s) took %lld ms",
-               ctx->rank, size, rank, copyModeName(ctx->copyMode),
+      EPX_WARN(NCCL_NET, "GIN/EPX-ipc rank %d: issuing a %zu-byte put to rank %u took %lld ms", ctx->rank, size, rank,
                static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
   }
   req->bytes = size;

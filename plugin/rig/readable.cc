@@ -3,16 +3,9 @@
 #include <poll.h>
 
 #include <cerrno>
+#include <cstddef>
 
 namespace epx::plugin::gin {
-
-PumpMode parsePumpMode(const std::string& text, std::string* error) {
-  error->clear();
-  if (text.empty() || text == "poll") return PumpMode::Poll;
-  if (text == "each") return PumpMode::Each;
-  *error = "EPX_GIN_PUMP=\"" + text + "\" is not poll or each";
-  return PumpMode::Poll;
-}
 
 bool readableSockets(const std::vector<int>& fds, std::vector<int>* ready) {
   ready->clear();

@@ -5,16 +5,9 @@
 // this, one poll() per call and a recvmsg() only where there is something to read.
 #pragma once
 
-#include <string>
 #include <vector>
 
 namespace epx::plugin::gin {
-
-// EPX_GIN_PUMP: `poll` (default) drains only the sockets readableSockets() reports; `each` drains
-// every peer's socket on every progress call (the behaviour before, kept for A/B runs).
-enum class PumpMode { Poll, Each };
-// "" / "poll" / "each"; anything else: Poll, with *error saying what was ignored.
-PumpMode parsePumpMode(const std::string& text, std::string* error);
 
 // Indices into `fds` (negative entries are skipped) whose socket is readable or hung up, in order;
 // empty when none. Returns false (errno set) when poll() itself fails other than by EINTR.
