@@ -1,7 +1,8 @@
 // GIN PROXY backend "ipc": ranks on one host. Window memory is shared through CUDA VMM POSIX file
 // descriptors passed over unix sockets (SCM_RIGHTS); puts are copy-engine copies on
 // non-blocking streams, one per (context, peer); signals travel as messages to the owning rank,
-// which applies them in its ginProgress call.
+// which applies them in its ginProgress call. The one-host GIN test rig (fake nodes); its files are
+// listed in ipc_context.h.
 #pragma once
 
 #include <cstddef>

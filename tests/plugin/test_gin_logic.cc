@@ -10,7 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "rig/copy_plan.h"
+#include "rig/stream_plan.h"
 #include "rig/gin_kernels.h"
 #include "rig/ipc_backend.h"
 #include "rig/readable.h"

@@ -1,10 +1,16 @@
 // Which CUDA streams carry the ipc backend's copies and signal updates, and how many hardware
 // queues they need. Puts are copy-engine copies: cuMemcpyBatchAsync with
 // CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE (as NCCL's own CE collectives do), so that a put does
-// not compete with kernels for SMs; plain cuMemcpyAsync when the driver lacks it.
+// not compete with kernels for SMs; plain cuMemcpyAsync when the driver lacks it. The streams are
+// non-blocking, at the default priority.
 #pragma once
 
+#include <cuda.h>
+
 #include <string>
+#include <vector>
+
+#include "gin/cuda_driver.h"
 
 namespace epx::plugin::gin {
 
@@ -32,5 +38,23 @@ const char* streamPlanName(StreamPlan plan);
 // Streams a GIN context with `peers` peers (self included) adds to the process under `plan`;
 // `firstOfProcess`: no other context of this CUDA context created the shared streams yet.
 int streamsAdded(StreamPlan plan, int peers, bool firstOfProcess);
+
+// The streams of one GIN context: copy[p] carries the ops to peer p, signal the signal updates.
+struct ContextStreams {
+  std::vector<CUstream> copy;
+  CUstream signal = nullptr;
+};
+// Creates a context's streams for `peers` peers under `plan` in CUDA context `cuCtx` (current):
+// its own (PerPeer), or the pair of `cuCtx` shared by its GIN contexts (PerProcess: created by the
+// first, *firstOfProcess set). Returns the first failing call's result; the streams created before
+// it are in *out.
+CUresult openStreams(const CudaDriver* cu, CUcontext cuCtx, StreamPlan plan, int peers, ContextStreams* out,
+                     bool* firstOfProcess);
+// Adds a context's streams (streamsAdded) to the process's count; returns the hardware-queue
+// warning (hardwareQueueWarning, with the caller's 2 streams) the first time they do not fit, else "".
+std::string countStreams(StreamPlan plan, int peers, bool firstOfProcess);
+// Waits for a context's streams, then destroys its own (PerPeer) or, for the last GIN context of
+// `cuCtx`, the shared pair (PerProcess).
+void closeStreams(const CudaDriver* cu, CUcontext cuCtx, StreamPlan plan, const ContextStreams& streams);
 
 }  // namespace epx::plugin::gin
