@@ -145,7 +145,7 @@ say "$n rank(s) on $nodes fake node(s) ($g per node), $ngpu GPU(s), limit ${limi
 say "program: $bin $*"
 say "plugin: ${so:-none}; MPS: $MPS_NOTE"
 say "logs: $logdir"
-for v in EPX_GIN_EMU_GBPS EPX_GIN_EMU_LATENCY_US EPX_GIN_STREAMS EPX_GIN_COPY EPX_GIN_SIGNAL EPX_GIN_PUMP EPX_GIN_STREAM_PRIORITY EPX_TEST_QUICK CUDA_MPS_ACTIVE_THREAD_PERCENTAGE CUDA_DEVICE_MAX_CONNECTIONS; do
+for v in EPX_GIN_EMU_GBPS EPX_GIN_EMU_LATENCY_US EPX_GIN_STREAMS EPX_TEST_QUICK CUDA_MPS_ACTIVE_THREAD_PERCENTAGE CUDA_DEVICE_MAX_CONNECTIONS; do
   [ -n "${!v:-}" ] && say "$v=${!v}"
 done
 

@@ -8,9 +8,7 @@
 #   scripts/plugin-gpu-check.sh <dir with libnccl-net-epx.so and plugin_gpu_check> [log dir]
 # (or EPX_PLUGIN_SO / EPX_GPU_CHECK_BIN pointing at each).
 # Needs NCCL >= 2.28.9 (GIN): set EPX_NCCL_LIB to its lib directory if the default is older.
-# EPX_GIN_EXTRA_COPY_MODES="staged memcpy" adds GIN-only runs with EPX_GIN_COPY set to each mode
-# (the main run uses EPX_GIN_COPY as set, default ce); EPX_SKIP_BUILTIN=1 skips the built-in
-# socket comparison. EPX_GIN_CHECK_TIMEOUT_S bounds each GIN wait (default 10 s).
+# EPX_SKIP_BUILTIN=1 skips the built-in socket comparison. EPX_GIN_CHECK_TIMEOUT_S bounds each GIN wait (default 10 s).
 # Exit 0 when everything passed; 77 (skipped) when there is no GPU.
 set -u
 dir=$(cd "${1:?usage: $0 <build dir> [log dir]}" && pwd)
@@ -62,9 +60,6 @@ status=0
 run_pair epx "" NCCL_NET_PLUGIN="$so" || status=1
 grep -q "Assigned GIN plugin EPX to comm" "$logs/epx.rank0.log" && echo "GIN plugin EPX assigned" \
   || { echo "GIN plugin EPX NOT assigned"; status=1; }
-for mode in ${EPX_GIN_EXTRA_COPY_MODES:-}; do
-  run_pair "gin-$mode" --gin-only NCCL_NET_PLUGIN="$so" EPX_GIN_COPY="$mode" || status=1
-done
 if [ "${EPX_SKIP_BUILTIN:-0}" != 1 ]; then
   run_pair builtin-socket --no-gin NCCL_NET_PLUGIN=none NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo || status=1
 fi

@@ -3,9 +3,8 @@
 # LL combine mismatches once blamed on the signal kernel (docs/low-latency.md; the cause was a test bug).
 # With .devbuild-base/ carried too (a build without the drain), first the same runs on it, so one
 # call shows before and after. Steps, in order, while the call's budget lasts (EPX_DRAIN_BUDGET_S,
-# default 540 s): group_churn under EPX_GIN_SIGNAL=kernel (reps), the whole low_latency suite under
-# kernel (reps) and readback (1), the dead-peer test at 2 ranks, and the modes, pp and bucket suites
-# at 2 fake nodes with defaults. One line per step in $OUT/drain-summary.txt (printed at the end).
+# default 540 s): group_churn (reps), the whole low_latency suite (reps), the dead-peer test at 2
+# ranks, and the modes, pp and bucket suites at 2 fake nodes. One line per step in $OUT/drain-summary.txt (printed at the end).
 #   scripts/experiments/gpu-drain-check.sh [reps, default 3]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -37,7 +36,7 @@ dead() {
   local rc=$?
   echo "$label dead_peer exact 2: rc=$rc $(( $(date +%s) - s )) s $(grep -h "ncclEpGroupDestroy\|error" "$d"/rank*.log | head -2 | tr '\n' ' ' | cut -c1-240)" >> "$sum"
 }
-churn() { for i in $(seq "$2"); do one "$1-churn$i" 100 low_latency/group_churn EPX_GIN_SIGNAL=kernel; done; }
+churn() { for i in $(seq "$2"); do one "$1-churn$i" 100 low_latency/group_churn; done; }
 if [ -d .devbuild-base ]; then  # before: group_churn only (EPX_DRAIN_BASE_REPS times, default 2)
   mv .devbuild .devbuild-new && mv .devbuild-base .devbuild
   . scripts/devbuild-env.sh
@@ -46,8 +45,7 @@ if [ -d .devbuild-base ]; then  # before: group_churn only (EPX_DRAIN_BASE_REPS 
 fi
 . scripts/devbuild-env.sh
 churn new "$reps"
-for i in $(seq "$reps"); do one "new-ll$i" 150 low_latency EPX_GIN_SIGNAL=kernel; done
-one new-llrb 150 low_latency EPX_GIN_SIGNAL=readback
+for i in $(seq "$reps"); do one "new-ll$i" 150 low_latency; done
 dead new
 for s in timeout modes pp bucket; do one new-def 200 $s; done
 echo "total $(( $(date +%s) - t0 )) s" >> "$sum"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the device machine (bundled .devbuild): PP ring (16 MiB, 4 CTAs, one stream and receives on a
-# second stream) under the GIN chunk size and the ipc backend's copy-path settings, to find what
-# makes its copies slow (the `# gin` copy latency) when the receives run on their own stream; then
+# second stream) under the GIN chunk size, the message size and with the emulated NIC off, to find
+# what makes its copies slow (the `# gin` copy latency) when the receives run on their own stream; then
 # the pp suite at 2 and 4 fake nodes (the chunk-size change). Emulated NIC 50 GB/s + 3 us unless
 # EPX_GIN_EMU_GBPS=off. Lines in $OUT/pp-copy-ab.txt.
 set -uo pipefail
@@ -20,7 +20,6 @@ pp 4 base
 pp 4 chunk4m -- --pp-chunk-kib 4096
 pp 4 chunk8m -- --pp-chunk-kib 8192
 pp 4 emuoff EPX_GIN_EMU_GBPS=off
-pp 4 memcpy EPX_GIN_COPY=memcpy
 pp 4 mib8 -- --pp-mib 8
 pp 8 chunk4m -- --pp-chunk-kib 4096
 pp 2 chunk4m -- --pp-chunk-kib 4096
