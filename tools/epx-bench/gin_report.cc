@@ -18,7 +18,7 @@ GinLatencyReport::GinLatencyReport(epx::testing::MultiGpu& mg, bool printer)
   if (printer_ && on_)
     std::printf("# gin: per configuration, the worst rank's means from the ipc backend (us): op issued by NCCL's proxy -> its CUDA\n"
                 "#      work queued (issue), -> copy done (copy) and -> reported done (done); signal received -> applied (apply);\n"
-                "#      one signal apply batch (readback: the read-back, or the kernel launch with EPX_GIN_SIGNAL=kernel);\n"
+                "#      one signal apply batch (readback: the signal kernel's launch, or the read-back without it);\n"
                 "#      the mean and the longest gap between two progress calls of a context (gapMean, gapMax) and gaps over\n"
                 "#      1 ms (gaps1ms, sum over ranks)\n");
 }
