@@ -42,7 +42,7 @@ class ContextStats {
   void signalApplied(int peer, uint64_t ns);
   // A progress call at host time nowNs (steady clock), to find the gaps between calls.
   void progressCall(uint64_t nowNs);
-  // One signal read-back (device-to-host copy + synchronisation) that took ns.
+  // One signal apply batch (a signal kernel launch, or a read-back without it) that took ns.
   void applyBatch(uint64_t ns);
   void close() { closed_.store(true, std::memory_order_release); }
   bool closed() const { return closed_.load(std::memory_order_acquire); }

@@ -79,7 +79,7 @@ typedef struct epxGinIpcStats {
   uint64_t progressCalls;     /* ginProgress calls by NCCL's GIN progress thread */
   uint64_t progressGapMaxNs;  /* longest time between two of them (the thread was not running, or busy) */
   uint64_t progressGaps1ms;   /* gaps longer than 1 ms */
-  uint64_t applyBatches;      /* signal read-backs (one device-to-host copy and a synchronisation each) */
+  uint64_t applyBatches;      /* signal apply batches (a signal kernel launch each; a read-back without it) */
   uint64_t applyNs;           /* their total time */
   /* Version 3. */
   uint64_t issueNs;      /* sum over this peer's ops: time inside the put call (queuing the copy and the
