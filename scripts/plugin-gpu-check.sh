@@ -47,7 +47,7 @@ run_pair() {  # name, extra args for the binary, then env assignments
   local rc=0
   for r in 0 1; do wait ${pids[$r]} || rc=1; done
   echo "== $name: $([ $rc = 0 ] && echo passed || echo FAILED)"
-  grep -h "PASS\|FAIL\|MEASURE\|ALL PASSED\|FAILED\|Assigned NET\|Assigned GIN\|Using network\|EPX tuner\|copy mode\|GIN/EPX-ipc.*\(took\|pending\|warmed up\|did not warm\|landing\)" \
+  grep -h "PASS\|FAIL\|MEASURE\|ALL PASSED\|FAILED\|Assigned NET\|Assigned GIN\|Using network\|EPX tuner\|copies by\|GIN/EPX-ipc.*\(took\|pending\|warmed up\|did not warm\|landing\)" \
     "$logs/$name".rank*.log | sed 's/, [0-9.]* ms)/)/' | sort | uniq -c | sort -k2 | head -100
   grep -h "GIN ctx .*to peer.* ms)" "$logs/$name".rank0.log | sed 's/^/   rank0 timing: /' | head -40
   return $rc
