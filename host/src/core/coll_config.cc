@@ -1,6 +1,7 @@
 #include "core/coll_config.h"
 
 #include <cstring>
+#include <limits>
 
 namespace epx {
 
@@ -28,6 +29,19 @@ std::string chunkBytesCheck(uint64_t in, uint64_t deflt, uint64_t* out) {
   return {};
 }
 
+// A config's optional int (kUnsetInt = keep *out's default) in lo .. hi (kNoUpper: no upper
+// bound): "" and *out set, or the reason.
+constexpr int kNoUpper = std::numeric_limits<int>::max();
+std::string intCheck(const char* name, int in, int lo, int hi, int* out) {
+  if (in == kUnsetInt) return {};
+  const std::string what = std::string(name) + " " + std::to_string(in);
+  if (in < lo || in > hi)
+    return hi == kNoUpper ? what + " must be >= " + std::to_string(lo)
+                          : what + " is not in " + std::to_string(lo) + " .. " + std::to_string(hi);
+  *out = in;
+  return {};
+}
+
 }  // namespace
 
 std::string checkConfigHeader(const char* what, bool present, uint64_t size, uint64_t expectedSize, unsigned magic,
@@ -46,20 +60,9 @@ std::string normalizePpConfig(const PpConfigRequest& in, PpConfig* out) {
   if (in.maxMessageBytes == 0 || in.maxMessageBytes > kPpMaxMessageBytes)
     return "maxMessageBytes " + num(in.maxMessageBytes) + " is not in 1 .. " + num(kPpMaxMessageBytes);
   c.maxBytes = in.maxMessageBytes;
-  if (in.slots != kUnsetInt) {
-    if (in.slots < 1 || in.slots > dev::kPpMaxSlots)
-      return "slots " + std::to_string(in.slots) + " is not in 1 .. " + std::to_string(dev::kPpMaxSlots);
-    c.slots = in.slots;
-  }
-  if (in.numCtas != kUnsetInt) {
-    if (in.numCtas < 1 || in.numCtas > dev::kPpMaxCtas)
-      return "numCtas " + std::to_string(in.numCtas) + " is not in 1 .. " + std::to_string(dev::kPpMaxCtas);
-    c.numCtas = in.numCtas;
-  }
-  if (in.timeoutMs != kUnsetInt) {
-    if (in.timeoutMs < 1) return "timeoutMs " + std::to_string(in.timeoutMs) + " must be >= 1";
-    c.timeoutMs = in.timeoutMs;
-  }
+  if (std::string e = intCheck("slots", in.slots, 1, dev::kPpMaxSlots, &c.slots); !e.empty()) return e;
+  if (std::string e = intCheck("numCtas", in.numCtas, 1, dev::kPpMaxCtas, &c.numCtas); !e.empty()) return e;
+  if (std::string e = intCheck("timeoutMs", in.timeoutMs, 1, kNoUpper, &c.timeoutMs); !e.empty()) return e;
   if (std::string e = chunkBytesCheck(in.chunkBytes, dev::kPpDefaultChunkBytes, &c.chunkBytes); !e.empty()) return e;
   *out = c;
   return {};
@@ -126,15 +129,8 @@ int dtypeBytes(ncclDataType_t t) {
 
 std::string normalizeBucketConfig(const BucketConfigRequest& in, BucketConfig* out) {
   BucketConfig c;
-  if (in.numCtas != kUnsetInt) {
-    if (in.numCtas < 1 || in.numCtas > dev::kBucketMaxCtas)
-      return "numCtas " + std::to_string(in.numCtas) + " is not in 1 .. " + std::to_string(dev::kBucketMaxCtas);
-    c.numCtas = in.numCtas;
-  }
-  if (in.timeoutMs != kUnsetInt) {
-    if (in.timeoutMs < 1) return "timeoutMs " + std::to_string(in.timeoutMs) + " must be >= 1";
-    c.timeoutMs = in.timeoutMs;
-  }
+  if (std::string e = intCheck("numCtas", in.numCtas, 1, dev::kBucketMaxCtas, &c.numCtas); !e.empty()) return e;
+  if (std::string e = intCheck("timeoutMs", in.timeoutMs, 1, kNoUpper, &c.timeoutMs); !e.empty()) return e;
   if (std::string e = chunkBytesCheck(in.chunkBytes, dev::kBucketDefaultChunkBytes, &c.chunkBytes); !e.empty())
     return e;
   *out = c;
