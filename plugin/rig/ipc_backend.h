@@ -27,6 +27,11 @@ ncclResult_t ipcCloseListen(void* listenComm);
 ncclResult_t ipcPut(void* collComm, uint64_t srcOff, void* srcMhandle, size_t size, uint64_t dstOff,
                     void* dstMhandle, uint32_t rank, bool withSignal, uint64_t signalOff,
                     void* signalMhandle, uint64_t signalValue, uint32_t signalOp, void** request);
+// One-sided get (NCCL 2.30+, the v13 table's iget): `size` bytes of rank `rank`'s window (the
+// registration matching this rank's remoteMhandle) into this rank's, in order with the puts to
+// that rank. Gets complete like puts (test); a flush has nothing left to wait for.
+ncclResult_t ipcGet(void* collComm, uint64_t remoteOff, void* remoteMhandle, size_t size, uint64_t localOff,
+                    void* localMhandle, uint32_t rank, void** request);
 ncclResult_t ipcTest(void* collComm, void* request, int* done);
 
 // The ipc handle in a few bytes, for GIN's combined handle (gin/backend.cc), which must also hold

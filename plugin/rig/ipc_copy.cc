@@ -1,6 +1,7 @@
-// The put path of a GIN context: a put is one copy-engine copy on the peer's stream, followed by a
-// stream write of the op's sequence number (its completion word); the emulated NIC decides when
-// the op may complete (ipc_progress.cc). Every call of this path runs once at connect and at each
+// The put and get paths of a GIN context: a put is one copy-engine copy on the peer's stream, followed by a
+// stream write of the op's sequence number (its completion word); a get is the same copy in the
+// other direction (the peer's mapped window into this rank's), on the same stream; the emulated
+// NIC decides when the op may complete (ipc_progress.cc). Every call of this path runs once at connect and at each
 // registration (warm-up), while no GIN kernel can be running.
 #include <chrono>
 #include <memory>
@@ -153,6 +154,50 @@ ncclResult_t ipcPut(void* collComm, uint64_t srcOff, void* srcMhandle, size_t si
     // emulated NIC has sent it (no signal) or delivered it (with a signal).
     NicPacer::Slot slot = ctx->nic->schedule(toNs(issued), size);
     req->notBefore = fromNs(slot.notBeforeNs(withSignal));
+  }
+  p.pending.push_back(req.get());
+  *request = req.release();
+  return ncclSuccess;
+}
+
+ncclResult_t ipcGet(void* collComm, uint64_t remoteOff, void* remoteMhandle, size_t size, uint64_t localOff,
+                    void* localMhandle, uint32_t rank, void** request) {
+  *request = nullptr;
+  auto issued = Clock::now();
+  auto* ctx = static_cast<Context*>(collComm);
+  std::lock_guard<std::recursive_mutex> lock(ctx->mutex);
+  if (!ctx->error.empty()) return ncclInternalError;
+  if (rank >= static_cast<uint32_t>(ctx->nRanks)) return fail(ctx, "get from rank " + std::to_string(rank) + " out of range");
+  if (!makeCurrent(ctx)) return fail(ctx, "cannot make the CUDA context current on the GIN progress thread");
+  if (ncclResult_t w = warmProgressThread(ctx); w != ncclSuccess) return w;
+  auto req = std::make_unique<Request>();
+  req->peer = static_cast<int>(rank);
+  Peer& p = ctx->peers[rank];
+  if (size > 0) {
+    uintptr_t local = 0, remote = 0;
+    std::string bad = translateSource(ctx->registry, localMhandle, localOff, size, &local);
+    if (bad.empty()) {
+      const Registration* l = ctx->registry.find(localMhandle);
+      if (l->placement == Placement::Host) bad = "get into host registration " + std::to_string(l->index);
+    }
+    if (bad.empty()) bad = translateDestination(ctx->registry, remoteMhandle, remoteOff, size, static_cast<int>(rank), &remote);
+    if (!bad.empty()) return fail(ctx, "GIN get of " + std::to_string(size) + " bytes from rank " + std::to_string(rank) + ": " + bad);
+    if (ncclResult_t c = issueCopy(ctx, p, static_cast<CUdeviceptr>(local), static_cast<CUdeviceptr>(remote), size);
+        c != ncclSuccess)
+      return c;
+  }
+  req->bytes = size;
+  req->issued = issued;
+  req->posted = Clock::now();
+  req->seq = p.order.post();
+  EPX_CU(ctx, cu->cuStreamWriteValue64(p.stream, p.doneDev, req->seq, CU_STREAM_WRITE_VALUE_DEFAULT));
+  ctx->stats->count(static_cast<int>(rank), size, false);
+  ctx->stats->opIssued(static_cast<int>(rank), elapsedNs(issued, Clock::now()));
+  if (ctx->nic != nullptr) {
+    // A read: the request crosses to the peer (one latency), the data comes back (its
+    // serialization, charged to this rank's emulated NIC, and one more latency).
+    NicPacer::Slot slot = ctx->nic->schedule(toNs(issued), size);
+    req->notBefore = fromNs(slot.arriveNs + ctx->nic->emulation().latencyNs);
   }
   p.pending.push_back(req.get());
   *request = req.release();

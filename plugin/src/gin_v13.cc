@@ -58,6 +58,20 @@ ncclResult_t iputSignal(void* ginCtx, int context, uint64_t srcOff, void* srcMha
                      signalValue, signalOp, request);
 }
 
+// One-sided get (device ncclGin::get through NCCL's proxy): remote is the peer's region matching
+// this rank's handle, as for a put's destination.
+ncclResult_t iget(void* ginCtx, int context, uint64_t remoteOff, void* remoteMhandle, size_t size, uint64_t localOff,
+                  void* localMhandle, uint32_t rank, void** request) {
+  (void)context;
+  return gin::ginGet(ginCtx, remoteOff, remoteMhandle, size, localOff, localMhandle, rank, request);
+}
+
+// After gets (NCCL's device wait posts one on this rank's own queue): a null request is done.
+ncclResult_t iflush(void* ginCtx, int context, void* mhandle, uint32_t rank, void** request) {
+  (void)context, (void)mhandle;
+  return gin::ginFlush(ginCtx, rank, request);
+}
+
 ncclResult_t finalize(void* ctx) {
   (void)ctx;
   return ncclSuccess;
@@ -65,8 +79,7 @@ ncclResult_t finalize(void* ctx) {
 
 }  // namespace
 
-// iget and iflush: not offered (NCCL reports "does not support GET/FLUSH" if device code asks;
-// epx's kernels use neither). queryLastError: none, as in v11 (errors come back from the calls).
+// queryLastError: none, as in v11 (errors come back from the calls).
 extern "C" __attribute__((visibility("default"))) const ncclGin_v13_t ncclGinPlugin_v13 = {
     .name = "EPX",
     .init = init,
@@ -83,8 +96,8 @@ extern "C" __attribute__((visibility("default"))) const ncclGin_v13_t ncclGinPlu
     .closeListen = gin::ginCloseListen,
     .iput = iput,
     .iputSignal = iputSignal,
-    .iget = nullptr,
-    .iflush = nullptr,
+    .iget = iget,
+    .iflush = iflush,
     .test = gin::ginTest,
     .ginProgress = gin::ginProgress,
     .queryLastError = nullptr,

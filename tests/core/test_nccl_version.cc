@@ -22,6 +22,18 @@ bool has(const std::string& s, const std::string& part) { return s.find(part) !=
 
 BOOST_AUTO_TEST_SUITE(nccl_version)
 
+BOOST_AUTO_TEST_CASE(gin_get_needs_2_30_3) {
+  const std::string why = ginGetUnsupported(22809, "ncclEpSomething");
+  BOOST_TEST(has(why, "ncclEpSomething"));
+  BOOST_TEST(has(why, "2.30.3"));
+  BOOST_TEST(has(why, "built against NCCL 2.28.9"));
+  BOOST_TEST(has(why, "EPX_NCCL_HOME"));
+  BOOST_TEST(!ginGetUnsupported(23002, "x").empty());  // 2.30.2 had no get yet
+  BOOST_TEST(ginGetUnsupported(23003, "x").empty());
+  BOOST_TEST(ginGetUnsupported(23007, "x").empty());
+  BOOST_TEST(ginGetUnsupported(23203, "x").empty());
+}
+
 BOOST_AUTO_TEST_CASE(version_strings) {
   BOOST_TEST(ncclVersionString(22809) == "2.28.9");
   BOOST_TEST(ncclVersionString(23007) == "2.30.7");

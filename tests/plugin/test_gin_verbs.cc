@@ -250,6 +250,52 @@ BOOST_AUTO_TEST_CASE(puts_of_every_size_arrive_byte_exact) {
   BOOST_TEST(fakeFabric().errors.empty());
 }
 
+BOOST_AUTO_TEST_CASE(gets_of_every_size_read_the_peers_bytes_exactly) {
+  constexpr size_t kRegion = (1 << 20) + 64;
+  constexpr uint8_t kGuard = 0xee;
+  auto comms = connectRanks(2, kIbDev);
+  std::vector<std::vector<uint8_t>> mem(2, std::vector<uint8_t>(kRegion));
+  auto handles = registerAll(comms, {mem[0].data(), mem[1].data()}, kRegion);
+  std::mt19937 rng(11);
+  for (int source : {1, 0}) {  // from the peer, then from itself (loopback QP)
+    for (size_t size : {size_t(0), size_t(1), size_t(7), size_t(4095), size_t(65537), size_t(1) << 20}) {
+      const uint64_t remoteOff = size == (size_t(1) << 20) ? 64 : 5;
+      const uint64_t localOff = size == (size_t(1) << 20) ? 0 : 3 + (source == 0 ? 40000 : 0);
+      std::vector<uint8_t>& src = mem[static_cast<size_t>(source)];
+      if (source == 1) std::fill(mem[0].begin(), mem[0].end(), kGuard);
+      for (size_t i = 0; i < size; ++i) src[remoteOff + i] = static_cast<uint8_t>(rng());
+      const std::vector<uint8_t> expect(src.begin() + static_cast<long>(remoteOff),
+                                        src.begin() + static_cast<long>(remoteOff + size));
+      void* req = nullptr;
+      BOOST_TEST_REQUIRE(gin::verbsGinGet(comms[0], remoteOff, handles[0], size, localOff, handles[0],
+                                          static_cast<uint32_t>(source), &req) == ncclSuccess);
+      BOOST_TEST_REQUIRE(wait(comms[0], req) == ncclSuccess);
+      BOOST_TEST(std::equal(expect.begin(), expect.end(), mem[0].begin() + static_cast<long>(localOff)),
+                 "size " << size << " from rank " << source);
+      if (source == 1) {  // nothing else of this rank's region was written
+        for (size_t i = 0; i < localOff; ++i) BOOST_TEST_REQUIRE(mem[0][i] == kGuard);
+        for (size_t i = localOff + size; i < kRegion; ++i) BOOST_TEST_REQUIRE(mem[0][i] == kGuard);
+      }
+    }
+  }
+  // A flush after gets completes (an RDMA READ on the loopback QP).
+  void* req = nullptr;
+  BOOST_TEST_REQUIRE(gin::verbsGinFlush(comms[0], 0, &req) == ncclSuccess);
+  BOOST_TEST(wait(comms[0], req) == ncclSuccess);
+  BOOST_TEST(gin::verbsGinRequestsForTesting(comms[0]) == 0u);
+  for (size_t r = 0; r < 2; ++r) BOOST_TEST(gin::verbsGinDeregMrSym(comms[r], handles[r]) == ncclSuccess);
+  closeAll(comms);
+  BOOST_TEST(fakeFabric().errors.empty());
+  // A get past the peer's registration is refused before anything is posted, and the error sticks.
+  comms = connectRanks(2, kIbDev);
+  handles = registerAll(comms, {mem[0].data(), mem[1].data()}, kRegion);
+  req = nullptr;
+  BOOST_TEST(gin::verbsGinGet(comms[0], kRegion - 4, handles[0], 8, 0, handles[0], 1, &req) == ncclInternalError);
+  BOOST_TEST(req == nullptr);
+  BOOST_TEST(gin::verbsGinGet(comms[0], 0, handles[0], 8, 0, handles[0], 1, &req) == ncclSystemError);
+  closeAll(comms);
+}
+
 BOOST_AUTO_TEST_CASE(a_signal_never_becomes_visible_before_its_data) {
   // Rank 0 sends 64 puts with signal (+1 each on one signal word) to rank 1 and 64 to rank 2; the
   // fake runs each QP's work requests in order but picks the QP at random at every step. After
@@ -568,6 +614,55 @@ BOOST_AUTO_TEST_CASE(ops_are_planned_in_order_and_large_puts_are_cut) {
   op.dstOff = (size_t(3) << 30) - 4;
   op.size = 8;
   BOOST_TEST(!gin::planGinOp(reg, op, sink, &wrs).empty());
+}
+
+BOOST_AUTO_TEST_CASE(gets_are_planned_as_reads_and_large_ones_are_cut) {
+  gin::Registry reg(2, 0);
+  gin::Registration* win = reg.add(0x10000000, size_t(3) << 30, gin::Placement::Device);
+  win->localKey = 0x11;
+  win->peerBase[1] = 0x70000000;
+  win->peerSize[1] = size_t(3) << 30;
+  win->peerKey[1] = 0x22;
+  std::vector<gin::VerbsWr> wrs;
+  gin::GinGet g;
+  g.remote = g.local = win;
+  g.size = (size_t(5) << 29) + 3;  // 2.5 GiB + 3: three reads
+  g.remoteOff = 40;
+  g.localOff = 8;
+  g.peer = 1;
+  BOOST_TEST_REQUIRE(gin::planGinGet(reg, g, &wrs).empty());
+  BOOST_TEST_REQUIRE(wrs.size() == 3u);
+  size_t total = 0;
+  for (size_t i = 0; i < wrs.size(); ++i) {
+    BOOST_TEST((wrs[i].kind == gin::VerbsWr::Read));
+    BOOST_TEST(wrs[i].localAddr == 0x10000000u + 8 + total);  // lands here
+    BOOST_TEST(wrs[i].remoteAddr == 0x70000000u + 40 + total);  // read from the peer's region
+    BOOST_TEST(wrs[i].rkey == 0x22u);
+    BOOST_TEST(wrs[i].lkey == 0x11u);
+    BOOST_TEST(wrs[i].signaled == (i + 1 == wrs.size()));
+    total += wrs[i].length;
+  }
+  BOOST_TEST(total == g.size);
+  // A get of 0 bytes: one empty signalled read.
+  gin::GinGet z;
+  z.remote = z.local = win;
+  z.peer = 1;
+  BOOST_TEST_REQUIRE(gin::planGinGet(reg, z, &wrs).empty());
+  BOOST_TEST_REQUIRE(wrs.size() == 1u);
+  BOOST_TEST((wrs[0].kind == gin::VerbsWr::Read && wrs[0].length == 0 && wrs[0].signaled));
+  // Errors, each naming which side is wrong: the peer out of range, the remote range past the
+  // peer's registration, the local range past this rank's.
+  gin::GinGet bad = g;
+  bad.peer = 2;
+  BOOST_TEST(gin::planGinGet(reg, bad, &wrs).find("out of range") != std::string::npos);
+  bad = g;
+  bad.size = 8;
+  bad.remoteOff = (size_t(3) << 30) - 4;
+  BOOST_TEST(gin::planGinGet(reg, bad, &wrs).find("source") == 0u);
+  bad = g;
+  bad.size = 8;
+  bad.localOff = (size_t(3) << 30) - 4;
+  BOOST_TEST(gin::planGinGet(reg, bad, &wrs).find("destination") == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(hellos_and_registrations_are_checked) {

@@ -70,4 +70,13 @@ std::string checkDevCommAbi(unsigned magic, unsigned version, unsigned expectedM
   return {};
 }
 
+std::string ginGetUnsupported(int headers, const std::string& who) {
+  constexpr int kFirstGinGet = 23003;  // 2.30.3: ncclGin::get, flushAsync and wait
+  if (headers >= kFirstGinGet) return {};
+  return who + " reads from ranks behind the network with NCCL's one-sided GIN get, which needs NCCL " +
+         ncclVersionString(kFirstGinGet) + " or newer; this epx was built against NCCL " + ncclVersionString(headers) +
+         ". Rebuild epx against NCCL 2.30.3 or newer (cmake -DEPX_NCCL_HOME=<nccl>), or keep the ranks it reads "
+         "from inside one NVLink domain.";
+}
+
 }  // namespace epx

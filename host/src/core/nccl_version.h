@@ -28,4 +28,10 @@ std::string checkNcclVersion(int runtime, int headers);
 // why not. Always "" for older headers (their ncclDevComm has no such fields).
 std::string checkDevCommAbi(unsigned magic, unsigned version, unsigned expectedMagic, int headers);
 
+// "" when a build against NCCL `headers` can read network peers' windows with the one-sided GIN
+// get (ncclGin::get, NCCL 2.30.3 and newer; the device transport's EPX_HAVE_GIN_GET); else why
+// not, for the refusal of an operation that needs it across nodes (`who` names the call).
+// Reads of NVLink (LSA) peers need no GIN and work with every supported NCCL.
+std::string ginGetUnsupported(int headers, const std::string& who);
+
 }  // namespace epx

@@ -284,6 +284,23 @@ ncclResult_t ginPut(void* collComm, uint64_t srcOff, void* srcMhandle, size_t si
                            signalMhandle, signalValue, signalOp, request));
 }
 
+ncclResult_t ginGet(void* collComm, uint64_t remoteOff, void* remoteMhandle, size_t size, uint64_t localOff,
+                    void* localMhandle, uint32_t rank, void** request) {
+  auto* c = static_cast<CollComm*>(collComm);
+  EPX_GIN_CALL(c, ipcGet(c->inner, remoteOff, remoteMhandle, size, localOff, localMhandle, rank, request),
+               verbsGinGet(c->inner, remoteOff, remoteMhandle, size, localOff, localMhandle, rank, request));
+}
+
+ncclResult_t ginFlush(void* collComm, uint32_t rank, void** request) {
+  auto* c = static_cast<CollComm*>(collComm);
+  *request = nullptr;  // ipc: a get is complete once test() says so; its bytes are in place
+#ifdef EPX_HAVE_VERBS
+  if (c->backend == GinBackend::Verbs) return verbsGinFlush(c->inner, rank, request);
+#endif
+  (void)c, (void)rank;
+  return ncclSuccess;
+}
+
 ncclResult_t ginTest(void* collComm, void* request, int* done) {
   auto* c = static_cast<CollComm*>(collComm);
   EPX_GIN_CALL(c, ipcTest(c->inner, request, done), verbsGinTest(c->inner, request, done));

@@ -26,6 +26,11 @@ ncclResult_t ginCloseListen(void* listenComm);
 ncclResult_t ginPut(void* collComm, uint64_t srcOff, void* srcMhandle, size_t size, uint64_t dstOff,
                     void* dstMhandle, uint32_t rank, bool withSignal, uint64_t signalOff, void* signalMhandle,
                     uint64_t signalValue, uint32_t signalOp, void** request);
+// NCCL 2.30+ (the v13 table): a one-sided get from rank `rank`'s window into this rank's, and a
+// flush after gets (ipc: nothing to wait for, *request = null; verbs: an RDMA READ on the QP).
+ncclResult_t ginGet(void* collComm, uint64_t remoteOff, void* remoteMhandle, size_t size, uint64_t localOff,
+                    void* localMhandle, uint32_t rank, void** request);
+ncclResult_t ginFlush(void* collComm, uint32_t rank, void** request);
 ncclResult_t ginTest(void* collComm, void* request, int* done);
 ncclResult_t ginProgress(void* collComm);
 

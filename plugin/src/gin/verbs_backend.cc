@@ -61,7 +61,7 @@ const std::vector<verbs::Port>* gPorts = nullptr;
 struct Context;
 
 struct Request {
-  enum Kind { Put, PutSignal, Signal, Flush } kind = Put;
+  enum Kind { Put, PutSignal, Signal, Get, Flush } kind = Put;
   int peer = 0;
   int wrs = 0;  // send work requests of the op (their SQ slots free at its completion)
   size_t bytes = 0;
@@ -74,6 +74,7 @@ const char* kindName(Request::Kind k) {
     case Request::Put: return "RDMA write (put)";
     case Request::PutSignal: return "RDMA write + atomic fetch-add (put with signal)";
     case Request::Signal: return "atomic fetch-add (signal)";
+    case Request::Get: return "RDMA read (get)";
     case Request::Flush: return "RDMA read (flush)";
   }
   return "?";
@@ -757,6 +758,30 @@ ncclResult_t verbsGinPut(void* collComm, uint64_t srcOff, void* srcMhandle, size
   req->kind = !withSignal ? Request::Put : size > 0 ? Request::PutSignal : Request::Signal;
   req->bytes = size;
   return postOp(c, op.peer, plan, std::move(req), request);
+}
+
+ncclResult_t verbsGinGet(void* collComm, uint64_t remoteOff, void* remoteMhandle, size_t size, uint64_t localOff,
+                         void* localMhandle, uint32_t rank, void** request) {
+  *request = nullptr;
+  auto* c = static_cast<Context*>(collComm);
+  if (c == nullptr) return ncclInternalError;
+  std::lock_guard<std::mutex> lock(c->mutex);
+  if (!c->error.empty()) return ncclSystemError;
+  GinGet get;
+  get.remoteOff = remoteOff;
+  get.remote = remoteMhandle;
+  get.size = size;
+  get.localOff = localOff;
+  get.local = localMhandle;
+  get.peer = static_cast<int>(std::min<uint32_t>(rank, static_cast<uint32_t>(INT32_MAX)));
+  std::vector<VerbsWr> plan;
+  if (std::string bad = planGinGet(c->registry, get, &plan); !bad.empty())
+    return fail(c, "GIN get of " + std::to_string(size) + " bytes from rank " + std::to_string(rank) + ": " + bad,
+                ncclInternalError);
+  auto req = std::make_unique<Request>();
+  req->kind = Request::Get;
+  req->bytes = size;
+  return postOp(c, get.peer, plan, std::move(req), request);
 }
 
 ncclResult_t verbsGinFlush(void* collComm, uint32_t rank, void** request) {

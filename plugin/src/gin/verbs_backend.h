@@ -38,10 +38,14 @@ ncclResult_t verbsGinCloseListen(void* listenComm);
 ncclResult_t verbsGinPut(void* collComm, uint64_t srcOff, void* srcMhandle, size_t size, uint64_t dstOff,
                          void* dstMhandle, uint32_t rank, bool withSignal, uint64_t signalOff, void* signalMhandle,
                          uint64_t signalValue, uint32_t signalOp, void** request);
+// One-sided get (RDMA READ, verbs_plan.h planGinGet) from rank `rank`'s window into this rank's
+// (NCCL 2.30+: the v13 table's iget).
+ncclResult_t verbsGinGet(void* collComm, uint64_t remoteOff, void* remoteMhandle, size_t size, uint64_t localOff,
+                         void* localMhandle, uint32_t rank, void** request);
 // An 8-byte RDMA READ of `rank`'s flush word on the QP to that rank (the loopback QP for this
 // rank): it completes only after every earlier write and atomic on that QP has been executed at
-// the target. Not called by NCCL 2.28.9 (its proxy has no flush entry point; device-side flush
-// waits for test() of each op, i.e. the local CQE).
+// the target. Called through the v13 table's iflush (NCCL 2.30+, after gets); NCCL 2.28.9's proxy
+// has no flush entry point (its device-side flush waits for test() of each op, the local CQE).
 ncclResult_t verbsGinFlush(void* collComm, uint32_t rank, void** request);
 ncclResult_t verbsGinTest(void* collComm, void* request, int* done);
 ncclResult_t verbsGinProgress(void* collComm);

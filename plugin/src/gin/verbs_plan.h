@@ -7,7 +7,8 @@
 //   put with signal the WRITE(s), then an ATOMIC FETCH_AND_ADD of the signal's delta into the
 //                   peer's 64-bit signal word: the responder executes it after the writes before it
 //                   on the QP, so the signal never becomes visible before the data;
-//   signal          the FETCH_AND_ADD alone (NCCL sends it as a put of 0 bytes with a signal).
+//   signal          the FETCH_AND_ADD alone (NCCL sends it as a put of 0 bytes with a signal);
+//   get             RDMA READ(s) from the peer's region into this rank's (NCCL 2.30+, planGinGet).
 // Only the last request of an op is signalled: its completion (the local CQE) completes the op,
 // which is when NCCL bumps the op's counter and advances the peer's flush index.
 #pragma once
@@ -55,6 +56,19 @@ struct AtomicSink {
   uint64_t addr = 0;
   uint32_t lkey = 0;
 };
+
+// A one-sided get: `size` bytes of rank `peer`'s registration that corresponds to this rank's
+// `remote` handle, at remoteOff, into this rank's `local` registration at localOff — RDMA READ(s)
+// of at most kVerbsMaxWriteBytes each, the last one signalled (its CQE: every byte has landed).
+struct GinGet {
+  uint64_t remoteOff = 0;
+  const void* remote = nullptr;
+  size_t size = 0;
+  uint64_t localOff = 0;
+  const void* local = nullptr;
+  int peer = 0;
+};
+std::string planGinGet(const Registry& reg, const GinGet& get, std::vector<VerbsWr>* wrs);
 
 // The work requests of `op`, in posting order, the last one signalled. "" on success, else why
 // the op cannot be done (unknown handle, range outside a registration, bad signal).

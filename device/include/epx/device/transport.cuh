@@ -17,8 +17,17 @@
 
 #include <cstdint>
 
+#include "epx/device/bulk_copy.cuh"
 #include "epx/device/link_args.h"
 #include "epx/device/protocol.h"
+
+// One-sided GIN get (ncclGin::get, flushAsync, wait) is in NCCL's device API from 2.30.3 on; a
+// build against older headers reads network peers' windows not at all (LSA peers always).
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 3)
+#define EPX_HAVE_GIN_GET 1
+#else
+#define EPX_HAVE_GIN_GET 0
+#endif
 
 namespace epx::dev {
 
@@ -210,6 +219,50 @@ struct Transport {
       gin.put(ncclTeamWorld(devComm()), peer, link.window, dstOff, link.window, srcOff, bytes, add, completion());
       countPosted(ctx);
     }
+  }
+
+  // One-sided read, called by every thread of the CTA: `bytes` of peer's window at remoteOff into
+  // this rank's window at localOff. The peer takes no part (its kernel need not run); what the
+  // caller reads must be settled there (the peer's own completion, published earlier).
+  //   LSA: the CTA copies through the peer's window pointer; done when the call returns.
+  //   GIN (EPX_HAVE_GIN_GET): thread 0 posts a get on context ctx; the bytes are in place after
+  //        completeGets(ctx). Without EPX_HAVE_GIN_GET a network peer is never read: the host refuses
+  //        such an operation before launch (nccl_version.h, ginGetUnsupported).
+  __device__ void get(int peer, uint64_t localOff, uint64_t remoteOff, uint64_t bytes, int ctx) const {
+    if (bytes == 0) return;
+    if (lsa(peer)) {
+      ctaCopyBytes</*kVolatileSrc=*/true>(localBase() + localOff, lsaBase(peer) + remoteOff, bytes);
+      return;
+    }
+#if EPX_HAVE_GIN_GET
+    if (threadIdx.x == 0) {
+      ncclGin gin(devComm(), ctx);
+      gin.get(ncclTeamWorld(devComm()), peer, link.window, remoteOff, link.window, localOff, bytes);
+    }
+#else
+    (void)ctx;
+#endif
+  }
+
+  // Every get this CTA posted on context ctx has landed in this rank's window (called by every
+  // thread of the CTA; a no-op for LSA reads and without GIN). NCCL's flush: one flushAsync + wait
+  // per network peer, spread over the CTA's threads. This wait is NCCL's, not bounded by the link's
+  // timeout: a get involves no remote kernel, only the local NIC (or proxy) and the remote memory;
+  // it ends when the NIC completes or errors the read, or when NCCL's abort flag is raised
+  // (ncclCommAbort).
+  __device__ void completeGets(int ctx) const {
+#if EPX_HAVE_GIN_GET
+    if (hasGin()) {
+      __syncthreads();  // every get of this CTA is posted
+      mark(kStepCompleting);
+      ncclGin gin(devComm(), ctx);
+      gin.flush(ncclCoopCta());
+      mark(kStepCompleted);
+    }
+#else
+    (void)ctx;
+#endif
+    __syncthreads();
   }
 
   // Every GIN source buffer this CTA posted is consumed (not: arrived) — before the kernel ends,
