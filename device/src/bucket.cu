@@ -121,8 +121,8 @@ __device__ uint64_t stageOf(const BucketTensorLayout& t, int dst) { return t.sta
 // gather half of an all-reduce, the call's reduce-scatter half). false after a timeout (aborts).
 __device__ bool peerMayReceive(const BucketArgs& a, const Transport& tr, OpSession& ses, int p) {
   const bool ok = a.op == kBucketReduceScatter
-                      ? tr.wait(kBucketFreeKind, p, ses.seq - 1u, kPhaseBucketFree)
-                      : tr.wait(kFlagReadyDispatch, p, ses.seq - (a.gatherOfAllReduce ? 1u : 0u), kPhaseBucketReady);
+                      ? waitCredit(tr, kBucketFreeKind, p, ses.seq, 1u, kPhaseBucketFree)
+                      : waitCredit(tr, kFlagReadyDispatch, p, ses.seq, a.gatherOfAllReduce ? 1u : 0u, kPhaseBucketReady);
   if (!ok) ses.abort = 1;
   return ok;
 }

@@ -293,7 +293,7 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_consta
   const EpCommon& c = a.c;
   const Route& r = a.r;
   Transport tr(c.link);
-  tr.startBeacon(kBeaconCombine, reinterpret_cast<const volatile uint32_t*>(c.session.state->opSeq)[kOpCombine] + 1);
+  tr.startBeacon(kBeaconCombine, nextSeq(&c.session.state->opSeq[kOpCombine]));
   const int lane = threadIdx.x & 31;
   const int globalWarp = blockIdx.x * kWarps + (threadIdx.x >> 5);
   const int numWarps = gridDim.x * kWarps;
@@ -334,7 +334,7 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_consta
     if (!ses.abort) reduceTokens<false, WireRow, kExpanded>(a, tr, ses, globalWarp, numWarps, lane, rows, ownRows);
   }
   if (gin) tr.completeGin();  // combineX / weights are the caller's again
-  ses.end(tr, a.c.session, kOpCombine, ginRows, kFlagReadyCombine);  // network peers: this combine finished (ginReadyTarget)
+  ses.end(tr, a.c.session, kOpCombine, ginRows, kFlagReadyCombine);  // network peers: this combine finished (ginReadyDepth)
 }
 
 }  // namespace

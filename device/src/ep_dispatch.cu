@@ -367,7 +367,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const __grid_const
   const EpCommon& c = a.c;
   const Route& r = a.r;
   Transport tr(c.link);
-  tr.startBeacon(kBeaconDispatch, reinterpret_cast<const volatile uint32_t*>(c.session.state->opSeq)[kOpDispatch] + 1);
+  tr.startBeacon(kBeaconDispatch, nextSeq(&c.session.state->opSeq[kOpDispatch]));
   const int lane = threadIdx.x & 31;
   const int globalWarp = blockIdx.x * kWarps + (threadIdx.x >> 5);
   const int numWarps = gridDim.x * kWarps;

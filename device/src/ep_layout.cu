@@ -12,8 +12,8 @@
 #include <nccl_device.h>
 
 #include "epx/device/ep_args.h"
+#include "epx/device/completion.cuh"
 #include "epx/device/launch.h"
-#include "epx/device/transport.cuh"
 #include "epx/device/warp.cuh"
 
 namespace epx::dev {
@@ -133,7 +133,7 @@ __device__ void finalize(const LayoutArgs& a, int* smem, int badKeyValue) {
   const EpCommon& c = a.c;
   const Route& r = a.r;
   Transport tr(c.link);
-  tr.startBeacon(kBeaconLayout, *reinterpret_cast<const volatile uint32_t*>(&c.session.state->layoutSeq) + 1);
+  tr.startBeacon(kBeaconLayout, nextSeq(&c.session.state->layoutSeq));
   const int R = c.link.nRanks, E = c.shape.numExperts, Le = c.shape.localExperts, tid = threadIdx.x;
   const int chunks = gridDim.x;
   int* expertTotal = smem;               // [E]
@@ -142,7 +142,7 @@ __device__ void finalize(const LayoutArgs& a, int* smem, int badKeyValue) {
   __shared__ uint32_t seqS;
   __shared__ int abortS;
   if (tid == 0) {
-    seqS = *reinterpret_cast<volatile uint32_t*>(&c.session.state->layoutSeq) + 1;
+    seqS = nextSeq(&c.session.state->layoutSeq);
     abortS = 0;
   }
   for (int e = tid; e < E; e += kLayoutChunk) expertTotal[e] = exclusiveScanColumn(r.chunkExpertBase, E, e, chunks);
@@ -244,7 +244,7 @@ __device__ void finalize(const LayoutArgs& a, int* smem, int badKeyValue) {
     } else if (badKind) {
       recordBadId(c.link.error, c.link.rank, badToken, badValue);
     }
-    c.session.state->layoutSeq = seq;
+    publishSeq(&c.session.state->layoutSeq, seq);
   }
   if (tr.hasGin()) tr.completeGin();  // the count stage is reused by the next layout
   tr.mark(kStepEnd);
@@ -257,23 +257,13 @@ __global__ void __launch_bounds__(kLayoutChunk, 1) layoutKernel(const __grid_con
   uint32_t* expertBase = expertMask + kWarps * E;    // [warp][E]
   uint32_t* rankMask = expertBase + kWarps * E;      // [warp][R]
   __shared__ int badKey;
-  __shared__ bool last;
   if (threadIdx.x == 0) badKey = 0x7fffffff;
   __syncthreads();
   chunkPass(a, expertMask, expertBase, rankMask, &badKey);
   __syncthreads();
-  if (threadIdx.x == 0) {
-    atomicMin(&a.r.totals->firstBadKey, badKey);
-    __threadfence();
-    last = atomicAdd(&a.r.totals->chunksDone, 1) == int(gridDim.x) - 1;
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  if (threadIdx.x == 0) {
-    a.r.totals->chunksDone = 0;  // ready for the next layout
-    badKey = atomicExch(&a.r.totals->firstBadKey, 0x7fffffff);  // read and re-arm
-  }
+  if (threadIdx.x == 0) atomicMin(&a.r.totals->firstBadKey, badKey);
+  if (!lastCtaOf(&a.r.totals->chunksDone)) return;  // the last chunk's CTA finalizes (count re-armed)
+  if (threadIdx.x == 0) badKey = atomicExch(&a.r.totals->firstBadKey, 0x7fffffff);  // read and re-arm
   __syncthreads();
   finalize(a, reinterpret_cast<int*>(smem), badKey);  // the masks are no longer needed
 }

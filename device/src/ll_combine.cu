@@ -76,7 +76,7 @@ __device__ void sendHalf(const LlCombineArgs& a, LlSession& ses, uint32_t seq, i
       warpCopy16<false>(dst, reinterpret_cast<const char*>(a.x) + row * l.rowBytes, int(l.rowBytes), lane);
     }
   }
-  if (!LlSession::lastCta(&a.g.state->sentCtas[kLlCombine])) return;
+  if (!lastCtaOf(&a.g.state->sentCtas[kLlCombine])) return;
   if (!ses.abort && !timedOut(c.error)) {
     for (int p = threadIdx.x; p < R; p += kThreads) {
       const uint32_t id = l.combineArriveWord(bank, c.rank);
@@ -98,10 +98,9 @@ __device__ void sendHalf(const LlCombineArgs& a, LlSession& ses, uint32_t seq, i
       tr.putSignalWord(p, 0, 0, 0, id, 1, ctx);  // after the puts on ctx
     }
   }
-  if (threadIdx.x == 0) {
-    a.g.state->seq[kLlCombine] = seq;
-    a.r.seq[kLlCombine] = seq;
-    __threadfence();
+  if (threadIdx.x == 0) {  // this send half is done: the group's count and the handle's
+    publishSeq(&a.g.state->seq[kLlCombine], seq);
+    publishSeq(&a.r.seq[kLlCombine], seq);
   }
 }
 
@@ -158,7 +157,7 @@ __device__ void recvHalf(const LlCombineArgs& a, LlSession& ses, uint32_t seq, c
       __syncwarp();
     }
   }
-  if (!LlSession::lastCta(&a.g.state->recvCtas[kLlCombine])) return;
+  if (!lastCtaOf(&a.g.state->recvCtas[kLlCombine])) return;
   if (ses.abort || timedOut(c.error)) return;
   ses.freeBank(kLlCombine, seq);
 }

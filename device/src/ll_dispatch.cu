@@ -189,7 +189,7 @@ __device__ void sendHalf(const LlDispatchArgs& a, LlSession& ses, uint32_t seq, 
   // The last CTA announces the rows, after them. LSA: (rows + 1) per expert by a release add after
   // every CTA's stores. GIN: per destination rank one put of its header and rows carrying the
   // arrival signal (applied after the data).
-  if (!LlSession::lastCta(&a.g.state->sentCtas[kLlDispatch])) return;
+  if (!lastCtaOf(&a.g.state->sentCtas[kLlDispatch])) return;
   if (!ses.abort && !timedOut(c.error)) {
     for (int e = threadIdx.x; e < E; e += kThreads)
       if (tr.lsa(e / Le)) tr.addLsaWord(e / Le, l.countWord(bank, e % Le, c.rank), uint32_t(sm.total[e]) + 1);
@@ -202,10 +202,9 @@ __device__ void sendHalf(const LlDispatchArgs& a, LlSession& ses, uint32_t seq, 
                        l.dispatchArriveWord(bank, c.rank), 1, dataContextOf(d, c.ginContexts));
     }
   }
-  if (threadIdx.x == 0) {
-    a.g.state->seq[kLlDispatch] = seq;
-    a.r.seq[kLlDispatch] = seq;
-    __threadfence();
+  if (threadIdx.x == 0) {  // this send half is done: the group's count and the handle's
+    publishSeq(&a.g.state->seq[kLlDispatch], seq);
+    publishSeq(&a.r.seq[kLlDispatch], seq);
   }
 }
 
@@ -283,7 +282,7 @@ __device__ void recvHalf(const LlDispatchArgs& a, LlSession& ses, uint32_t seq, 
       for (int i = threadIdx.x; i < Le * (R + 1); i += kThreads) a.r.srcStart[i] = sm.srcStart[i];
     }
   }
-  if (!LlSession::lastCta(&a.g.state->recvCtas[kLlDispatch])) return;
+  if (!lastCtaOf(&a.g.state->recvCtas[kLlDispatch])) return;
   if (ses.abort || timedOut(c.error)) return;
   for (int i = threadIdx.x; i < E; i += kThreads)
     if (tr.lsa(i % R)) seen[i] += uint32_t(sm.count[i]) + 1;

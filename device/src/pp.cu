@@ -18,41 +18,26 @@
 //         network peer round by round, each as soon as it arrived, while later rounds are on the
 //         wire — and the last CTA frees the slot (count to the sender).
 // Message counts are cumulative per ordered pair and live in device memory (PpState), so sends and
-// receives capture into CUDA graphs and replay without the host.
+// receives capture into CUDA graphs and replay without the host (the completion protocol,
+// completion.cuh: sequence numbers, last CTA, the slot credit of depth `slots`).
 #include "epx/device/bulk_copy.cuh"
 #include "epx/device/chunking.h"
 #include "epx/device/coll_launch.h"
-#include "epx/device/transport.cuh"
+#include "epx/device/completion.cuh"
 
 namespace epx::dev {
 
 namespace {
 
-// True in the last CTA of the grid to count itself on `counter` (which it then re-arms). Every
-// thread calls it after its stores; they are fenced at system scope first.
-__device__ bool lastCtaOf(uint32_t* counter) {
-  __threadfence_system();
-  __syncthreads();
-  __shared__ bool last;
-  if (threadIdx.x == 0) {
-    last = atomicAdd(counter, 1u) == gridDim.x - 1;
-    if (last) *counter = 0;
-  }
-  __syncthreads();
-  return last;
-}
-
-__device__ uint32_t loadSeq(const uint32_t* p) { return *reinterpret_cast<const volatile uint32_t*>(p); }
-
 __global__ void __launch_bounds__(kCollThreads, 1) ppSendKernel(const __grid_constant__ PpArgs a) {
   const LinkArgs& c = a.link;
   const int peer = a.peer;
-  const uint32_t seq = loadSeq(&a.st.sendSeq[peer]) + 1;  // this message's number (every thread)
+  const uint32_t seq = nextSeq(&a.st.sendSeq[peer]);  // this message's number (every thread)
   const int buffer = ppStageBufferOf(seq);
   const Transport t(a.link, ppGinCounterBase(buffer, int(gridDim.x)));  // puts count on the buffer's counters
   const bool gin = !t.lsa(peer);
   __shared__ int ok;
-  if (threadIdx.x == 0) ok = t.wait(kPpFlagFree, peer, ppFreeTarget(seq, a.pl.numSlots), kPhasePpSlot);
+  if (threadIdx.x == 0) ok = waitCredit(t, kPpFlagFree, peer, seq, uint32_t(a.pl.numSlots), kPhasePpSlot);
   __syncthreads();
   const int slot = ppSlotOf(seq, a.pl.numSlots);
   const uint64_t slotOff = ppSlotOffset(a.pl, c.rank, slot);
@@ -69,7 +54,7 @@ __global__ void __launch_bounds__(kCollThreads, 1) ppSendKernel(const __grid_con
     }
     if (lastCtaOf(&a.st.sendDone[peer]) && threadIdx.x == 0 && ok) {
       t.publish(peer, kPpFlagData, seq);
-      a.st.sendSeq[peer] = seq;
+      publishSeq(&a.st.sendSeq[peer], seq);
     }
     return;
   }
@@ -96,7 +81,7 @@ __global__ void __launch_bounds__(kCollThreads, 1) ppSendKernel(const __grid_con
     if (lastCtaOf(&a.st.sendStaged[peer * kPpMaxPutRounds + j]) && threadIdx.x == 0 && ok) {
       const uint64_t from = j == 0 ? 0 : kPpHeaderBytes + rr.begin, to = kPpHeaderBytes + rr.end;
       t.putSignal(peer, slotOff + from, stageOff + from, to - from, kPpFlagData, 1u, dataContextOf(peer, c.ginContexts));
-      if (j == rounds - 1) a.st.sendSeq[peer] = seq;
+      if (j == rounds - 1) publishSeq(&a.st.sendSeq[peer], seq);
     }
   }
 }
@@ -116,8 +101,8 @@ __global__ void __launch_bounds__(kCollThreads, 1) ppRecvKernel(const __grid_con
   __shared__ int ok;
   __shared__ unsigned long long bytes;
   if (threadIdx.x == 0) {
-    seq = loadSeq(&a.st.recvSeq[peer]) + 1;
-    rounds0 = gin ? loadSeq(&a.st.recvRounds[peer]) : 0;
+    seq = nextSeq(&a.st.recvSeq[peer]);
+    rounds0 = gin ? publishedCount(&a.st.recvRounds[peer]) : 0;
     // NVLink: the published message count; network: the first put round (it carries the header).
     ok = t.wait(kPpFlagData, peer, gin ? rounds0 + 1 : seq, kPhasePpData);
     if (ok) {
@@ -149,8 +134,8 @@ __global__ void __launch_bounds__(kCollThreads, 1) ppRecvKernel(const __grid_con
   }
   if (lastCtaOf(&a.st.recvDone[peer]) && threadIdx.x == 0 && ok) {
     t.publish(peer, kPpFlagFree, seq);  // the slot's data has been read by every CTA
-    a.st.recvSeq[peer] = seq;
-    if (gin) a.st.recvRounds[peer] = rounds0 + uint32_t(rounds);
+    if (gin) publishSeq(&a.st.recvRounds[peer], rounds0 + uint32_t(rounds));
+    publishSeq(&a.st.recvSeq[peer], seq);
   }
 }
 

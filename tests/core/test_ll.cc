@@ -141,11 +141,12 @@ BOOST_AUTO_TEST_CASE(ll_words_are_unique_and_banks_alternate) {
     BOOST_TEST(dev::llArriveTarget(seq) == perBank[dev::llBankOf(seq)]);
   }
   // The free gate: op #seq may go once the receiver consumed op seq - 2 (first two: at once).
-  BOOST_TEST(dev::reached(0, dev::llFreeTarget(1)));
-  BOOST_TEST(dev::reached(0, dev::llFreeTarget(2)));
-  BOOST_TEST(!dev::reached(0, dev::llFreeTarget(3)));
-  BOOST_TEST(dev::reached(1, dev::llFreeTarget(3)));
-  BOOST_TEST(dev::reached(0xffffffffu, dev::llFreeTarget(0)));  // across wraparound
+  const uint32_t banks = uint32_t(dev::kLlBanks);
+  BOOST_TEST(dev::mayWrite(1, banks, 0));
+  BOOST_TEST(dev::mayWrite(2, banks, 0));
+  BOOST_TEST(!dev::mayWrite(3, banks, 0));
+  BOOST_TEST(dev::mayWrite(3, banks, 1));
+  BOOST_TEST(dev::mayWrite(0, banks, 0xfffffffeu));  // across wraparound
 }
 
 BOOST_AUTO_TEST_CASE(gin_counters_per_op_kind_are_disjoint) {

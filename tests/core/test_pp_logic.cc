@@ -124,22 +124,25 @@ BOOST_AUTO_TEST_CASE(window_layout) {
   (void)hint;
 }
 
+// The PP sender's gate: protocol.h's free/ready rule with the channel's slots as depth.
+bool ppMayWrite(uint32_t n, int slots, uint32_t freed) { return dev::mayWrite(n, uint32_t(slots), freed); }
+
 BOOST_AUTO_TEST_CASE(slot_arithmetic) {
   BOOST_TEST(dev::ppSlotOf(1, 2) == 0);
   BOOST_TEST(dev::ppSlotOf(2, 2) == 1);
   BOOST_TEST(dev::ppSlotOf(3, 2) == 0);
   BOOST_TEST(dev::ppSlotOf(7, 3) == 0);
   // The first `slots` messages never wait; message slots + 1 waits for message 1 to be freed.
-  BOOST_TEST(dev::ppMayWrite(1, 2, 0));
-  BOOST_TEST(dev::ppMayWrite(2, 2, 0));
-  BOOST_TEST(!dev::ppMayWrite(3, 2, 0));
-  BOOST_TEST(dev::ppMayWrite(3, 2, 1));
-  BOOST_TEST(!dev::ppMayWrite(10, 4, 5));
-  BOOST_TEST(dev::ppMayWrite(10, 4, 6));
+  BOOST_TEST(ppMayWrite(1, 2, 0));
+  BOOST_TEST(ppMayWrite(2, 2, 0));
+  BOOST_TEST(!ppMayWrite(3, 2, 0));
+  BOOST_TEST(ppMayWrite(3, 2, 1));
+  BOOST_TEST(!ppMayWrite(10, 4, 5));
+  BOOST_TEST(ppMayWrite(10, 4, 6));
   // Across the 32-bit wrap of the message counter.
   const uint32_t n = 0xffffffffu;  // message 2^32 - 1
-  BOOST_TEST(!dev::ppMayWrite(n + 2u, 2, n - 1u));
-  BOOST_TEST(dev::ppMayWrite(n + 2u, 2, n));
+  BOOST_TEST(!ppMayWrite(n + 2u, 2, n - 1u));
+  BOOST_TEST(ppMayWrite(n + 2u, 2, n));
   BOOST_TEST(dev::ppSlotOf(n + 1u, 1) == 0);
 }
 
@@ -154,7 +157,7 @@ BOOST_AUTO_TEST_CASE(simulated_flow_control_never_overwrites) {
     while (received < messages) {
       if (rng() % 2 == 0 && sent < messages) {
         const uint32_t n = sent + 1;
-        if (dev::ppMayWrite(n, slots, freed)) {
+        if (ppMayWrite(n, slots, freed)) {
           const int s = dev::ppSlotOf(n, slots);
           BOOST_TEST_REQUIRE(slotHolds[size_t(s)] == 0);  // never overwrites an unread message
           slotHolds[size_t(s)] = int(n);

@@ -394,7 +394,7 @@ BOOST_AUTO_TEST_CASE(async_error_timeout_takes_precedence_over_bad_id) {
   BOOST_TEST(msg.find("token 17") != std::string::npos);  // the earlier bad id is kept
   BOOST_TEST(groupBroken(e));
   // A network peer whose previous combine never finished (its combine-ready word counts finished
-  // combines, session.cuh ginReadyTarget).
+  // combines, session.cuh ginReadyDepth).
   e.timeout.phase = dev::kPhaseCombineFree;
   BOOST_TEST(describeAsyncError(e, 1000, &msg) == ncclRemoteError);
   BOOST_TEST(msg.find("in combine start (the peer's previous combine has not finished) waiting for peer rank 3 over GIN") !=
@@ -442,4 +442,41 @@ BOOST_AUTO_TEST_CASE(link_drain_timeout_words) {
   BOOST_TEST(describeAsyncError(e, 300, &msg) == ncclRemoteError);
   BOOST_TEST(msg.find("rank 2: timed out after 300 ms at destroy waiting for peer rank 5's GIN drain signals (1 of 4 "
                       "contexts arrived)") == 0u, msg);
+}
+
+// The free/ready rule (protocol.h creditTarget / mayWrite) that every kernel's producer waits on:
+// with `depth` areas the first `depth` ops go at once, op #seq waits for op seq - depth to be
+// released, and a producer and consumer that follow it with random progress never overwrite an
+// unreleased area, across the 32-bit wrap of the counters.
+BOOST_AUTO_TEST_CASE(credit_rule_never_overwrites) {
+  BOOST_TEST(dev::mayWrite(1, 0, 1));   // depth 0: the consumer started op 1
+  BOOST_TEST(!dev::mayWrite(1, 0, 0));
+  BOOST_TEST(dev::mayWrite(1, 1, 0));   // depth 1: the consumer finished op 0 (none)
+  BOOST_TEST(!dev::mayWrite(2, 1, 0));
+  BOOST_TEST(dev::mayWrite(2, 1, 1));
+  std::mt19937 rng(11);
+  for (uint32_t depth : {1u, 2u, 3u, 8u}) {
+    for (uint32_t start : {0u, 0xffffffffu - 100u}) {  // counters that wrap during the run
+      std::vector<uint32_t> held(depth, 0);            // op in each area, 0 = released
+      uint32_t sent = start, released = start, received = start;
+      for (int step = 0; step < 4000; ++step) {
+        if (rng() % 2 == 0) {
+          const uint32_t seq = sent + 1u;
+          if (dev::mayWrite(seq, depth, released)) {
+            const uint32_t area = (seq - 1u - start) % depth;
+            BOOST_TEST_REQUIRE(held[area] == 0u, "depth " << depth << " op " << seq);
+            held[area] = seq;
+            sent = seq;
+          }
+        } else if (received != sent) {
+          const uint32_t seq = received + 1u;
+          const uint32_t area = (seq - 1u - start) % depth;
+          BOOST_TEST_REQUIRE(held[area] == seq);
+          held[area] = 0;
+          received = released = seq;
+        }
+      }
+      BOOST_TEST(sent - start > 500u, "depth " << depth << ": the producer stalled");
+    }
+  }
 }

@@ -117,11 +117,7 @@ EPX_HD int ppPutRounds(uint64_t bytes, uint64_t chunkBytes = kPpDefaultChunkByte
 
 // PP flow control. Message n (1-based, per ordered pair) uses slot (n - 1) % slots of the
 // receiver's slots for that sender; the sender may write it once the receiver freed message
-// n - slots (it has consumed that many; the first `slots` messages need nothing).
+// n - slots (protocol.h mayWrite with depth `slots`; the first `slots` messages need nothing).
 EPX_HD int ppSlotOf(uint32_t n, int slots) { return int((n - 1u) % uint32_t(slots)); }
-// Cumulative "freed" count the sender of message n waits for (wrap-safe with reached()).
-EPX_HD uint32_t ppFreeTarget(uint32_t n, int slots) { return n - uint32_t(slots); }
-// Whether message n may be written when the receiver has freed `freed` messages.
-EPX_HD bool ppMayWrite(uint32_t n, int slots, uint32_t freed) { return reached(freed, ppFreeTarget(n, slots)); }
 
 }  // namespace epx::dev

@@ -39,7 +39,7 @@ struct RouteTotals {
   int outRows;      // rows of the dispatch output (expanded: with alignment gaps)
   int numTokens;    // this rank's T of the layout
   int firstBadKey;  // first invalid (token * kMaxTopk + slot) seen by the layout, INT32_MAX if none
-  int chunksDone;   // layout CTAs finished (the last one finalizes and re-arms it)
+  uint32_t chunksDone;  // layout CTAs finished (the last one finalizes; lastCtaOf re-arms it)
 };
 
 // Route of one handle (device arrays owned by the handle). Token-side values are local to the

@@ -139,8 +139,8 @@ struct LlLayout {
 EPX_HD int llBankOf(uint32_t seq) { return int(seq & 1u); }
 // Value of a combineArrive word once op #seq (on bank seq & 1) has arrived: ops so far on that bank.
 EPX_HD uint32_t llArriveTarget(uint32_t seq) { return (seq + 1u) >> 1; }
-// A sender may put op #seq when the receiver's free word reached this (wrap-safe compare).
-EPX_HD uint32_t llFreeTarget(uint32_t seq) { return seq - uint32_t(kLlBanks); }
+// A sender may put op #seq once the receiver's free word allows it with depth kLlBanks
+// (protocol.h mayWrite: the receiver consumed op seq - 2, the bank's previous op).
 
 
 // Synchronization words of an LL group: the high-throughput ones, then the LL ones.

@@ -1,10 +1,11 @@
-// The protocol session of one low-latency (LL) half, on the transport layer (transport.cuh):
+// The protocol session of one low-latency (LL) half, on the completion protocol (completion.cuh):
 //   sendSeq()      the op's sequence number (group-owned: the last send + 1) and so its bank;
 //   recvSeq()      the sequence number of the send half this receive half completes;
 //   waitFree()     before a send half writes bank seq & 1 of a peer: the peer has received op
-//                  seq - 2, the op that used the bank before (free word, cumulative);
-//   lastCta()      the one CTA that finished a half last (it then signals counts / arrival, or
-//                  frees the bank and advances the running totals);
+//                  seq - 2, the op that used the bank before (free word, cumulative: a credit of
+//                  depth kLlBanks);
+// The one CTA that finished a half last (lastCtaOf) then signals counts / arrival, or frees the
+// bank and advances the running totals.
 //   freeBank()     after a receive half: tell every source that op #seq of this kind was consumed.
 // Waits are bounded (Transport::waitWord); a timeout records the peer and phase and aborts the CTA.
 // Also the FP8 cast helpers the LL kernels share.
@@ -12,8 +13,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
+#include "epx/device/completion.cuh"
 #include "epx/device/ll_args.h"
-#include "epx/device/transport.cuh"
 
 namespace epx::dev {
 
@@ -24,20 +25,16 @@ struct LlSession {
 
   __device__ LlSession(const Transport& tr, const LlGroupDev& gd) : t(tr), g(gd) {}
 
-  __device__ uint32_t sendSeq(int op) const { return reinterpret_cast<const volatile uint32_t*>(g.state->seq)[op] + 1; }
-  __device__ static uint32_t recvSeq(const LlRoute& r, int op) { return reinterpret_cast<const volatile uint32_t*>(r.seq)[op]; }
+  __device__ uint32_t sendSeq(int op) const { return nextSeq(&g.state->seq[op]); }
+  __device__ static uint32_t recvSeq(const LlRoute& r, int op) { return publishedCount(&r.seq[op]); }
 
   // Every thread of the CTA.
   __device__ void waitFree(int op, uint32_t seq, int phase) {
     bool ok = true;
     for (int p = threadIdx.x; p < t.link.nRanks && ok; p += blockDim.x)
-      ok = t.waitWord(g.l.freeWord(op, p), p, llFreeTarget(seq), phase);
+      ok = waitCreditWord(t, g.l.freeWord(op, p), p, seq, uint32_t(kLlBanks), phase);
     abort = __syncthreads_or(!ok) != 0 || abort;
   }
-
-  // Every thread of the CTA, after its work of the half: true in every thread of the last CTA to
-  // get here (transport.cuh lastCtaOf, the mechanism of the high-throughput lastToStage).
-  __device__ static bool lastCta(uint32_t* counter) { return lastCtaOf(counter); }
 
   // Last CTA of a receive half: op #seq of `op` was consumed here (every source may reuse the bank).
   __device__ void freeBank(int op, uint32_t seq) const {

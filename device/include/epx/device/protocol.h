@@ -43,6 +43,17 @@ EPX_HD int dataContextOf(int peer, int contexts) { return contexts > 0 ? peer % 
 // value has reached target (wrap-safe).
 EPX_HD bool reached(uint32_t value, uint32_t target) { return int32_t(value - target) >= 0; }
 
+// The free/ready rule, one for every kernel (completion.cuh waits on it). A producer writes op
+// #seq (counted from 1 per op stream: an op kind of a group, an ordered PP pair...) into one of
+// `depth` areas of a consumer, used in turn; the consumer publishes a cumulative count of the ops
+// it released (read, or started, or finished: the stream says which). The producer may write op
+// #seq once that count reached seq - depth:
+//   depth 0       the consumer started op #seq (dispatch and bucket "ready");
+//   depth 1       the consumer finished op #seq - 1 (combine over GIN, bucket "free");
+//   kLlBanks      low-latency banks; `slots`: a PP channel's slots.
+EPX_HD uint32_t creditTarget(uint32_t seq, uint32_t depth) { return seq - depth; }
+EPX_HD bool mayWrite(uint32_t seq, uint32_t depth, uint32_t released) { return reached(released, creditTarget(seq, depth)); }
+
 // Token t's layout chunk and the chunk-local numbering (Route).
 constexpr int kLayoutChunk = 512;
 

@@ -1,6 +1,7 @@
-// The protocol session of one dispatch or combine, on the transport layer (transport.cuh):
+// The protocol session of one dispatch or combine (and of every bucket op), on the completion
+// protocol (completion.cuh: sequence numbers, last CTA, credits, bounded waits):
 //   begin()        read this op's sequence number; CTA 0 tells every peer that it may send this op
-//                  to us (ready; combine: NVLink peers only, see ginReadyTarget); every CTA waits
+//                  to us (ready; combine: NVLink peers only, see ginReadyDepth); every CTA waits
 //                  until every NVLink peer may receive it from us (its stores go straight into
 //                  their windows);
 //   lastToStage()  the last CTA to finish staging a put round's GIN rows (it posts the round's
@@ -16,8 +17,8 @@
 // All CTAs of the grid must be co-resident (checked at group creation), and every rank launches
 // the same grid (agreed at group creation).
 #pragma once
+#include "epx/device/completion.cuh"
 #include "epx/device/session_args.h"
-#include "epx/device/transport.cuh"
 
 namespace epx::dev {
 
@@ -40,7 +41,7 @@ struct OpSession {
     const LinkArgs& c = t.link;
     const int readyKind = kind == kOpDispatch ? kFlagReadyDispatch : kFlagReadyCombine;
     if (threadIdx.x == 0) {
-      seq = reinterpret_cast<volatile uint32_t*>(sa.state->opSeq)[kind] + 1;
+      seq = nextSeq(&sa.state->opSeq[kind]);
       abort = 0;
       ginReady = 0;
     }
@@ -66,13 +67,14 @@ struct OpSession {
   // staging). Dispatch writes rows that the peer's experts read until it calls again, so it keeps
   // "the peer started this op". The buckets use the same end-of-op word (bucket_layout.h).
   static __device__ bool ginFreeAtEnd(int kind) { return kind == kOpCombine; }
-  __device__ uint32_t ginReadyTarget(int kind) const { return ginFreeAtEnd(kind) ? seq - 1u : seq; }
+  // The credit depth of that word (protocol.h creditTarget): 1 = finished the previous op, 0 = started this one.
+  static __device__ uint32_t ginReadyDepth(int kind) { return ginFreeAtEnd(kind) ? 1u : 0u; }
 
   // Single thread, before its first put to network peer p in this op: p may receive it from us.
   // false after a timeout (the CTA aborts).
   __device__ bool readyGin(const Transport& t, int kind, int p, int phase) {
     const int readyKind = kind == kOpDispatch ? kFlagReadyDispatch : kFlagReadyCombine;
-    if (t.wait(readyKind, p, ginReadyTarget(kind), phase)) return true;
+    if (waitCredit(t, readyKind, p, seq, ginReadyDepth(kind), phase)) return true;
     abort = 1;
     return false;
   }
@@ -86,7 +88,7 @@ struct OpSession {
     const int readyKind = kind == kOpDispatch ? kFlagReadyDispatch : kFlagReadyCombine;
     bool ok = true;
     for (int p = threadIdx.x; p < t.link.nRanks; p += blockDim.x)
-      if (!t.lsa(p)) ok = ok && t.wait(readyKind, p, ginReadyTarget(kind), phase);
+      if (!t.lsa(p)) ok = ok && waitCredit(t, readyKind, p, seq, ginReadyDepth(kind), phase);
     if (!ok) abort = 1;
     __syncthreads();
     if (threadIdx.x == 0) ginReady = 1;
@@ -172,22 +174,12 @@ struct OpSession {
     __syncthreads();
     t.mark(kStepEnd);
     const LinkArgs& c = t.link;
-    __shared__ bool last;
-    if (threadIdx.x == 0) {
-      __threadfence();
-      last = atomicAdd(&sa.state->doneCtas[kind], 1u) == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (!last) return;
+    if (!lastCtaOf(&sa.state->doneCtas[kind])) return;
     if (!abort && t.hasGin())
       for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x)
         if (!t.lsa(p)) sa.arrived[kind * c.nRanks + p] += rows(p);
     __syncthreads();
-    if (threadIdx.x == 0) {
-      sa.state->doneCtas[kind] = 0;
-      __threadfence();
-      reinterpret_cast<volatile uint32_t*>(sa.state->opSeq)[kind] = seq;
-    }
+    if (threadIdx.x == 0) publishSeq(&sa.state->opSeq[kind], seq);
     if (freeKind >= 0 && !abort && t.hasGin())
       for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x)
         if (!t.lsa(p)) t.publish(p, freeKind, seq);

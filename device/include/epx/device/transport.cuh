@@ -5,8 +5,8 @@
 //   GIN  (every other peer): puts from this rank's registered window into the peer's window, and
 //        GIN signals (one per (FlagKind, source rank), see protocol.h), on up to 4 contexts.
 // Reads and bounded waits turn a stalled peer into an AsyncError naming the peer, the phase and
-// the transport instead of a hang. Used by the layout, dispatch and combine kernels (and the
-// future low-latency, bucket and PP kernels).
+// the transport instead of a hang. Used by every epx kernel, through the completion protocol
+// (completion.cuh) for its synchronization.
 //
 // NCCL 2.28.9 constraints honoured here: indexed signals only, SignalAdd (never SignalInc mixed
 // with adds), no putValue (the proxy path writes out of bounds), ordering only per (context, peer):
@@ -85,28 +85,6 @@ __device__ __forceinline__ void recordBadId(AsyncError* e, int rank, long long t
 
 __device__ __forceinline__ bool timedOut(const AsyncError* e) {
   return *reinterpret_cast<const volatile int*>(&e->timeout.code) != 0;
-}
-
-// ---- the last CTA of a grid-wide step ------------------------------------------------------------
-
-// Every thread of the CTA, after its share of a grid-wide step: true in every thread of the one CTA
-// that got here last, which then sees every CTA's earlier stores (system-scope fence before
-// counting, so also the NIC / copy engine of a GIN put it posts next). `counter` (zero between
-// steps) is re-armed for the next step. Used for "the last CTA to finish staging posts the puts"
-// by the high-throughput session (OpSession::lastToStage) and the low-latency one.
-__device__ __forceinline__ bool lastCtaOf(uint32_t* counter) {
-  __shared__ int last;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence_system();
-    last = atomicAdd(counter, 1u) == gridDim.x - 1;
-    if (last) {
-      *counter = 0;  // every CTA has counted this step
-      __threadfence();
-    }
-  }
-  __syncthreads();
-  return last != 0;
 }
 
 // ---- the transport -----------------------------------------------------------------------------
