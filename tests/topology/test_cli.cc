@@ -95,6 +95,25 @@ BOOST_AUTO_TEST_CASE(json_for_every_fixture_matches_schema) {
   BOOST_TEST(g4["nics"][0]["sl_field"] == "none");
 }
 
+BOOST_AUTO_TEST_CASE(nics_of_unknown_rate_are_said_and_left_out) {
+  // PCI-only file: three NICs with a rate assumed from their ids, one (a VF) with none. GPU3 reaches
+  // only that one: the estimate sizes for the other GPUs' smallest share (200 Gb/s) and says so,
+  // instead of letting one unknown port zero the whole estimate.
+  Run p = run("--nccl-xml " + std::string(EPX_TOPO_TEST_DATA) + "/pci-only-ids-nccl.xml");
+  BOOST_TEST(p.code == 0);
+  BOOST_TEST(p.out.find("RDMA 200.0 Gb/s per GPU (ASSUMED) -> 25.0 GB/s") != std::string::npos, p.out);
+  BOOST_TEST(p.out.find("QPs 0") == std::string::npos, p.out);
+  BOOST_TEST(p.out.find("warning: 1 GPU(s) (GPU3) reach only NICs of unknown rate (pci:0104:00:00.0): the estimate "
+                        "leaves them out and sizes for the others\n") != std::string::npos, p.out);
+  // hwloc file: one GPU, no NVLink, an active InfiniBand port without a rate. Not "NVLink-only EP".
+  Run h = run("--hwloc-xml " + fx("mpibind_cts1-pascal.xml"));
+  BOOST_TEST(h.code == 0);
+  BOOST_TEST(h.out.find("NVLink-only") == std::string::npos, h.out);
+  BOOST_TEST(h.out.find("QPs 0 (RDMA NICs of unknown rate: see the warnings)") != std::string::npos, h.out);
+  BOOST_TEST(h.out.find("reach only NICs of unknown rate (mlx5_0): the estimate counts no RDMA") != std::string::npos,
+             h.out);
+}
+
 BOOST_AUTO_TEST_CASE(live_from_sysfs_snapshot) {
   auto j = jsonOf(run("--json", std::string("HWLOC_FSROOT=") + EPX_TOPO_SYSFS_ROOT));
   BOOST_TEST(j["source"]["kind"] == "live");

@@ -133,6 +133,11 @@ BOOST_AUTO_TEST_CASE(aws_p5_partial_file_has_no_classified_devices) {
   for (const Node& n : t.nodes) switches += n.kind == NodeKind::Switch;
   BOOST_TEST(switches == 8);
   BOOST_TEST(assignRails(t).policy == "none");
+  // One warning for all 32, not one each.
+  BOOST_TEST_REQUIRE(t.warnings.size() == 1u);
+  BOOST_TEST(t.warnings[0] == "32 PCI function(s) (0000:4f:00.0, 0000:50:00.0, 0000:51:00.0 and 29 more) have no class "
+                              "and no known GPU or NIC id: not classified; the file names no GPU and no NIC "
+                              "(NCCL_TOPO_DUMP_FILE from a run on the machine records them)");
 }
 
 BOOST_AUTO_TEST_CASE(aws_g5_busids_only) {

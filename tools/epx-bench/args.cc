@@ -69,7 +69,7 @@ void usage(FILE* f) {
       "  --coll-mib N        bucket: tensor size in MiB, 1..4096 (default 64)\n"
       "  --pp-mib N          pp: message size in MiB, 1..4096 (default 16)\n"
       "  --chunk-kib N       bucket, pp: the GIN chunk (ncclEpBucketConfig_t / ncclEpPpConfig_t .chunkBytes)\n"
-      "                      in KiB, 64..1048576 (default: the library's, 2 MiB bucket, 1 MiB PP)\n"
+      "                      in KiB, 64..1048576 (default: the library's, 2 MiB bucket, 4 MiB PP)\n"
       "  --coll-ctas N       bucket, pp: CTAs per kernel, 1..32 (default 4)\n"
       "  --host-sync S       how host threads wait for the GPU: auto, spin, yield, blocking (cudaDeviceSchedule*;\n"
       "                      default EPX_HOST_SYNC, else CUDA's auto; yield frees host cores many ranks share)\n"

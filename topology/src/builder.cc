@@ -51,17 +51,6 @@ void inferTransport(Nic& nic) {
   else if (nic.linkLayer == LinkLayer::Ethernet) nic.transport = Transport::RoCE;
 }
 
-namespace {
-
-std::string someOf(const std::vector<std::string>& names) {
-  std::string s;
-  for (size_t i = 0; i < names.size() && i < 3; ++i) s += (i ? ", " : "") + names[i];
-  if (names.size() > 3) s += " and " + std::to_string(names.size() - 3) + " more";
-  return s;
-}
-
-}  // namespace
-
 void noteAssumptions(Topology& t, const std::vector<std::string>& unknownRate) {
   // NIC rates, one entry per (rate, basis), in NIC order.
   const std::set<std::string> noRate(unknownRate.begin(), unknownRate.end());

@@ -25,6 +25,7 @@ struct Reader {
   std::string error;
   bool overLimit = false;  // error is kMaxElements
   std::vector<std::string> unknownRate;  // PCI-only NIC ports whose rate stays unknown
+  std::vector<std::string> unclassified;  // PCI functions without a class (and no known GPU/NIC id)
   int elements = 0;
 
   bool fail(const std::string& msg) {
@@ -226,7 +227,7 @@ struct Reader {
         }
       } else {
         t.otherPciDevices++;
-        if (cls == 0) t.warnings.push_back("PCI " + formatBusId(*addr) + " has no class: not classified");
+        if (cls == 0) unclassified.push_back(formatBusId(*addr));
       }
     }
     for (pugi::xml_node c : el.children("pci"))
@@ -285,7 +286,7 @@ Result<Topology> loadNcclXmlBuffer(const std::string& xml, const std::string& na
   t.source = SourceKind::NcclXml;
   t.sourceName = name;
   detail::addNode(t, NodeKind::Machine, -1, -1);
-  Reader r{t, name, "", false, {}, 0};
+  Reader r{t, name, "", false, {}, {}, 0};
   int ordinal = 0;
   for (pugi::xml_node cpu : root.children("cpu"))
     if (!r.readCpu(cpu, ordinal++)) return r.overLimit ? R::failOverLimit(r.error) : R::fail(r.error);
@@ -294,6 +295,12 @@ Result<Topology> loadNcclXmlBuffer(const std::string& xml, const std::string& na
   if (auto dups = detail::duplicateBusIds(t); !dups.empty())
     return R::fail(name + ": two <pci> elements with " + detail::duplicateBusIdsText(dups));
   detail::finish(t);
+  if (!r.unclassified.empty())
+    t.warnings.push_back(std::to_string(r.unclassified.size()) + " PCI function(s) (" + someOf(r.unclassified) +
+                         ") have no class and no known GPU or NIC id: not classified" +
+                         (t.gpus.empty() && t.nics.empty() ? "; the file names no GPU and no NIC (NCCL_TOPO_DUMP_FILE "
+                                                             "from a run on the machine records them)"
+                                                           : ""));
   detail::noteAssumptions(t, r.unknownRate);
   return R::of(std::move(t));
 }

@@ -83,4 +83,11 @@ int Topology::nvlinkBetween(int a, int b) const {
   return std::max(ab, ba) + std::min(swA, swB);
 }
 
+std::string someOf(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < 3; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > 3) s += " and " + std::to_string(names.size() - 3) + " more";
+  return s;
+}
+
 }  // namespace epx::topo

@@ -127,4 +127,7 @@ struct Topology {
   int nvlinkBetween(int a, int b) const;
 };
 
+/// "a, b, c and N more": the first three names and how many others (warnings about many devices).
+std::string someOf(const std::vector<std::string>& names);
+
 }  // namespace epx::topo
