@@ -22,8 +22,12 @@ __global__ void resetGinSignalsKernel(const __grid_constant__ LinkArgs c) {
 }
 
 // One CTA; a thread per network peer. Each (context, peer) pair carries exactly one drain add, so
-// the drain word of src summed over contexts reaches ginContexts once all of them arrived.
-__global__ void drainGinKernel(const __grid_constant__ LinkArgs c, uint32_t drainBase, bool wait) {
+// the drain word of src summed over contexts reaches ginContexts once all of them arrived. Every
+// rank waits for its peers' adds before it closes its window: a live peer's signal that lands after
+// the window is gone fails that peer's GIN proxy (and its communicator). A link that already timed
+// out (`quiet`) waits too, but records nothing and gives up after the link's timeout in all: a peer
+// that stalled or died sends none.
+__global__ void drainGinKernel(const __grid_constant__ LinkArgs c, uint32_t drainBase, bool quiet) {
   const Transport tr(c);
   __threadfence_system();  // this rank's earlier work is visible before any drain signal leaves
   for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x) {
@@ -33,9 +37,16 @@ __global__ void drainGinKernel(const __grid_constant__ LinkArgs c, uint32_t drai
       gin.signal(ncclTeamWorld(tr.devComm()), p, ncclGin_SignalAdd{drainBase + uint32_t(c.rank), 1});
     }
   }
-  for (int p = threadIdx.x; p < c.nRanks && wait; p += blockDim.x) {
+  const uint64_t start = globalTimerNs();
+  for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x) {
     if (p == c.rank || tr.lsa(p)) continue;
-    if (!tr.waitWord(drainBase + uint32_t(p), p, uint32_t(c.ginContexts), kPhaseLinkDrain)) break;
+    const uint32_t id = drainBase + uint32_t(p), target = uint32_t(c.ginContexts);
+    if (!quiet) {
+      if (!tr.waitWord(id, p, target, kPhaseLinkDrain)) break;
+      continue;
+    }
+    while (!reached(tr.readWord(id, p), target) && globalTimerNs() - start <= uint64_t(c.timeoutNs)) {
+    }
   }
 }
 
@@ -49,9 +60,9 @@ cudaError_t launchResetGinSignals(const LinkArgs& c, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-cudaError_t launchDrainGin(const LinkArgs& c, uint32_t drainBase, bool wait, cudaStream_t stream) {
+cudaError_t launchDrainGin(const LinkArgs& c, uint32_t drainBase, bool quiet, cudaStream_t stream) {
   if (c.ginContexts == 0) return cudaSuccess;
-  drainGinKernel<<<1, kLifecycleThreads, 0, stream>>>(c, drainBase, wait);
+  drainGinKernel<<<1, kLifecycleThreads, 0, stream>>>(c, drainBase, quiet);
   return cudaGetLastError();
 }
 

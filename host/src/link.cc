@@ -108,11 +108,11 @@ namespace {
 // The drain of linkQuiesce (see link.h).
 ncclResult_t linkDrain(WindowLink* l, const char* who) {
   if (!l->network() || l->ginContexts == 0 || l->error == nullptr) return ncclSuccess;
-  const bool wait = !groupBroken(linkErrorSnapshot(*l));
-  cudaError_t ce = dev::launchDrainGin(linkArgs(*l, 0), l->drainSignal, wait, nullptr);
+  const bool quiet = groupBroken(linkErrorSnapshot(*l));
+  cudaError_t ce = dev::launchDrainGin(linkArgs(*l, 0), l->drainSignal, quiet, nullptr);
   if (ce == cudaSuccess) ce = cudaDeviceSynchronize();
   if (ce != cudaSuccess) return fail(ncclUnhandledCudaError, cudaMsg(who, "draining GIN signals", ce));
-  if (!wait || !groupBroken(linkErrorSnapshot(*l))) return ncclSuccess;
+  if (quiet || !groupBroken(linkErrorSnapshot(*l))) return ncclSuccess;
   std::string text;
   const ncclResult_t r = linkAsyncError(*l, &text);  // the drain's timeout, naming the peer
   return fail(r, std::string(who) + ": " + text);

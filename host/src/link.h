@@ -69,8 +69,9 @@ void linkClose(WindowLink* l);
 // this rank and any network peer (dev::launchDrainGin), bounded by the link's timeout. Signals that land after ncclDevCommDestroy would add to the ids that NCCL's pool
 // hands the next device communicator of the communicator (a low-latency bank freed twice, a count
 // one ahead). Nothing to do without network peers. After the link recorded a timeout this rank
-// only posts its own drain signals (the live peers wait for them; a peer that stalled or died
-// cannot drain, and the communicator is to be aborted). Errors: ncclUnhandledCudaError "<who>: pending
+// still posts its drain signals and waits for its peers' (a live peer's signal that lands after the
+// window is deregistered fails that peer's GIN proxy), but quietly and at most the link's timeout
+// in all: a peer that stalled or died cannot drain, and the communicator is to be aborted. Errors: ncclUnhandledCudaError "<who>: pending
 // work failed: ..." when the work failed (no drain then); a drain that times out, ncclRemoteError
 // naming the peer. The caller still closes the link.
 ncclResult_t linkQuiesce(WindowLink* l, const char* who, cudaError_t pending = cudaSuccess);

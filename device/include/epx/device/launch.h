@@ -43,8 +43,10 @@ cudaError_t launchResetGinSignals(const LinkArgs& l, cudaStream_t stream);
 // network peer's drain signal has arrived here on every context. Signals are applied in order per
 // (context, peer), so afterwards no signal posted by a peer's earlier kernels is still in flight
 // towards this rank: none can land on the signal ids NCCL hands the next device communicator
-// (ncclDevCommDestroy returns them to its pool). wait = false only posts this rank's drain signals
-// (after a timeout: the peers that are alive still get theirs). One CTA.
-cudaError_t launchDrainGin(const LinkArgs& l, uint32_t drainBase, bool wait, cudaStream_t stream);
+// (ncclDevCommDestroy returns them to its pool), and none lands on this rank's window after it is
+// deregistered (which fails the sender's GIN proxy). quiet = true after a timeout: the same wait,
+// at most l.timeoutNs in all, recording nothing (a peer that stalled or died sends no drain
+// signal; the live ones still get and give theirs). One CTA.
+cudaError_t launchDrainGin(const LinkArgs& l, uint32_t drainBase, bool quiet, cudaStream_t stream);
 
 }  // namespace epx::dev
