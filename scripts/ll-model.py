@@ -2,7 +2,7 @@
 """A phase model of epx's low-latency dispatch and combine time per call on a real NIC (a model:
 nothing here ran on a NIC). Python 3 standard library only.
 
-    python3 scripts/ll-model.py [csv_out]      (default: docs/data/ll-model.csv)
+    python3 scripts/ll-model.py [--out CSV] [--no-write]      (default: docs/data/ll-model.csv)
 
 Prints the derivation of the on-GPU rate, the table of docs/low-latency.md ("On a real NIC: a
 model"), the comparison with DeepEP's published figures and a sensitivity table; writes one CSV
@@ -23,8 +23,8 @@ Phases, as the kernels run them (device/src/ll_dispatch.cu, ll_combine.cu), per 
   lat   = GIN one-way latency (NVLINK_LATENCY_US when no peer is remote)
   recv  = dispatch: every received row copied to the outputs, rows * msg bytes / (SMs * SM_GBPS);
           combine: the weighted sum reads K rows per token, T*K*2H / (SMs * SM_GBPS)
-  free  = ops again: the receive half's last CTA signals the bank free to every remote rank (on
-          one control context, to distinct peers: charged like the puts)
+  free  = P * GIN_OP_US: the receive half's last CTA signals the bank free to every remote rank,
+          all on the one control context (transport.cuh publishWord), so serialized
   floor = wire + GIN one-way latency (NVLink only: NVLink bytes / NVLINK_GBPS + NVLink latency)
   today = FIXED_US + stage + ops + wire + lat + recv + free            (each waits for the last)
   overlapped, dispatch: FIXED_US + GIN_OP_US + max(stage + recv, stage/P + wire + lat + recv/P) + free
@@ -36,6 +36,7 @@ Phases, as the kernels run them (device/src/ll_dispatch.cu, ll_combine.cu), per 
 
 Parameters and their sources are next to their values below; SM_GBPS is fitted at run time from
 the rig's send halves at 2 fake nodes in docs/data/low-latency.csv."""
+import argparse
 import csv
 import math
 import sys
@@ -146,15 +147,16 @@ def model(p: Params, op: str, R: int, G: int, T: int) -> dict:
     wire = us(net_bytes, p.nic_gbps)
     lat = p.gin_one_way_us if P else p.nvlink_latency_us
     floor = wire + p.gin_one_way_us if P else us(nvl_bytes, p.nvlink_gbps) + p.nvlink_latency_us
-    today = p.fixed_us + stage + ops + wire + lat + recv + ops
+    free = P * p.gin_op_us  # one control context (kControlContext): serialized
+    today = p.fixed_us + stage + ops + wire + lat + recv + free
     first_op = p.gin_op_us if P else 0.0
     chunks = max(P, 1)
     if dispatch:
-        overlap = p.fixed_us + first_op + max(stage + recv, stage_net / chunks + wire + lat + recv_net / chunks) + ops
+        overlap = p.fixed_us + first_op + max(stage + recv, stage_net / chunks + wire + lat + recv_net / chunks) + free
     else:
-        overlap = p.fixed_us + first_op + max(stage, stage_net / chunks + wire + lat) + recv + ops
+        overlap = p.fixed_us + first_op + max(stage, stage_net / chunks + wire + lat) + recv + free
     return dict(net_bytes=net_bytes, nvl_bytes=nvl_bytes, fixed=p.fixed_us, stage=stage, ops=ops, wire=wire,
-                lat=lat, recv=recv, free=ops, floor=floor, today=today, overlap=overlap)
+                lat=lat, recv=recv, free=free, floor=floor, today=today, overlap=overlap)
 
 
 def label(name: str, R: int, G: int) -> str:
@@ -173,7 +175,15 @@ DEEPEP_RDMA = {8: (163, 318), 16: (173, 329), 32: (182, 350), 64: (186, 353), 12
 
 
 def main() -> int:
-    out = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs/data/ll-model.csv"
+    ap = argparse.ArgumentParser(description="Phase model of epx's low-latency calls on a real NIC "
+                                 "(docs/low-latency.md, 'On a real NIC: a model').")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs/data/ll-model.csv",
+                    help="CSV with every phase of every row (default: docs/data/ll-model.csv)")
+    ap.add_argument("--no-write", action="store_true", help="print the tables only")
+    args = ap.parse_args()
+    out = args.out
+    if not args.no_write and not out.parent.is_dir():
+        ap.error(f"--out: folder {out.parent} does not exist")
     pts, slope, per_token, gbps, per_sm = fit_sm_gbps()
     p = Params(sm_gbps=per_sm)
     print("SM_GBPS from the rig's BF16 send half at 2 fake nodes (docs/data/low-latency.csv):")
@@ -219,7 +229,7 @@ def main() -> int:
 
     print("\nSensitivity at 128 tokens, µs today / overlapped: base, then each parameter alone ×0.5 and ×2")
     # Params field -> its name in docs/low-latency.md
-    knobs = (("nic_gbps", "`B_nic`"), ("gin_round_trip_us", "`L` (round trip)"), ("gin_op_us", "`t_op`"),
+    knobs = (("nic_gbps", "`B_nic`"), ("gin_round_trip_us", "`L`"), ("gin_op_us", "`t_op`"),
              ("sm_gbps", "`B_sm`"), ("nvlink_sm_gbps", "`B_nvsm`"), ("fixed_us", "`F`"), ("sms", "SMs"))
     cases = (("EP16", 16, 8, "FP8 dispatch"), ("EP64", 64, 8, "FP8 dispatch"), ("EP64", 64, 8, "combine"))
     print("| parameter (×0.5 · ×2) | " + " | ".join(f"{n} {o}" for n, _, _, o in cases) + " |")
@@ -241,6 +251,8 @@ def main() -> int:
             "floor_us", "today_us", "overlapped_us", "fixed_us", "stage_us", "ops_us", "wire_us", "latency_us",
             "recv_us", "free_us"]
     keys = ("floor", "today", "overlap", "fixed", "stage", "ops", "wire", "lat", "recv", "free")
+    if args.no_write:
+        return 0
     with open(out, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(cols)
