@@ -1,9 +1,12 @@
-"""CPU checks of scripts/gpu-py.sh (the device-machine launcher of the Python GPU tests): it parses,
-and without the bundled libraries it stops at once with a message instead of running anything."""
+"""CPU checks of scripts: scripts/gpu-py.sh (the device-machine launcher of the Python GPU tests)
+parses, and without the bundled libraries it stops at once with a message instead of running
+anything; scripts/ll-model.py (docs/low-latency.md, "On a real NIC: a model") reproduces the
+committed docs/data/ll-model.csv exactly and refuses unknown options."""
 
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -31,3 +34,24 @@ class TestGpuPyScript(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+LL_MODEL = os.path.join(REPO, "scripts", "ll-model.py")
+
+
+class TestLlModelScript(unittest.TestCase):
+    def test_reproduces_the_committed_csv(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "ll-model.csv")
+            r = subprocess.run([sys.executable, LL_MODEL, "--out", out], capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(out) as f, open(os.path.join(REPO, "docs", "data", "ll-model.csv")) as g:
+                self.assertEqual(f.read(), g.read(), "docs/data/ll-model.csv differs from what the script writes: "
+                                 "rerun python3 scripts/ll-model.py and update docs/low-latency.md")
+
+    def test_unknown_option_is_refused(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = subprocess.run([sys.executable, LL_MODEL, "--bogus"], capture_output=True, text=True, timeout=60, cwd=d)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("unrecognized arguments: --bogus", r.stderr)
+            self.assertEqual(os.listdir(d), [])
