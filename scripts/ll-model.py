@@ -146,7 +146,7 @@ def model(p: Params, op: str, R: int, G: int, T: int) -> dict:
     ops = math.ceil(P / p.gin_contexts) * p.gin_op_us
     wire = us(net_bytes, p.nic_gbps)
     lat = p.gin_one_way_us if P else p.nvlink_latency_us
-    floor = wire + p.gin_one_way_us if P else us(nvl_bytes, p.nvlink_gbps) + p.nvlink_latency_us
+    floor = (wire if P else us(nvl_bytes, p.nvlink_gbps)) + lat
     free = P * p.gin_op_us  # one control context (kControlContext): serialized
     today = p.fixed_us + stage + ops + wire + lat + recv + free
     first_op = p.gin_op_us if P else 0.0

@@ -32,10 +32,6 @@ class TestGpuPyScript(unittest.TestCase):
                 self.assertIn("missing", f.read())
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 LL_MODEL = os.path.join(REPO, "scripts", "ll-model.py")
 
 
@@ -55,3 +51,7 @@ class TestLlModelScript(unittest.TestCase):
             self.assertEqual(r.returncode, 2)
             self.assertIn("unrecognized arguments: --bogus", r.stderr)
             self.assertEqual(os.listdir(d), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
