@@ -184,16 +184,10 @@ __device__ uint64_t stageTag(uint32_t seq, uint64_t chunks) { return (uint64_t(s
 __device__ bool waitStaged(const Transport& tr, const GroupState* state, uint32_t seq, int cta, uint64_t chunks) {
   const volatile uint64_t* w = &state->stageProgress[cta];
   const uint64_t target = stageTag(seq, chunks);
-  const uint64_t start = globalTimerNs();
-  for (uint32_t spin = 1; *w < target; ++spin) {
-    if ((spin & 255u) == 0 && (timedOut(tr.link.error) || globalTimerNs() - start > uint64_t(tr.link.timeoutNs))) {
-      if (!timedOut(tr.link.error))
-        recordTimeout(tr.link.error, kPhaseBucketStage, cta, tr.link.rank, kTransportGin, (long long)chunks,
-                      (long long)(*w & 0xffffffffu));
-      return false;
-    }
-  }
-  return true;
+  return tr.spinBounded([&] { return *w >= target; }, WaitBound{}, [&] {
+    recordTimeout(tr.link.error, kPhaseBucketStage, cta, tr.link.rank, kTransportGin, (long long)chunks,
+                  (long long)(*w & 0xffffffffu));
+  });
 }
 
 // GIN, reduce-scatter with the BF16 wire: the conversion of this rank's FP32 contributions runs a

@@ -24,29 +24,25 @@ __global__ void resetGinSignalsKernel(const __grid_constant__ LinkArgs c) {
 // One CTA; a thread per network peer. Each (context, peer) pair carries exactly one drain add, so
 // the drain word of src summed over contexts reaches ginContexts once all of them arrived. Every
 // rank waits for its peers' adds before it closes its window: a live peer's signal that lands after
-// the window is gone fails that peer's GIN proxy (and its communicator). A link that already timed
-// out (`quiet`) waits too, but records nothing and gives up after the link's timeout in all: a peer
-// that stalled or died sends none.
-__global__ void drainGinKernel(const __grid_constant__ LinkArgs c, uint32_t drainBase, bool quiet) {
+// the window is gone fails that peer's GIN proxy (and its communicator). The adds ride on puts of
+// the link's pad (kLinkPadBytes at padOffset, the same place on every rank), counted on the CTA's
+// GIN counter, and the kernel waits until they are consumed: a bare signal may still be queued in
+// this rank's GIN proxy when its device communicator is destroyed, and then never leaves (seen on
+// NCCL 2.30.7 at 8 fake nodes: every peer waited for that rank's adds). A link that already timed
+// out (`quiet`) does the same, but records nothing and gives up after the link's timeout in all: a
+// peer that stalled or died sends none.
+__global__ void drainGinKernel(const __grid_constant__ LinkArgs c, uint32_t drainBase, uint64_t padOffset, bool quiet) {
   const Transport tr(c);
-  __threadfence_system();  // this rank's earlier work is visible before any drain signal leaves
+  const WaitBound bound{globalTimerNs(), quiet};
   for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x) {
     if (p == c.rank || tr.lsa(p)) continue;
-    for (int ctx = 0; ctx < c.ginContexts; ++ctx) {
-      ncclGin gin(tr.devComm(), ctx);
-      gin.signal(ncclTeamWorld(tr.devComm()), p, ncclGin_SignalAdd{drainBase + uint32_t(c.rank), 1});
-    }
+    for (int ctx = 0; ctx < c.ginContexts; ++ctx)
+      tr.putSignalWord(p, padOffset, padOffset, kLinkPadBytes, drainBase + uint32_t(c.rank), 1, ctx);
   }
-  const uint64_t start = globalTimerNs();
+  if (!tr.completeGin(bound)) return;
   for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x) {
     if (p == c.rank || tr.lsa(p)) continue;
-    const uint32_t id = drainBase + uint32_t(p), target = uint32_t(c.ginContexts);
-    if (!quiet) {
-      if (!tr.waitWord(id, p, target, kPhaseLinkDrain)) break;
-      continue;
-    }
-    while (!reached(tr.readWord(id, p), target) && globalTimerNs() - start <= uint64_t(c.timeoutNs)) {
-    }
+    if (!tr.waitWord(drainBase + uint32_t(p), p, uint32_t(c.ginContexts), kPhaseLinkDrain, bound)) break;
   }
 }
 
@@ -60,9 +56,10 @@ cudaError_t launchResetGinSignals(const LinkArgs& c, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-cudaError_t launchDrainGin(const LinkArgs& c, uint32_t drainBase, bool quiet, cudaStream_t stream) {
+cudaError_t launchDrainGin(const LinkArgs& c, uint32_t drainBase, uint64_t padOffset, bool quiet,
+                           cudaStream_t stream) {
   if (c.ginContexts == 0) return cudaSuccess;
-  drainGinKernel<<<1, kLifecycleThreads, 0, stream>>>(c, drainBase, quiet);
+  drainGinKernel<<<1, kLifecycleThreads, 0, stream>>>(c, drainBase, padOffset, quiet);
   return cudaGetLastError();
 }
 

@@ -7,6 +7,7 @@
 #include "core/errors.h"
 #include "devcomm.h"
 #include "epx/device/launch.h"
+#include "epx/device/window_layout.h"
 
 namespace epx {
 
@@ -109,7 +110,7 @@ namespace {
 ncclResult_t linkDrain(WindowLink* l, const char* who) {
   if (!l->network() || l->ginContexts == 0 || l->error == nullptr) return ncclSuccess;
   const bool quiet = groupBroken(linkErrorSnapshot(*l));
-  cudaError_t ce = dev::launchDrainGin(linkArgs(*l, 0), l->drainSignal, quiet, nullptr);
+  cudaError_t ce = dev::launchDrainGin(linkArgs(*l, 0), l->drainSignal, l->drainPad, quiet, nullptr);
   if (ce == cudaSuccess) ce = cudaDeviceSynchronize();
   if (ce != cudaSuccess) return fail(ncclUnhandledCudaError, cudaMsg(who, "draining GIN signals", ce));
   if (quiet || !groupBroken(linkErrorSnapshot(*l))) return ncclSuccess;
@@ -129,25 +130,28 @@ ncclResult_t linkQuiesce(WindowLink* l, const char* who, cudaError_t pending) {
 
 ncclResult_t linkOpen(const LinkRequest& req, WindowLink* l) {
   const std::string who = req.who;
-  l->bytes = req.bytes;
+  const bool network = l->network();
+  // Network links carry their drain signals on puts to a pad after the user's bytes (linkDrain).
+  l->drainPad = network ? dev::alignUp(req.bytes, dev::kLinkPadBytes) : 0;
+  l->bytes = network ? dev::alignUp(l->drainPad + dev::kLinkPadBytes, dev::kWindowTotalAlign) : req.bytes;
   l->timeoutMs = req.timeoutMs;
   auto cleanup = [&](ncclResult_t r, const std::string& msg) {
     linkClose(l);
     return fail(r, who + ": " + msg);
   };
-  ncclResult_t r = ncclMemAlloc(&l->buffer, req.bytes);
-  if (r != ncclSuccess) return cleanup(r, "ncclMemAlloc of " + std::to_string(req.bytes) + " bytes failed");
+  ncclResult_t r = ncclMemAlloc(&l->buffer, l->bytes);
+  if (r != ncclSuccess) return cleanup(r, "ncclMemAlloc of " + std::to_string(l->bytes) + " bytes failed");
   cudaError_t ce;
   // Flags must be zero before any peer can write: the collective registration comes after.
   if ((ce = cudaMemset(l->buffer, 0, req.zeroedPrefix)) != cudaSuccess || (ce = cudaDeviceSynchronize()) != cudaSuccess)
     return cleanup(ncclUnhandledCudaError, cudaMsg(req.who, "clearing the window", ce));
-  if ((r = ncclCommWindowRegister(l->comm, l->buffer, req.bytes, &l->window, NCCL_WIN_DEFAULT)) != ncclSuccess ||
+  if ((r = ncclCommWindowRegister(l->comm, l->buffer, l->bytes, &l->window, NCCL_WIN_DEFAULT)) != ncclSuccess ||
       l->window == nullptr)
     return cleanup(r != ncclSuccess ? r : ncclInvalidUsage,
                    "ncclCommWindowRegister failed or gave no window: the communicator has no symmetric-memory support "
                    "(needs CUDA P2P between all ranks, cuMem, NCCL_WIN_ENABLE=1)");
-  const bool network = l->network();
-  l->ginCounters = network ? req.ginCounters : 0;
+  // The drain counts its puts on counter 0 (its one CTA).
+  l->ginCounters = network ? (req.ginCounters > 1 ? req.ginCounters : 1) : 0;
   l->drainSignal = uint32_t(req.ginSignals);
   l->ginSignals = network ? req.ginSignals + l->nRanks : 0;
   if ((r = devCommCreate(l->comm, l->ginSignals, l->ginCounters, &l->devComm, &l->ginContexts)) !=

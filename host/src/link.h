@@ -30,7 +30,8 @@ struct LinkRequest {
   uint64_t zeroedPrefix = 0;  // bytes zeroed before registration (flags any peer may write)
   int ginSignals = 0;         // GIN signals of the user's protocol when some peer is a network peer
                               // (else none are requested); the link adds nRanks drain signals after them
-  int ginCounters = 0;        // GIN counters per context (one per CTA of the window's kernels)
+  int ginCounters = 0;        // GIN counters per context (one per CTA of the window's kernels; at
+                              // least 1 with network peers: the drain counts its puts on counter 0)
   int timeoutMs = 10000;
   const char* who = "epx";    // API call named in errors
 };
@@ -42,7 +43,8 @@ struct WindowLink {
   int lsaRank = 0, lsaSize = 1;
   int ginContexts = 0, ginCounters = 0, ginSignals = 0;  // ginSignals: the user's and the drain signals
   uint32_t drainSignal = 0;                              // first drain signal id (source rank r: + r)
-  uint64_t bytes = 0;
+  uint64_t bytes = 0;       // registered bytes: the user's, then (network links) the drain pad
+  uint64_t drainPad = 0;    // offset of the drain pad (dev::kLinkPadBytes; network links only)
   int timeoutMs = 10000;
   void* buffer = nullptr;
   ncclWindow_t window = nullptr;

@@ -38,15 +38,18 @@ cudaError_t llPrepareKernels();
 cudaError_t launchResetGinSignals(const LinkArgs& l, cudaStream_t stream);
 // Drains the GIN traffic between this rank and every network peer before the window's device
 // communicator is destroyed (collective, like the window deregistration that follows): on every
-// context, this rank adds 1 to its drain signal (drainBase + rank) at each network peer, then waits
-// (bounded, l.timeoutNs; a timeout is recorded as kPhaseLinkDrain naming the peer) until every
-// network peer's drain signal has arrived here on every context. Signals are applied in order per
+// context, this rank adds 1 to its drain signal (drainBase + rank) at each network peer with a put
+// of the link's pad (kLinkPadBytes at padOffset), waits until those puts are consumed (GIN counter
+// 0: they have left this rank's GIN proxy), then waits until every network peer's drain signal has
+// arrived here on every context; both waits are bounded by l.timeoutNs, a timeout is recorded as
+// kPhaseGinCompletion or kPhaseLinkDrain naming the peer. Signals are applied in order per
 // (context, peer), so afterwards no signal posted by a peer's earlier kernels is still in flight
 // towards this rank: none can land on the signal ids NCCL hands the next device communicator
 // (ncclDevCommDestroy returns them to its pool), and none lands on this rank's window after it is
-// deregistered (which fails the sender's GIN proxy). quiet = true after a timeout: the same wait,
+// deregistered (which fails the sender's GIN proxy). quiet = true after a timeout: the same waits,
 // at most l.timeoutNs in all, recording nothing (a peer that stalled or died sends no drain
-// signal; the live ones still get and give theirs). One CTA.
-cudaError_t launchDrainGin(const LinkArgs& l, uint32_t drainBase, bool quiet, cudaStream_t stream);
+// signal; the live ones still get and give theirs). One CTA; l.ginCounters >= 1.
+cudaError_t launchDrainGin(const LinkArgs& l, uint32_t drainBase, uint64_t padOffset, bool quiet,
+                           cudaStream_t stream);
 
 }  // namespace epx::dev

@@ -26,6 +26,10 @@ static_assert(NCCL_VERSION_CODE == EPX_NCCL_BUILD_VERSION_CODE,
               "nccl.h is not the one CMake chose: another NCCL's include folder comes first");
 #endif
 
+// Bytes of a network link's drain pad, after the user's bytes of its window: the drain's puts
+// (launchDrainGin) copy it to the same place at each peer; its contents are never read.
+constexpr uint64_t kLinkPadBytes = 16;
+
 // Where a device wait stalled (ErrorRecord::phase).
 enum WaitPhase : int {
   kPhaseNone = 0,

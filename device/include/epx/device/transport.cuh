@@ -89,6 +89,16 @@ __device__ __forceinline__ bool timedOut(const AsyncError* e) {
 
 // ---- the transport -----------------------------------------------------------------------------
 
+// How a device wait ends when its target never comes (Transport::spinBounded): after the link's
+// timeout counted from `start` (globaltimer ns; 0: from the wait's own start), recording which peer
+// and phase; or early, once another wait of the link has recorded its timeout. `quiet`: the link
+// already failed and is being drained before an abort: earlier records are ignored and nothing is
+// recorded.
+struct WaitBound {
+  uint64_t start = 0;
+  bool quiet = false;
+};
+
 struct Transport {
   const LinkArgs& link;
   uint32_t beaconKernel = 0;  // BeaconKernel of the running kernel (0: no beacons)
@@ -249,11 +259,11 @@ struct Transport {
   // flush() spins without bound, e.g. after the GIN progress thread stopped on a dead peer).
   // Called by every thread of the CTA (the puts were posted by several threads); false after a
   // timeout (recorded, phase kPhaseGinCompletion).
-  __device__ bool completeGin() const { return completeGinCounters(counterOf(), 1); }
+  __device__ bool completeGin(WaitBound bound = {}) const { return completeGinCounters(counterOf(), 1, bound); }
 
   // The same for the puts counted on counters [first, first + n) (the low-latency kernels wait for
   // every CTA's earlier puts before they overwrite the staging rows that any CTA may have posted).
-  __device__ bool completeGinCounters(int first, int n) const {
+  __device__ bool completeGinCounters(int first, int n, WaitBound bound = {}) const {
     __syncthreads();  // every put of this CTA is posted and counted
     mark(kStepCompleting);
     // One (context, counter) pair per thread: the waits overlap instead of adding up.
@@ -262,18 +272,10 @@ struct Transport {
       const int ctx = i / n, counter = first + i % n;
       const uint64_t target = atomicAdd(reinterpret_cast<unsigned long long*>(postedSlotOf(ctx, counter)), 0ull);
       ncclGin gin(devComm(), ctx);
-      uint64_t seen = gin.readCounter(counter);
-      const uint64_t start = globalTimerNs();
-      for (uint32_t spin = 1; !counterReached(seen, target); ++spin) {
-        if ((spin & 255u) == 0) {
-          if (timedOut(link.error) || globalTimerNs() - start > uint64_t(link.timeoutNs)) {
-            recordTimeout(link.error, kPhaseGinCompletion, -1, link.rank, kTransportGin, (long long)target, (long long)seen);
-            mine = false;
-            break;
-          }
-        }
-        seen = gin.readCounter(counter);
-      }
+      uint64_t seen = 0;
+      mine = spinBounded([&] { return counterReached(seen = gin.readCounter(counter), target); }, bound, [&] {
+        recordTimeout(link.error, kPhaseGinCompletion, -1, link.rank, kTransportGin, (long long)target, (long long)seen);
+      });
     }
     const bool ok = __syncthreads_or(!mine) == 0;
     mark(kStepCompleted);
@@ -310,22 +312,33 @@ struct Transport {
   __device__ bool wait(int kind, int src, uint32_t target, int phase) const {
     return waitWord(ginSignalId(kind, src, link.nRanks), src, target, phase);
   }
-  __device__ bool waitWord(uint32_t id, int src, uint32_t target, int phase) const {
-    uint32_t v = readWord(id, src);
-    if (reached(v, target)) return true;
-    const uint64_t start = globalTimerNs();
+  __device__ bool waitWord(uint32_t id, int src, uint32_t target, int phase, WaitBound bound = {}) const {
+    uint32_t v = 0;
+    return spinBounded([&] { return reached(v = readWord(id, src), target); }, bound,
+                       [&] { recordTimeout(link.error, phase, src, link.rank, transportOf(src), target, v); });
+  }
+
+  // The one bounded wait of every device wait: spins until ready() (checked first, then every
+  // spin), giving up after the link's timeout counted from bound.start (0: from the call) or, every
+  // 256 spins, once another wait of the link recorded a timeout. onTimeout() records this wait's
+  // own timeout (it should name the peer and phase). A quiet bound ignores earlier records and
+  // records nothing (the drain of a link that already failed).
+  template <class Ready, class OnTimeout>
+  __device__ bool spinBounded(Ready ready, WaitBound bound, OnTimeout onTimeout) const {
+    if (ready()) return true;
+    const uint64_t start = bound.start ? bound.start : globalTimerNs();
     for (uint32_t spin = 1;; ++spin) {
-      v = readWord(id, src);
-      if (reached(v, target)) return true;
-      if ((spin & 255u) == 0) {
-        if (timedOut(link.error)) return false;
+      if (ready()) return true;
+      if ((spin & kSpinsPerCheck) == 0) {
+        if (!bound.quiet && timedOut(link.error)) return false;
         if (globalTimerNs() - start > uint64_t(link.timeoutNs)) {
-          recordTimeout(link.error, phase, src, link.rank, transportOf(src), target, v);
+          if (!bound.quiet) onTimeout();
           return false;
         }
       }
     }
   }
+  static constexpr uint32_t kSpinsPerCheck = 255u;  // spins between clock and error checks, minus 1
 };
 
 }  // namespace epx::dev
