@@ -9,15 +9,17 @@ namespace epx::dev {
 
 namespace {
 
-// Zeroes the link's GIN signals (all ids it uses) and completion counters on every context.
+// Zeroes the link's GIN signals and completion counters (its ranges of the window's device
+// communicator) on every context.
 __global__ void resetGinSignalsKernel(const __grid_constant__ LinkArgs c) {
   const Transport tr(c);
   const int n = c.ginSignals;
   for (int ctx = 0; ctx < c.ginContexts; ++ctx) {
     ncclGin gin(tr.devComm(), ctx);
-    for (int id = blockIdx.x * blockDim.x + threadIdx.x; id < n; id += gridDim.x * blockDim.x) gin.resetSignal(id);
+    for (int id = blockIdx.x * blockDim.x + threadIdx.x; id < n; id += gridDim.x * blockDim.x)
+      gin.resetSignal(tr.signalId(uint32_t(id)));
     for (int id = blockIdx.x * blockDim.x + threadIdx.x; id < c.ginCounters; id += gridDim.x * blockDim.x)
-      gin.resetCounter(id);
+      gin.resetCounter(tr.counterId(id));
   }
 }
 

@@ -14,7 +14,9 @@
 #include "core/errors.h"
 #include "core/nccl_version.h"
 #include "epx/device/coll_launch.h"
+#include "epx/window.h"
 #include "link.h"
+#include "window.h"
 
 using epx::fail;
 
@@ -160,7 +162,36 @@ ncclResult_t collective(ncclEpBucket_t b, epx::BucketCall call, const ncclEpBuck
   return r;
 }
 
+// What a bucket takes of its communicator's window (linkOpen).
+epx::LinkRequest bucketRequest(const epx::dev::BucketLayout& bl, const epx::BucketConfig& cfg, int nRanks) {
+  epx::LinkRequest req;
+  req.bytes = bl.totalBytes;
+  req.zeroedPrefix = bl.totalBytes;  // flags, and the tensors start zeroed
+  req.ginSignals = epx::dev::ginSignalCount(nRanks);
+  req.ginCounters = cfg.numCtas;
+  req.timeoutMs = cfg.timeoutMs;
+  req.who = "ncclEpBucketCreate";
+  return req;
+}
+
 }  // namespace
+
+extern "C" ncclResult_t ncclEpWindowPlanAddBucket(ncclComm_t comm, const ncclEpBucketTensor_t* tensors, int numTensors,
+                                                  const ncclEpBucketConfig_t* config, ncclEpWindowPlan_t* plan) {
+  constexpr const char* kWho = "ncclEpWindowPlanAddBucket";
+  if (!comm || !plan) return fail(ncclInvalidArgument, std::string(kWho) + ": comm or plan is NULL");
+  epx::WindowLink l;
+  if (std::string e = epx::linkQuery(comm, &l); !e.empty()) return fail(ncclInvalidArgument, std::string(kWho) + ": " + e);
+  epx::BucketConfig cfg;
+  std::vector<epx::BucketTensorSpec> specs;
+  std::vector<epx::dev::BucketTensorPlan> tplan;
+  std::string e = normalizeConfig(config, &cfg);
+  if (e.empty()) e = checkPlan(tensors, numTensors, l.nRanks, &specs, &tplan);
+  if (!e.empty()) return fail(ncclInvalidArgument, std::string(kWho) + ": " + e);
+  const epx::dev::BucketLayout bl = epx::dev::layoutBucket(tplan.data(), numTensors, l.nRanks, l.network());
+  epx::addToPlan(epx::linkNeed(bucketRequest(bl, cfg, l.nRanks), l), plan);
+  return ncclSuccess;
+}
 
 extern "C" ncclResult_t ncclEpBucketGetBufferSizeHint(const ncclEpBucketTensor_t* tensors, int numTensors, int nRanks,
                                                       size_t* bytes) {
@@ -218,13 +249,7 @@ extern "C" ncclResult_t ncclEpBucketCreate(ncclComm_t comm, const ncclEpBucketTe
     release(b);
     return fail(ncclUnhandledCudaError, who(std::string("device state: ") + cudaGetErrorString(ce)));
   }
-  epx::LinkRequest req;
-  req.bytes = b->bl.totalBytes;
-  req.zeroedPrefix = b->bl.totalBytes;  // flags, and the tensors start zeroed
-  req.ginSignals = epx::dev::ginSignalCount(b->link.nRanks);
-  req.ginCounters = b->cfg.numCtas;
-  req.timeoutMs = b->cfg.timeoutMs;
-  req.who = kWho;
+  const epx::LinkRequest req = bucketRequest(b->bl, b->cfg, b->link.nRanks);
   if (ncclResult_t r = epx::linkOpen(req, &b->link); r != ncclSuccess) {
     release(b);
     return r;

@@ -14,6 +14,8 @@
 #include "epx/device/launch.h"
 #include "internal.h"
 #include "link.h"
+#include "window.h"
+#include "epx/window.h"
 
 using epx::fail;
 
@@ -50,7 +52,43 @@ std::string checkCoResident(int nCtas, int numSMs, int nRanks) {
   return {};
 }
 
+// What a group takes of its communicator's window (linkOpen).
+epx::LinkRequest groupRequest(const epx::GroupConfig& cfg, int nCtas, const epx::dev::WindowLayout& wl,
+                              const epx::WindowLink& l) {
+  const bool network = l.network();
+  epx::LinkRequest req;
+  req.bytes = wl.totalBytes;
+  req.zeroedPrefix = epx::dev::windowZeroedPrefix(wl);
+  req.ginSignals = !network ? 0
+                   : cfg.lowLatency() ? int(epx::dev::llTotalWords(l.nRanks, cfg.numExperts))
+                                      : epx::dev::ginSignalCount(l.nRanks);
+  req.ginCounters = !network ? 0
+                    : cfg.lowLatency() ? epx::dev::llGinCounterCount(nCtas)
+                                       : epx::dev::ginCounterCount(nCtas, cfg.maxTokensPerRank);
+  req.timeoutMs = cfg.timeoutMs;
+  req.who = "ncclEpGroupCreate";
+  return req;
+}
+
 }  // namespace
+
+extern "C" ncclResult_t ncclEpWindowPlanAddGroup(ncclComm_t comm, const ncclEpConfig_t* config,
+                                                 ncclEpWindowPlan_t* plan) {
+  constexpr const char* kWho = "ncclEpWindowPlanAddGroup";
+  if (!comm || !plan) return fail(ncclInvalidArgument, std::string(kWho) + ": comm or plan is NULL");
+  epx::WindowLink l;
+  if (std::string e = epx::linkQuery(comm, &l); !e.empty()) return fail(ncclInvalidArgument, std::string(kWho) + ": " + e);
+  epx::GroupConfig cfg;
+  if (std::string e = epx::normalizeConfig(config, l.nRanks, &cfg); !e.empty())
+    return fail(ncclInvalidArgument, std::string(kWho) + ": " + e);
+  int numSMs = 0;
+  if (cudaError_t ce = cudaDeviceGetAttribute(&numSMs, cudaDevAttrMultiProcessorCount, l.cudaDev); ce != cudaSuccess)
+    return fail(ncclUnhandledCudaError, std::string(kWho) + ": " + cudaMsg("device query", ce));
+  const int nCtas = epx::resolveCtaCount(cfg, numSMs, l.nRanks, l.lsaSize, linkRates());
+  const epx::WindowNeed n = epx::linkNeed(groupRequest(cfg, nCtas, epx::computeWindowLayout(cfg, l.nRanks, l.lsaSize), l), l);
+  epx::addToPlan(n, plan);
+  return ncclSuccess;
+}
 
 epx::dev::EpShape ncclEpGroup::shape() const {
   return {cfg.maxTokensPerRank, cfg.hidden, cfg.topk, cfg.numExperts, cfg.localExperts(link.nRanks)};
@@ -120,20 +158,9 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
   g->wl = epx::computeWindowLayout(g->cfg, l.nRanks, l.lsaSize);
   if (g->cfg.lowLatency()) g->ll = epx::computeLlLayout(g->cfg, l.nRanks, l.lsaSize);
 
-  const bool network = l.network();
-  // The window, its device communicator, the GIN counters' totals and the error record: the setup
-  // every window user of epx shares (link.h); it ends with a barrier after the GIN signals are zeroed.
-  epx::LinkRequest req;
-  req.bytes = g->wl.totalBytes;
-  req.zeroedPrefix = epx::dev::windowZeroedPrefix(g->wl);
-  req.ginSignals = !network ? 0
-                   : g->cfg.lowLatency() ? int(epx::dev::llTotalWords(l.nRanks, g->cfg.numExperts))
-                                         : epx::dev::ginSignalCount(l.nRanks);
-  req.ginCounters = !network ? 0
-                    : g->cfg.lowLatency() ? epx::dev::llGinCounterCount(g->nCtas)
-                                          : epx::dev::ginCounterCount(g->nCtas, g->cfg.maxTokensPerRank);
-  req.timeoutMs = g->cfg.timeoutMs;
-  req.who = "ncclEpGroupCreate";
+  // The region of the communicator's window, the GIN counters' totals and the error record: the
+  // setup every epx object shares (link.h); it ends with a gather after the GIN signals are zeroed.
+  const epx::LinkRequest req = groupRequest(g->cfg, g->nCtas, g->wl, l);
   if ((r = epx::linkOpen(req, &l)) != ncclSuccess) {  // the reason is recorded (ncclEpGetLastError)
     releaseGroup(g);
     return r;

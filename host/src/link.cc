@@ -1,11 +1,14 @@
 #include "link.h"
 
 #include <cstring>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "core/async_error.h"
 #include "core/errors.h"
 #include "devcomm.h"
+#include "window.h"
 #include "epx/device/launch.h"
 #include "epx/device/window_layout.h"
 
@@ -88,15 +91,21 @@ std::string linkQuery(ncclComm_t comm, WindowLink* l) {
     return "NCCL reports an LSA team of " + std::to_string(l->lsaSize) + " for " + std::to_string(l->nRanks) + " ranks";
   if (cudaError_t ce = cudaSetDevice(l->cudaDev); ce != cudaSuccess)
     return std::string("cudaSetDevice: ") + cudaGetErrorString(ce);
+  if (cudaError_t ce = cudaDeviceGetAttribute(&l->clockKhz, cudaDevAttrClockRate, l->cudaDev); ce != cudaSuccess)
+    return std::string("cudaDeviceGetAttribute(cudaDevAttrClockRate): ") + cudaGetErrorString(ce);
   return {};
 }
 
 void linkClose(WindowLink* l) {
-  if (l->devComm) devCommDestroy(l->comm, l->devComm);
-  if (l->window) ncclCommWindowDeregister(l->comm, l->window);
-  if (l->buffer) ncclMemFree(l->buffer);
+  if (CommWindow* w = l->home) {
+    w->regions.give(l->region, l->bytes);
+    w->signals.give(l->firstSignal, uint64_t(l->ginSignals));
+    w->counters.give(l->firstCounter, uint64_t(l->ginCounters));
+    if (--w->objects == 0 && !w->planned) windowClose(w);
+  }
   if (l->ginPosted) cudaFree(l->ginPosted);
   if (l->error) cudaFreeHost(l->error);
+  l->home = nullptr;
   l->devComm = nullptr;
   l->window = nullptr;
   l->buffer = nullptr;
@@ -128,60 +137,120 @@ ncclResult_t linkQuiesce(WindowLink* l, const char* who, cudaError_t pending) {
   return linkDrain(l, who);
 }
 
+WindowNeed linkNeed(const LinkRequest& req, const WindowLink& l) {
+  return regionNeed(req.bytes, req.ginSignals, req.ginCounters, l.nRanks, l.network());
+}
+
+namespace {
+
+// What every rank took of the window: compared at the end of linkOpen (the regions are symmetric).
+struct RegionRecord {
+  uint64_t region, bytes;
+  uint32_t firstSignal, firstCounter;
+  int window;  // index among the communicator's windows
+  int pad;
+};
+
+}  // namespace
+
 ncclResult_t linkOpen(const LinkRequest& req, WindowLink* l) {
   const std::string who = req.who;
   const bool network = l->network();
-  // Network links carry their drain signals on puts to a pad after the user's bytes (linkDrain).
-  l->drainPad = network ? dev::alignUp(req.bytes, dev::kLinkPadBytes) : 0;
-  l->bytes = network ? dev::alignUp(l->drainPad + dev::kLinkPadBytes, dev::kWindowTotalAlign) : req.bytes;
+  const WindowNeed need = linkNeed(req, *l);
   l->timeoutMs = req.timeoutMs;
   auto cleanup = [&](ncclResult_t r, const std::string& msg) {
     linkClose(l);
     return fail(r, who + ": " + msg);
   };
-  ncclResult_t r = ncclMemAlloc(&l->buffer, l->bytes);
-  if (r != ncclSuccess) return cleanup(r, "ncclMemAlloc of " + std::to_string(l->bytes) + " bytes failed");
-  cudaError_t ce;
-  // Flags must be zero before any peer can write: the collective registration comes after.
-  if ((ce = cudaMemset(l->buffer, 0, req.zeroedPrefix)) != cudaSuccess || (ce = cudaDeviceSynchronize()) != cudaSuccess)
-    return cleanup(ncclUnhandledCudaError, cudaMsg(req.who, "clearing the window", ce));
-  if ((r = ncclCommWindowRegister(l->comm, l->buffer, l->bytes, &l->window, NCCL_WIN_DEFAULT)) != ncclSuccess ||
-      l->window == nullptr)
-    return cleanup(r != ncclSuccess ? r : ncclInvalidUsage,
-                   "ncclCommWindowRegister failed or gave no window: the communicator has no symmetric-memory support "
-                   "(needs CUDA P2P between all ranks, cuMem, NCCL_WIN_ENABLE=1)");
-  // The drain counts its puts on counter 0 (its one CTA).
-  l->ginCounters = network ? (req.ginCounters > 1 ? req.ginCounters : 1) : 0;
-  l->drainSignal = uint32_t(req.ginSignals);
-  l->ginSignals = network ? req.ginSignals + l->nRanks : 0;
-  if ((r = devCommCreate(l->comm, l->ginSignals, l->ginCounters, &l->devComm, &l->ginContexts)) !=
-      ncclSuccess) {
-    l->devComm = nullptr;
-    return cleanup(r, network ? "ncclDevCommCreate with GIN failed: the ranks span " +
-                                    std::to_string(l->nRanks / l->lsaSize) +
-                                    " NVLink domains and peers outside this rank's domain need GIN (NCCL's InfiniBand "
-                                    "GIN, or NCCL_NET_PLUGIN=epx on one host); see NCCL_DEBUG=INFO"
-                              : "ncclDevCommCreate failed");
+  // The communicator's first window with room, else (no plan) one of its own.
+  const std::vector<CommWindow*> windows = windowsOf(l->comm);
+  CommWindow* w = nullptr;
+  int index = 0;
+  for (; index < int(windows.size()) && !w; ++index)
+    if (windows[size_t(index)]->fits(need)) w = windows[size_t(index)];
+  if (w) {
+    --index;
+  } else if (!windows.empty() && windows.front()->planned) {
+    return fail(ncclInvalidUsage, who + ": the communicator's planned epx window (ncclEpWindowCreate) has no room for "
+                                        "this object: it needs " + describeNeed(need) + "; the window has " +
+                                        windows.front()->freeText() +
+                                        ". Add every object of the communicator to the plan (ncclEpWindowPlanAdd*, "
+                                        "epx/window.h)");
+  } else if (ncclResult_t r = windowOpen(l->comm, network, l->nRanks, l->lsaSize, need, false, req.who, &w);
+             r != ncclSuccess) {
+    return r;  // the reason is recorded
   }
-  if (std::string e = devCommAbiCheck(l->devComm); !e.empty()) return cleanup(ncclInvalidUsage, e);
-  if (network && l->ginContexts < 1) return cleanup(ncclInvalidUsage, "the device communicator has no GIN context");
+  const std::optional<uint64_t> region = w->regions.take(need.bytes, kRegionAlign);
+  const std::optional<uint64_t> firstSignal = w->signals.take(uint64_t(need.ginSignals));
+  const std::optional<uint64_t> firstCounter = w->counters.take(uint64_t(need.ginCounters));
+  // fits() said so; a failure here is a bug of the allocator.
+  if (!region || !firstSignal || !firstCounter) {
+    if (region) w->regions.give(*region, need.bytes);
+    if (firstSignal) w->signals.give(*firstSignal, uint64_t(need.ginSignals));
+    if (firstCounter) w->counters.give(*firstCounter, uint64_t(need.ginCounters));
+    if (w->objects == 0 && !w->planned) windowClose(w);
+    return fail(ncclInternalError, who + ": the epx window said it had room and had none");
+  }
+  ++w->objects;
+  l->home = w;
+  l->region = *region;
+  l->bytes = need.bytes;
+  l->firstSignal = uint32_t(*firstSignal);
+  l->firstCounter = uint32_t(*firstCounter);
+  l->ginSignals = need.ginSignals;
+  l->ginCounters = need.ginCounters;
+  l->ginContexts = network ? w->ginContexts : 0;
+  // Network links carry their drain signals on puts to a pad after the user's bytes (linkDrain).
+  l->drainPad = network ? drainPadOffset(req.bytes) : 0;
+  l->drainSignal = uint32_t(req.ginSignals);
+  l->buffer = static_cast<char*>(w->buffer) + l->region;
+  l->window = w->window;
+  l->devComm = w->devComm;
+  // Flags must be zero before any peer can write: the closing gather comes after. (A region given
+  // back by an earlier object: that object's destroy waited for its peers' work and drain.)
+  cudaError_t ce;
+  if ((ce = cudaMemset(l->buffer, 0, req.zeroedPrefix)) != cudaSuccess || (ce = cudaDeviceSynchronize()) != cudaSuccess)
+    return cleanup(ncclUnhandledCudaError, cudaMsg(req.who, "clearing the window region", ce));
   const size_t posted = sizeof(uint64_t) * size_t(l->ginContexts * l->ginCounters > 0 ? l->ginContexts * l->ginCounters : 1);
   if ((ce = cudaMalloc(&l->ginPosted, posted)) != cudaSuccess || (ce = cudaMemset(l->ginPosted, 0, posted)) != cudaSuccess ||
       (ce = cudaHostAlloc(&l->error, sizeof(dev::AsyncError), cudaHostAllocMapped)) != cudaSuccess ||
       (ce = cudaHostGetDevicePointer(reinterpret_cast<void**>(&l->errorDev), l->error, 0)) != cudaSuccess)
     return cleanup(ncclUnhandledCudaError, cudaMsg(req.who, "device state", ce));
   std::memset(l->error, 0, sizeof(*l->error));
-  // GIN signal and counter ids come from NCCL's pools and may hold a destroyed object's values.
+  // GIN signals and counters may hold an earlier object's (or device communicator's) values.
   if ((ce = dev::launchResetGinSignals(linkArgs(*l, 0), nullptr)) != cudaSuccess ||
       (ce = cudaDeviceSynchronize()) != cudaSuccess)
     return cleanup(ncclUnhandledCudaError, cudaMsg(req.who, "resetting GIN signals", ce));
-  if ((r = linkBarrier(l->comm)) != ncclSuccess) return cleanup(r, "closing barrier (ncclAllReduce) failed");
+  // Every rank took the same region (collective; also the closing barrier: no rank returns before
+  // every rank has zeroed its region, signals and counters).
+  const RegionRecord mine{l->region, l->bytes, l->firstSignal, l->firstCounter, index, 0};
+  std::vector<RegionRecord> all(size_t(l->nRanks), mine);
+  if (ncclResult_t r = linkGather(l->comm, l->rank, l->nRanks, &mine, sizeof(mine), all.data(), req.who);
+      r != ncclSuccess) {
+    const std::string why = lastError();
+    return cleanup(r, why);
+  }
+  for (int q = 0; q < l->nRanks; ++q) {
+    const RegionRecord& o = all[size_t(q)];
+    if (o.region != mine.region || o.bytes != mine.bytes || o.firstSignal != mine.firstSignal ||
+        o.firstCounter != mine.firstCounter || o.window != mine.window)
+      return cleanup(ncclInvalidUsage,
+                     "rank " + std::to_string(q) + " took another region of the communicator's epx window (window " +
+                         std::to_string(o.window) + ", offset " + std::to_string(o.region) + ", signals from " +
+                         std::to_string(o.firstSignal) + ") than rank " + std::to_string(l->rank) + " (window " +
+                         std::to_string(mine.window) + ", offset " + std::to_string(mine.region) + ", signals from " +
+                         std::to_string(mine.firstSignal) +
+                         "): every rank must create and destroy the communicator's epx objects in the same order");
+  }
   return ncclSuccess;
 }
 
 dev::LinkArgs linkArgs(const WindowLink& l, uint64_t flagsOffset) {
   dev::LinkArgs c{};
   c.window = l.window;
+  c.region = l.region;
+  c.firstSignal = l.firstSignal;
+  c.firstCounter = l.firstCounter;
   c.flags = flagsOffset;
   c.rank = l.rank;
   c.nRanks = l.nRanks;
@@ -194,6 +263,7 @@ dev::LinkArgs linkArgs(const WindowLink& l, uint64_t flagsOffset) {
   c.ginSignals = l.ginSignals;
   c.error = l.errorDev;
   c.timeoutNs = 1000000LL * l.timeoutMs;
+  c.timeoutCycles = uint64_t(l.timeoutMs) * uint64_t(l.clockKhz > 0 ? l.clockKhz : 0);  // ms x kHz
   return c;
 }
 

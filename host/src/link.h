@@ -1,7 +1,8 @@
-// The setup window users of epx share: a registered window of symmetric memory, an NCCL device communicator (GIN when some peer is outside this
-// rank's NVLink domain), the per-CTA GIN counters' posted totals, the mapped async-error record,
-// and the two collective helpers used at creation time (barrier, gather of a small record).
-// EP groups, buckets and PP channels use all of it.
+// What every epx object (EP group, bucket, PP channel) sets up the same way: its region of the
+// communicator's one window (window.h: registered symmetric memory and an NCCL device communicator,
+// GIN when some peer is outside this rank's NVLink domain), its GIN counters' posted totals, its
+// mapped async-error record, the drain at destroy, and the two collective helpers used at creation
+// time (barrier, gather of a small record).
 #pragma once
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -10,6 +11,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/window_plan.h"
 #include "epx/device/link_args.h"
 
 namespace epx {
@@ -36,19 +38,26 @@ struct LinkRequest {
   const char* who = "epx";    // API call named in errors
 };
 
-// One registered window with its device communicator (host/src/link.cc).
+struct CommWindow;  // window.h
+
+// One object's region of its communicator's epx window (window.h), with the object's own GIN
+// counters' posted totals and async-error record (host/src/link.cc).
 struct WindowLink {
   ncclComm_t comm = nullptr;
   int rank = 0, nRanks = 0, cudaDev = -1;
+  int clockKhz = 0;          // the device's peak SM clock (LinkArgs::timeoutCycles)
   int lsaRank = 0, lsaSize = 1;
   int ginContexts = 0, ginCounters = 0, ginSignals = 0;  // ginSignals: the user's and the drain signals
-  uint32_t drainSignal = 0;                              // first drain signal id (source rank r: + r)
-  uint64_t bytes = 0;       // registered bytes: the user's, then (network links) the drain pad
-  uint64_t drainPad = 0;    // offset of the drain pad (dev::kLinkPadBytes; network links only)
+  uint32_t drainSignal = 0;  // first drain signal id (source rank r: + r), in the object's numbering
+  uint64_t bytes = 0;        // region bytes: the user's, then (network links) the drain pad
+  uint64_t drainPad = 0;     // region offset of the drain pad (dev::kLinkPadBytes; network links only)
   int timeoutMs = 10000;
-  void* buffer = nullptr;
-  ncclWindow_t window = nullptr;
-  void* devComm = nullptr;
+  CommWindow* home = nullptr;  // the window that holds the region
+  uint64_t region = 0;         // the region's window offset
+  uint32_t firstSignal = 0, firstCounter = 0;  // the object's GIN signal and counter ranges in home's
+  void* buffer = nullptr;      // the region's first byte (home's memory + region)
+  ncclWindow_t window = nullptr;  // home's
+  void* devComm = nullptr;        // home's
   uint64_t* ginPosted = nullptr;          // device [ginContexts][ginCounters]
   dev::AsyncError* error = nullptr;       // mapped pinned host memory
   dev::AsyncError* errorDev = nullptr;
@@ -59,10 +68,16 @@ struct WindowLink {
 // size its window. "" or the reason.
 std::string linkQuery(ncclComm_t comm, WindowLink* l);
 
-// Collective over l->comm (after linkQuery): allocates and registers the window, creates the
-// device communicator, zeroes the GIN signals, ends with a barrier. On failure everything is
+// The region a request takes of the communicator's window (window_plan.h), for comm as queried into l.
+WindowNeed linkNeed(const LinkRequest& req, const WindowLink& l);
+
+// Collective over l->comm (after linkQuery): takes the request's region of the communicator's
+// window (the first window with room; without one, registers a window sized for this object unless
+// the communicator's window was planned, which refuses), zeroes the region's prefix, zeroes its GIN
+// signals and counters, and checks that every rank took the same region. On failure everything is
 // released again and the reason is in ncclEpGetLastError().
 ncclResult_t linkOpen(const LinkRequest& req, WindowLink* l);
+// Gives the region back; the last object of a window that no plan made releases the window.
 void linkClose(WindowLink* l);
 
 // Collective over l->comm, at destroy, before linkClose: waits until this rank's work on the device

@@ -13,7 +13,9 @@
 #include "core/errors.h"
 #include "core/nccl_version.h"
 #include "epx/device/coll_launch.h"
+#include "epx/window.h"
 #include "link.h"
+#include "window.h"
 
 using epx::fail;
 
@@ -68,7 +70,31 @@ ncclResult_t checkUsable(const ncclEpPpChannel* ch, const char* who) {
   return ncclSuccess;
 }
 
+// What a channel takes of its communicator's window (linkOpen).
+epx::LinkRequest ppRequest(const epx::dev::PpLayout& pl, const epx::PpConfig& cfg, int nRanks) {
+  epx::LinkRequest req;
+  req.bytes = pl.totalBytes;
+  req.zeroedPrefix = pl.slots;  // the flags
+  req.ginSignals = epx::dev::kPpFlagKinds * nRanks;
+  req.ginCounters = epx::dev::ppGinCounterCount(cfg.numCtas);
+  req.timeoutMs = cfg.timeoutMs;
+  req.who = "ncclEpPpChannelCreate";
+  return req;
+}
+
 }  // namespace
+
+extern "C" ncclResult_t ncclEpWindowPlanAddPpChannel(ncclComm_t comm, const ncclEpPpConfig_t* config,
+                                                     ncclEpWindowPlan_t* plan) {
+  constexpr const char* kWho = "ncclEpWindowPlanAddPpChannel";
+  if (!comm || !plan) return fail(ncclInvalidArgument, std::string(kWho) + ": comm or plan is NULL");
+  epx::WindowLink l;
+  if (std::string e = epx::linkQuery(comm, &l); !e.empty()) return fail(ncclInvalidArgument, std::string(kWho) + ": " + e);
+  epx::PpConfig cfg;
+  if (std::string e = normalizeConfig(config, &cfg); !e.empty()) return fail(ncclInvalidArgument, std::string(kWho) + ": " + e);
+  epx::addToPlan(epx::linkNeed(ppRequest(epx::ppLayout(cfg, l.nRanks, l.lsaSize), cfg, l.nRanks), l), plan);
+  return ncclSuccess;
+}
 
 extern "C" ncclResult_t ncclEpPpGetBufferSizeHint(const ncclEpPpConfig_t* config, int nRanks, size_t* bytes) {
   if (!bytes) return fail(ncclInvalidArgument, "ncclEpPpGetBufferSizeHint: bytes is NULL");
@@ -111,13 +137,7 @@ extern "C" ncclResult_t ncclEpPpChannelCreate(ncclComm_t comm, const ncclEpPpCon
     return fail(ncclInvalidUsage, std::string(kWho) + ": " + e);
   }
   ch->pl = epx::ppLayout(ch->cfg, ch->link.nRanks, ch->link.lsaSize);
-  epx::LinkRequest req;
-  req.bytes = ch->pl.totalBytes;
-  req.zeroedPrefix = ch->pl.slots;  // the flags
-  req.ginSignals = epx::dev::kPpFlagKinds * ch->link.nRanks;
-  req.ginCounters = epx::dev::ppGinCounterCount(ch->cfg.numCtas);
-  req.timeoutMs = ch->cfg.timeoutMs;
-  req.who = kWho;
+  const epx::LinkRequest req = ppRequest(ch->pl, ch->cfg, ch->link.nRanks);
   const size_t stateBytes = sizeof(uint32_t) * epx::dev::kPpStateWordsPerRank * ch->link.nRanks;
   cudaError_t ce = epx::dev::preloadPpKernels();
   if (ce == cudaSuccess) ce = cudaMalloc(&ch->stateWords, stateBytes);

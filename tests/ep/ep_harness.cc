@@ -177,6 +177,12 @@ const std::vector<ncclEpGroup_t>& groupFor(const GroupSpec& g) {
   return g_groups.emplace(g, createGroups(g)).first->second;
 }
 
+void evictAllGroups() {
+  std::vector<GroupSpec> specs;
+  for (const auto& kv : g_groups) specs.push_back(kv.first);
+  for (const GroupSpec& g : specs) evictGroup(g);
+}
+
 void evictGroup(const GroupSpec& g) {
   auto it = g_groups.find(g);
   if (it == g_groups.end()) return;

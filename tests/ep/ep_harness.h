@@ -92,6 +92,8 @@ const std::vector<ncclEpGroup_t>& groupFor(const GroupSpec& g);
 // Destroys and forgets the cached groups of this spec (after a failure left them unusable, e.g. a
 // device-side timeout); the next groupFor creates fresh ones.
 void evictGroup(const GroupSpec& g);
+// Destroys every cached group (a test that needs the communicators without epx objects).
+void evictAllGroups();
 // Creates groups collectively that the caller owns (destroyGroups when done).
 std::vector<ncclEpGroup_t> createGroups(const GroupSpec& g);
 void destroyGroups(std::vector<ncclEpGroup_t>& groups);

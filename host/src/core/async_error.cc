@@ -39,6 +39,12 @@ ncclResult_t describeAsyncError(const dev::AsyncError& e, int timeoutMs, std::st
                     "%lld completed locally (the network or NCCL's GIN proxy stalled, or a peer's connection was "
                     "lost); the group must be destroyed",
                     t.rank, timeoutMs, t.detail0, t.detail1);
+    else if (t.phase == dev::kPhaseGinGet)
+      std::snprintf(buf, sizeof(buf),
+                    "rank %d: timed out after %d ms in GIN get completion: NCCL's flush of this rank's one-sided "
+                    "reads did not return (the network or NCCL's GIN proxy stalled, or a peer's connection was "
+                    "lost); the group must be destroyed",
+                    t.rank, timeoutMs);
     else if (t.phase == dev::kPhaseBucketStage)
       std::snprintf(buf, sizeof(buf),
                     "rank %d: timed out after %d ms in the bucket reduce-scatter's BF16 conversion: CTA %d of this "

@@ -57,7 +57,8 @@ enum CollPhase : int {
   kPhasePpRecvTooSmall = 20,  // not a wait: a PP message larger than the receive buffer (dropped)
   kPhaseLinkDrain = 21,       // destroy: the peer's drain signal did not arrive (it has not destroyed)
   kPhaseBucketFree = 22,      // reduce-scatter: peer has not finished its previous bucket collective
-  kPhaseBucketStage = 23      // reduce-scatter, BF16 wire: a CTA of this rank did not convert its share of a chunk
+  kPhaseBucketStage = 23,     // reduce-scatter, BF16 wire: a CTA of this rank did not convert its share of a chunk
+  kPhaseGinGet = 24           // this rank's own one-sided GIN reads did not complete (NCCL's flush timed out)
 };
 
 // How the stalled peer is reached (ErrorRecord::transport).
@@ -102,16 +103,22 @@ enum BeaconStep : uint32_t {
 
 struct LinkArgs {
   alignas(16) unsigned char devComm[kDevCommBytes];  // ncclDevComm (opaque here)
-  ncclWindow_t window;
-  uint64_t flags;       // window offset of the synchronization words (u32 flags, one per id; GIN
+  ncclWindow_t window;  // the communicator's one epx window, shared by all its objects
+  uint64_t region;      // this object's region: its window offset (every offset below, and every
+                        // offset a kernel passes to the transport, is relative to it)
+  uint32_t firstSignal;   // this object's GIN signals: ids [firstSignal, firstSignal + ginSignals)
+  uint32_t firstCounter;  // this object's GIN counters: ids [firstCounter, firstCounter + ginCounters)
+  uint64_t flags;       // region offset of the synchronization words (u32 flags, one per id; GIN
                         // peers signal the same ids instead)
   int rank, nRanks, lsaRank, lsaSize;
   int ginContexts;      // GIN contexts of the device communicator (0: every peer is an LSA peer)
-  int ginCounters;      // GIN counters per context: one per CTA of any kernel that puts
-  int ginSignals;       // GIN signals per context (the user's and the link's drain signals)
+  int ginCounters;      // this object's GIN counters per context: one per CTA of any kernel that puts
+  int ginSignals;       // this object's GIN signals per context (its protocol's and its drain signals)
   uint64_t* ginPosted;  // [ginContexts][ginCounters] GIN puts posted so far by CTA b on context ctx (cumulative)
   AsyncError* error;
   long long timeoutNs;
+  unsigned long long timeoutCycles;  // the same timeout in SM clock cycles at the device's peak clock: the
+                                     // bound of NCCL's own timed waits (2.32+), which count clock64()
   uint32_t* beacons;    // [kBeaconCtas + 1] mapped host words, or null (off)
 };
 

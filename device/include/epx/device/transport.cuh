@@ -28,6 +28,14 @@
 #else
 #define EPX_HAVE_GIN_GET 0
 #endif
+// NCCL's own bounded waits (flush / wait / waitCounter / waitSignal with timeoutCycles, returning
+// ncclTimeout) are in its device API from 2.32 on (not in 2.30.7's headers). epx uses them where it
+// has no wait of its own to bound: the flush that completes one-sided gets.
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 32, 0)
+#define EPX_HAVE_GIN_TIMED_FLUSH 1
+#else
+#define EPX_HAVE_GIN_TIMED_FLUSH 0
+#endif
 
 namespace epx::dev {
 
@@ -132,9 +140,13 @@ struct Transport {
 
   // Window base of an NVLink peer (or of this rank), as a pointer this GPU can store to.
   __device__ char* lsaBase(int peer) const {
-    return static_cast<char*>(ncclGetLsaPointer(link.window, 0, peer - (link.rank - link.lsaRank)));
+    return static_cast<char*>(ncclGetLsaPointer(link.window, link.region, peer - (link.rank - link.lsaRank)));
   }
-  __device__ char* localBase() const { return static_cast<char*>(ncclGetLocalPointer(link.window, 0)); }
+  __device__ char* localBase() const { return static_cast<char*>(ncclGetLocalPointer(link.window, link.region)); }
+  // NCCL's id of this object's GIN signal `id` / counter `counter` (its ranges of the shared window's
+  // device communicator, LinkArgs).
+  __device__ ncclGinSignal_t signalId(uint32_t id) const { return ncclGinSignal_t(link.firstSignal + id); }
+  __device__ ncclGinCounter_t counterId(int counter) const { return ncclGinCounter_t(link.firstCounter + uint32_t(counter)); }
 
   // Synchronization word `id` (LSA flag in the window whose base is `base`; the GIN signal with the
   // same index). The high-throughput words are (kind, source) = ginSignalId; low-latency words
@@ -152,7 +164,7 @@ struct Transport {
       storeReleaseSys(word(lsaBase(peer), id), value);
     } else {
       ncclGin gin(devComm(), kControlContext);
-      gin.signal(ncclTeamWorld(devComm()), peer, ncclGin_SignalAdd{id, 1});
+      gin.signal(ncclTeamWorld(devComm()), peer, ncclGin_SignalAdd{signalId(id), 1});
     }
   }
   __device__ void publish(int peer, int kind, uint32_t value) const { publishWord(peer, ownId(kind), value); }
@@ -172,7 +184,7 @@ struct Transport {
     } else {
       __threadfence_system();
       ncclGin gin(devComm(), ctx);
-      gin.signal(ncclTeamWorld(devComm()), peer, ncclGin_SignalAdd{id, value});
+      gin.signal(ncclTeamWorld(devComm()), peer, ncclGin_SignalAdd{signalId(id), value});
     }
   }
 
@@ -186,7 +198,8 @@ struct Transport {
     if (bytes == 0) return;
     __threadfence_system();
     ncclGin gin(devComm(), ctx);
-    gin.put(ncclTeamWorld(devComm()), peer, link.window, dstOff, link.window, srcOff, bytes, ncclGin_None{}, completion());
+    gin.put(ncclTeamWorld(devComm()), peer, link.window, link.region + dstOff, link.window, link.region + srcOff, bytes,
+            ncclGin_None{}, completion());
     countPosted(ctx);
   }
 
@@ -200,11 +213,12 @@ struct Transport {
                                 uint32_t value, int ctx) const {
     __threadfence_system();
     ncclGin gin(devComm(), ctx);
-    const ncclGin_SignalAdd add{id, value};
+    const ncclGin_SignalAdd add{signalId(id), value};
     if (bytes == 0) {
       gin.signal(ncclTeamWorld(devComm()), peer, add);
     } else {
-      gin.put(ncclTeamWorld(devComm()), peer, link.window, dstOff, link.window, srcOff, bytes, add, completion());
+      gin.put(ncclTeamWorld(devComm()), peer, link.window, link.region + dstOff, link.window, link.region + srcOff, bytes,
+              add, completion());
       countPosted(ctx);
     }
   }
@@ -225,7 +239,8 @@ struct Transport {
 #if EPX_HAVE_GIN_GET
     if (threadIdx.x == 0) {
       ncclGin gin(devComm(), ctx);
-      gin.get(ncclTeamWorld(devComm()), peer, link.window, remoteOff, link.window, localOff, bytes);
+      gin.get(ncclTeamWorld(devComm()), peer, link.window, link.region + remoteOff, link.window, link.region + localOff,
+              bytes);
     }
 #else
     (void)ctx;
@@ -233,24 +248,36 @@ struct Transport {
   }
 
   // Every get this CTA posted on context ctx has landed in this rank's window (called by every
-  // thread of the CTA; a no-op for LSA reads and without GIN). NCCL's flush: one flushAsync + wait
-  // per network peer, spread over the CTA's threads. This wait is NCCL's, not bounded by the link's
-  // timeout: a get involves no remote kernel, only the local NIC (or proxy) and the remote memory;
-  // it ends when the NIC completes or errors the read, or when NCCL's abort flag is raised
-  // (ncclCommAbort).
-  __device__ void completeGets(int ctx) const {
+  // thread of the CTA; a no-op for LSA reads and without GIN). NCCL's flush of the context: it
+  // returns once the NIC (or proxy) completed every earlier operation of the context. Bounded with
+  // NCCL's own timeout where the headers have one (2.32+: link.timeoutCycles at the peak SM clock,
+  // so at a lower clock the bound is longer in time); a timeout is recorded (kPhaseGinGet, no peer:
+  // the flush covers them all) and the call returns false. On 2.30.x the flush is not bounded: a get
+  // involves no remote kernel, only the local NIC (or proxy) and the remote memory, and ends when
+  // the NIC completes or errors the read; NCCL raises no abort flag in a user's device communicator.
+  __device__ bool completeGets(int ctx) const {
+    bool ok = true;
 #if EPX_HAVE_GIN_GET
     if (hasGin()) {
       __syncthreads();  // every get of this CTA is posted
       mark(kStepCompleting);
       ncclGin gin(devComm(), ctx);
+#if EPX_HAVE_GIN_TIMED_FLUSH
+      const ncclResult_t r =
+          gin.flush(ncclCoopCta(), cuda::memory_order_acquire, ncclGin_None{}, uint64_t(link.timeoutCycles));
+      if (r != ncclSuccess && threadIdx.x == 0)
+        recordTimeout(link.error, kPhaseGinGet, -1, link.rank, kTransportGin, (long long)link.timeoutCycles, 0);
+      ok = r == ncclSuccess;
+#else
       gin.flush(ncclCoopCta());
+#endif
       mark(kStepCompleted);
     }
 #else
     (void)ctx;
 #endif
     __syncthreads();
+    return ok;
   }
 
   // Every GIN source buffer this CTA posted is consumed (not: arrived) — before the kernel ends,
@@ -273,7 +300,7 @@ struct Transport {
       const uint64_t target = atomicAdd(reinterpret_cast<unsigned long long*>(postedSlotOf(ctx, counter)), 0ull);
       ncclGin gin(devComm(), ctx);
       uint64_t seen = 0;
-      mine = spinBounded([&] { return counterReached(seen = gin.readCounter(counter), target); }, bound, [&] {
+      mine = spinBounded([&] { return counterReached(seen = gin.readCounter(counterId(counter)), target); }, bound, [&] {
         recordTimeout(link.error, kPhaseGinCompletion, -1, link.rank, kTransportGin, (long long)target, (long long)seen);
       });
     }
@@ -286,7 +313,7 @@ struct Transport {
   __device__ int counterBase() const { return counterBase_; }
   // This CTA's GIN counter (the same id on every context) and its posted total on context ctx.
   __device__ int counterOf() const { return counterBase_ + int(blockIdx.x); }
-  __device__ ncclGin_CounterInc completion() const { return ncclGin_CounterInc{ncclGinCounter_t(counterOf())}; }
+  __device__ ncclGin_CounterInc completion() const { return ncclGin_CounterInc{counterId(counterOf())}; }
   __device__ uint64_t* postedSlotOf(int ctx, int counter) const {
     return link.ginPosted + size_t(ctx) * link.ginCounters + counter;
   }
@@ -301,7 +328,7 @@ struct Transport {
     uint64_t sum = 0;
     for (int ctx = 0; ctx < link.ginContexts; ++ctx) {
       ncclGin gin(devComm(), ctx);
-      sum += gin.readSignal(id);
+      sum += gin.readSignal(signalId(id));
     }
     return uint32_t(sum);
   }

@@ -1,0 +1,87 @@
+/*
+ * epx's window of a communicator: one registered symmetric allocation (ncclMemAlloc +
+ * ncclCommWindowRegister) and one NCCL device communicator (its GIN contexts, signals and
+ * counters), shared by every epx object of that communicator — EP groups (high-throughput and
+ * low-latency), buckets and PP channels — each in a region of its own: bytes of the window (2 MiB
+ * aligned), a range of GIN signals and a range of GIN counters.
+ *
+ * Planned (one window, one device communicator, for every object of the communicator):
+ *
+ *   ncclEpWindowPlan_t plan = NCCL_EP_WINDOW_PLAN_INITIALIZER;
+ *   ncclEpWindowPlanAddGroup(comm, &epConfig, &plan);              local: no communication
+ *   ncclEpWindowPlanAddBucket(comm, tensors, n, &bucketConfig, &plan);
+ *   ncclEpWindowPlanAddPpChannel(comm, &ppConfig, &plan);
+ *   ncclEpWindowCreate(comm, &plan);                               collective; before the objects
+ *   ... ncclEpGroupCreate / ncclEpBucketCreate / ncclEpPpChannelCreate on comm ...
+ *   ... their destroys ...
+ *   ncclEpWindowDestroy(comm);                                     collective; after them
+ *
+ * An object takes the lowest free region that fits and gives it back at its destroy, so objects
+ * created and destroyed in turn reuse the same bytes. With a planned window, an object that does
+ * not fit is refused (ncclInvalidUsage naming what is free and what it needs): nothing else is
+ * registered. Without a plan, each object registers a window (and a device communicator) sized for
+ * itself, released with it: a communicator with several epx objects should plan. Every rank must create
+ * and destroy the objects of a communicator in the same order (they are collective): the regions
+ * are then the same on every rank, which creation checks.
+ */
+#ifndef EPX_WINDOW_H_
+#define EPX_WINDOW_H_
+
+#include <nccl.h>
+#include <stddef.h>
+
+#include "epx/bucket.h"
+#include "epx/ep.h"
+#include "epx/pp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a window holds: the sum of the regions of the objects it is planned for. Start from
+ * NCCL_EP_WINDOW_PLAN_INITIALIZER; the ncclEpWindowPlanAdd* calls add one object each; a caller
+ * may add room of its own (bytes: any; the window rounds up to 2 MiB). */
+typedef struct {
+  size_t bytes;    /* window bytes per rank */
+  int ginSignals;  /* GIN signals (used only when some peer is outside this rank's NVLink domain) */
+  int ginCounters; /* GIN counters per GIN context (likewise) */
+} ncclEpWindowPlan_t;
+
+#define NCCL_EP_WINDOW_PLAN_INITIALIZER {0, 0, 0}
+
+/* Adds the region of an object with this config on comm to *plan: the sizes ncclEpGroupCreate,
+ * ncclEpBucketCreate and ncclEpPpChannelCreate take on this rank (the GIN ranges only when comm has
+ * peers outside this rank's NVLink domain). Local (no communication). Errors: ncclInvalidArgument
+ * (NULL plan or comm, the config or bucket plan as the create call checks them). */
+ncclResult_t ncclEpWindowPlanAddGroup(ncclComm_t comm, const ncclEpConfig_t* config, ncclEpWindowPlan_t* plan);
+ncclResult_t ncclEpWindowPlanAddBucket(ncclComm_t comm, const ncclEpBucketTensor_t* tensors, int numTensors,
+                                       const ncclEpBucketConfig_t* config, ncclEpWindowPlan_t* plan);
+ncclResult_t ncclEpWindowPlanAddPpChannel(ncclComm_t comm, const ncclEpPpConfig_t* config, ncclEpWindowPlan_t* plan);
+
+/* Collective over comm: registers comm's one epx window with the planned bytes, GIN signals and
+ * counters. Errors: ncclInvalidArgument (NULL, bytes 0), ncclInvalidUsage (comm already has an epx
+ * window: plan before its first object; ranks planned differently; no symmetric memory or GIN),
+ * CUDA/NCCL failures. */
+ncclResult_t ncclEpWindowCreate(ncclComm_t comm, const ncclEpWindowPlan_t* plan);
+
+/* Collective over comm: releases the planned window. ncclInvalidUsage while an object still holds
+ * a region of it (destroy the objects first) or when comm has no planned window. */
+ncclResult_t ncclEpWindowDestroy(ncclComm_t comm);
+
+/* comm's epx windows as seen by this rank (all zero when it has none). */
+typedef struct {
+  int windows;         /* registered epx windows of comm (1 with a plan) */
+  int planned;         /* 1: the first is the planned window of ncclEpWindowCreate */
+  int objects;         /* objects holding a region, over all windows */
+  size_t bytes;        /* registered bytes, over all windows */
+  size_t bytesUsed;    /* bytes in regions */
+  int ginSignals, ginSignalsUsed;
+  int ginCounters, ginCountersUsed;
+} ncclEpWindowInfo_t;
+ncclResult_t ncclEpWindowGetInfo(ncclComm_t comm, ncclEpWindowInfo_t* info);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EPX_WINDOW_H_ */
