@@ -179,9 +179,8 @@ epx::LinkRequest bucketRequest(const epx::dev::BucketLayout& bl, const epx::Buck
 extern "C" ncclResult_t ncclEpWindowPlanAddBucket(ncclComm_t comm, const ncclEpBucketTensor_t* tensors, int numTensors,
                                                   const ncclEpBucketConfig_t* config, ncclEpWindowPlan_t* plan) {
   constexpr const char* kWho = "ncclEpWindowPlanAddBucket";
-  if (!comm || !plan) return fail(ncclInvalidArgument, std::string(kWho) + ": comm or plan is NULL");
   epx::WindowLink l;
-  if (std::string e = epx::linkQuery(comm, &l); !e.empty()) return fail(ncclInvalidArgument, std::string(kWho) + ": " + e);
+  if (ncclResult_t r = epx::planQuery(comm, plan, kWho, &l); r != ncclSuccess) return r;
   epx::BucketConfig cfg;
   std::vector<epx::BucketTensorSpec> specs;
   std::vector<epx::dev::BucketTensorPlan> tplan;

@@ -75,9 +75,8 @@ epx::LinkRequest groupRequest(const epx::GroupConfig& cfg, int nCtas, const epx:
 extern "C" ncclResult_t ncclEpWindowPlanAddGroup(ncclComm_t comm, const ncclEpConfig_t* config,
                                                  ncclEpWindowPlan_t* plan) {
   constexpr const char* kWho = "ncclEpWindowPlanAddGroup";
-  if (!comm || !plan) return fail(ncclInvalidArgument, std::string(kWho) + ": comm or plan is NULL");
   epx::WindowLink l;
-  if (std::string e = epx::linkQuery(comm, &l); !e.empty()) return fail(ncclInvalidArgument, std::string(kWho) + ": " + e);
+  if (ncclResult_t r = epx::planQuery(comm, plan, kWho, &l); r != ncclSuccess) return r;
   epx::GroupConfig cfg;
   if (std::string e = epx::normalizeConfig(config, l.nRanks, &cfg); !e.empty())
     return fail(ncclInvalidArgument, std::string(kWho) + ": " + e);

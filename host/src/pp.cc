@@ -87,9 +87,8 @@ epx::LinkRequest ppRequest(const epx::dev::PpLayout& pl, const epx::PpConfig& cf
 extern "C" ncclResult_t ncclEpWindowPlanAddPpChannel(ncclComm_t comm, const ncclEpPpConfig_t* config,
                                                      ncclEpWindowPlan_t* plan) {
   constexpr const char* kWho = "ncclEpWindowPlanAddPpChannel";
-  if (!comm || !plan) return fail(ncclInvalidArgument, std::string(kWho) + ": comm or plan is NULL");
   epx::WindowLink l;
-  if (std::string e = epx::linkQuery(comm, &l); !e.empty()) return fail(ncclInvalidArgument, std::string(kWho) + ": " + e);
+  if (ncclResult_t r = epx::planQuery(comm, plan, kWho, &l); r != ncclSuccess) return r;
   epx::PpConfig cfg;
   if (std::string e = normalizeConfig(config, &cfg); !e.empty()) return fail(ncclInvalidArgument, std::string(kWho) + ": " + e);
   epx::addToPlan(epx::linkNeed(ppRequest(epx::ppLayout(cfg, l.nRanks, l.lsaSize), cfg, l.nRanks), l), plan);

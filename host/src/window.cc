@@ -106,6 +106,12 @@ void windowClose(CommWindow* w) {
   if (v.empty()) g_windows.erase(it);
 }
 
+ncclResult_t planQuery(ncclComm_t comm, const ncclEpWindowPlan_t* plan, const char* who, WindowLink* l) {
+  if (!comm || !plan) return fail(ncclInvalidArgument, std::string(who) + ": comm or plan is NULL");
+  if (std::string e = linkQuery(comm, l); !e.empty()) return fail(ncclInvalidArgument, std::string(who) + ": " + e);
+  return ncclSuccess;
+}
+
 void addToPlan(const WindowNeed& n, ncclEpWindowPlan_t* plan) {
   plan->bytes += size_t(n.bytes);
   plan->ginSignals += n.ginSignals;

@@ -14,6 +14,8 @@
 
 namespace epx {
 
+struct WindowLink;  // link.h
+
 struct CommWindow {
   ncclComm_t comm = nullptr;
   bool planned = false;         // made by ncclEpWindowCreate (else by an object, for itself)
@@ -38,6 +40,9 @@ ncclResult_t windowOpen(ncclComm_t comm, bool network, int nRanks, int lsaSize, 
 void windowClose(CommWindow* w);
 // comm's windows, oldest first (empty: none).
 std::vector<CommWindow*> windowsOf(ncclComm_t comm);
+// The start of every ncclEpWindowPlanAdd* call: comm and plan are not NULL, and comm as linkQuery
+// reads it (size, device, LSA team) into *l. ncclInvalidArgument (recorded, prefixed with who).
+ncclResult_t planQuery(ncclComm_t comm, const ncclEpWindowPlan_t* plan, const char* who, WindowLink* l);
 // plan += n (the ncclEpWindowPlanAdd* calls).
 void addToPlan(const WindowNeed& n, ncclEpWindowPlan_t* plan);
 
