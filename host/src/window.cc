@@ -107,7 +107,8 @@ void windowClose(CommWindow* w) {
 }
 
 ncclResult_t planQuery(ncclComm_t comm, const ncclEpWindowPlan_t* plan, const char* who, WindowLink* l) {
-  if (!comm || !plan) return fail(ncclInvalidArgument, std::string(who) + ": comm or plan is NULL");
+  if (!comm) return fail(ncclInvalidArgument, std::string(who) + ": comm is NULL");
+  if (!plan) return fail(ncclInvalidArgument, std::string(who) + ": plan is NULL");
   if (std::string e = linkQuery(comm, l); !e.empty()) return fail(ncclInvalidArgument, std::string(who) + ": " + e);
   return ncclSuccess;
 }
@@ -124,7 +125,8 @@ using epx::fail;
 
 extern "C" ncclResult_t ncclEpWindowCreate(ncclComm_t comm, const ncclEpWindowPlan_t* plan) {
   constexpr const char* kWho = "ncclEpWindowCreate";
-  if (!comm || !plan) return fail(ncclInvalidArgument, std::string(kWho) + ": comm or plan is NULL");
+  if (!comm) return fail(ncclInvalidArgument, std::string(kWho) + ": comm is NULL");
+  if (!plan) return fail(ncclInvalidArgument, std::string(kWho) + ": plan is NULL");
   if (plan->bytes == 0 || plan->ginSignals < 0 || plan->ginCounters < 0)
     return fail(ncclInvalidArgument, std::string(kWho) + ": the plan has 0 bytes or a negative count (start from "
                                                          "NCCL_EP_WINDOW_PLAN_INITIALIZER and add the objects)");
@@ -177,7 +179,8 @@ extern "C" ncclResult_t ncclEpWindowDestroy(ncclComm_t comm) {
 }
 
 extern "C" ncclResult_t ncclEpWindowGetInfo(ncclComm_t comm, ncclEpWindowInfo_t* info) {
-  if (!comm || !info) return fail(ncclInvalidArgument, "ncclEpWindowGetInfo: comm or info is NULL");
+  if (!comm) return fail(ncclInvalidArgument, "ncclEpWindowGetInfo: comm is NULL");
+  if (!info) return fail(ncclInvalidArgument, "ncclEpWindowGetInfo: info is NULL");
   *info = ncclEpWindowInfo_t{};
   const std::vector<epx::CommWindow*> ws = epx::windowsOf(comm);
   info->windows = int(ws.size());

@@ -94,9 +94,11 @@ typedef struct {
 ncclResult_t ncclEpBucketGetBufferSizeHint(const ncclEpBucketTensor_t* tensors, int numTensors, int nRanks,
                                            size_t* bytes);
 
-/* Collective over comm: checks the plan, agrees on it and the config between ranks, allocates and
- * registers the window. Tensors start zeroed. Errors: ncclInvalidArgument (plan/config),
- * ncclInvalidUsage (ranks differ, no symmetric memory, no GIN for network peers). */
+/* Collective over comm: checks the plan, agrees on it and the config between ranks, takes a region
+ * of the communicator's planned epx window (window.h) or, without a plan, allocates and registers a
+ * window of its own. Tensors start zeroed. Errors: ncclInvalidArgument (plan/config),
+ * ncclInvalidUsage (ranks differ, no symmetric memory, no GIN for network peers, no room in the
+ * planned window, ranks took different regions). */
 ncclResult_t ncclEpBucketCreate(ncclComm_t comm, const ncclEpBucketTensor_t* tensors, int numTensors,
                                 const ncclEpBucketConfig_t* config, ncclEpBucket_t* bucket);
 /* Collective over comm, with the same drain of in-flight GIN signals and the same errors as

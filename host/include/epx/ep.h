@@ -14,7 +14,7 @@
  *
  * Call sequence (stream-ordered, collective over the group's ranks, same order on every rank):
  *
- *   ncclEpGroupCreate(comm, &cfg, &group)              once; allocates + registers the window
+ *   ncclEpGroupCreate(comm, &cfg, &group)              once; a region of the window (window.h)
  *   ncclEpHandleCreate(group, &hcfg, &handle)          once per route slot (not capturable: allocates)
  *   ncclEpDispatchLayout(handle, &routing, stream)     route: count exchange (exact mode: host sync)
  *   ncclEpDispatch(handle, &din, &dout, stream)        tokens -> expert ranks
@@ -291,9 +291,10 @@ ncclResult_t ncclEpGetBufferSizeHint(const ncclEpConfig_t* config, int nRanks, s
  * Create an EP group over all ranks of comm (collective), 1 to 1024 ranks in any number of NVLink
  * domains: NVLink (LSA) peers are reached through the window, the others through GIN (the device
  * communicator then requests 5 * nRanks GIN signals on every GIN context; NCCL 2.28.9 gives at most
- * 4 contexts, NCCL_GIN_NCONTEXTS). 1 rank runs without communication. Allocates the window
- * (ncclEpGetBufferSizeHint bytes) with ncclMemAlloc, registers it, creates an NCCL device
- * communicator, and ends with a barrier over comm. Several groups may share one comm. All ncclEp*
+ * 4 contexts, NCCL_GIN_NCONTEXTS). 1 rank runs without communication. Takes a region
+ * (ncclEpGetBufferSizeHint bytes) of the communicator's planned epx window (window.h) or, without a
+ * plan, allocates a window of its own with ncclMemAlloc, registers it and creates an NCCL device
+ * communicator for it; ends with a barrier over comm. Several groups may share one comm. All ncclEp*
  * operations of a group (on all its handles) must be issued in the same order on every rank and be
  * stream-ordered with each other.
  * The ranks first agree on the config (one ncclAllGather on comm, on a private stream): each compares
@@ -306,7 +307,8 @@ ncclResult_t ncclEpGetBufferSizeHint(const ncclEpConfig_t* config, int nRanks, s
  * exchange, so it must be invalid on every rank alike (the others would wait in the exchange).
  * Errors: ncclInvalidArgument (config), ncclInvalidUsage (configs differ between ranks, NCCL runtime
  * version different from the headers', no symmetric memory support, more CTAs
- * than can be resident, no GIN for peers outside the NVLink domain), ncclSystemError /
+ * than can be resident, no GIN for peers outside the NVLink domain, no room for it in the planned
+ * window — the message says what it needs and what is free —, ranks took different regions), ncclSystemError /
  * ncclUnhandledCudaError / the NCCL call's own result.
  */
 ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t* config, ncclEpGroup_t* group);

@@ -3,7 +3,7 @@
  * NVLink (LSA stores into the receiver's registered window) or the network (GIN puts), through
  * pre-registered slots on the receiver.
  *
- *   ncclEpPpChannelCreate(comm, &cfg, &ch)          collective; allocates + registers the window
+ *   ncclEpPpChannelCreate(comm, &cfg, &ch)          collective; a region of the window (window.h)
  *   ncclEpPpSend(ch, buf, bytes, peer, stream)      stream-ordered; returns when enqueued
  *   ncclEpPpRecv(ch, buf, capacity, peer, recvBytes, stream)
  *   ncclEpPpChannelDestroy(ch)
@@ -70,8 +70,10 @@ typedef struct {
  * rounded up to 2 MiB. Errors: ncclInvalidArgument. */
 ncclResult_t ncclEpPpGetBufferSizeHint(const ncclEpPpConfig_t* config, int nRanks, size_t* bytes);
 
-/* Collective over comm. Errors: ncclInvalidArgument (config), ncclInvalidUsage (configs differ
- * between ranks, no symmetric memory, no GIN for network peers), CUDA/NCCL failures. */
+/* Collective over comm: takes a region of the communicator's planned epx window (window.h) or,
+ * without a plan, registers a window of its own. Errors: ncclInvalidArgument (config),
+ * ncclInvalidUsage (configs differ between ranks, no symmetric memory, no GIN for network peers,
+ * no room in the planned window, ranks took different regions), CUDA/NCCL failures. */
 ncclResult_t ncclEpPpChannelCreate(ncclComm_t comm, const ncclEpPpConfig_t* config, ncclEpPpChannel_t* channel);
 /* Collective over comm: waits until the channel's last sends left their stage, then drains the
  * GIN signals in flight as ncclEpGroupDestroy does (ep.h; same errors). NULL is ignored. */

@@ -20,9 +20,15 @@
  * created and destroyed in turn reuse the same bytes. With a planned window, an object that does
  * not fit is refused (ncclInvalidUsage naming what is free and what it needs): nothing else is
  * registered. Without a plan, each object registers a window (and a device communicator) sized for
- * itself, released with it: a communicator with several epx objects should plan. Every rank must create
- * and destroy the objects of a communicator in the same order (they are collective): the regions
- * are then the same on every rank, which creation checks.
+ * itself, released with it. A communicator with several epx objects should plan: one registration
+ * instead of one per object, and one device communicator, so one set of GIN contexts (QPs) and one
+ * signal range instead of a set per object. Every rank must create and destroy the objects of a
+ * communicator in the same order (they are collective): the regions are then the same on every
+ * rank, which creation checks (ncclInvalidUsage when two ranks took different regions).
+ * Lifetime: epx keeps the window by communicator; call ncclEpWindowDestroy (after the objects)
+ * before ncclCommDestroy / ncclCommAbort of that communicator.
+ * Errors are ncclResult_t values; the reason of the last one is in ncclEpGetLastError() (ep.h), and
+ * EPX_DEBUG=1 prints each as it happens.
  */
 #ifndef EPX_WINDOW_H_
 #define EPX_WINDOW_H_
@@ -52,7 +58,8 @@ typedef struct {
 /* Adds the region of an object with this config on comm to *plan: the sizes ncclEpGroupCreate,
  * ncclEpBucketCreate and ncclEpPpChannelCreate take on this rank (the GIN ranges only when comm has
  * peers outside this rank's NVLink domain). Local (no communication). Errors: ncclInvalidArgument
- * (NULL plan or comm, the config or bucket plan as the create call checks them). */
+ * (NULL plan or comm, a communicator NCCL cannot describe, the config or bucket plan as the create
+ * call checks them), ncclUnhandledCudaError (a CUDA query about the current device failed). */
 ncclResult_t ncclEpWindowPlanAddGroup(ncclComm_t comm, const ncclEpConfig_t* config, ncclEpWindowPlan_t* plan);
 ncclResult_t ncclEpWindowPlanAddBucket(ncclComm_t comm, const ncclEpBucketTensor_t* tensors, int numTensors,
                                        const ncclEpBucketConfig_t* config, ncclEpWindowPlan_t* plan);
@@ -60,8 +67,9 @@ ncclResult_t ncclEpWindowPlanAddPpChannel(ncclComm_t comm, const ncclEpPpConfig_
 
 /* Collective over comm: registers comm's one epx window with the planned bytes, GIN signals and
  * counters. Errors: ncclInvalidArgument (NULL, bytes 0), ncclInvalidUsage (comm already has an epx
- * window: plan before its first object; ranks planned differently; no symmetric memory or GIN),
- * CUDA/NCCL failures. */
+ * window — planned, or one an unplanned object still holds: plan before the first object; ranks
+ * planned differently; no symmetric memory or GIN), ncclInternalError (NCCL cannot describe comm),
+ * CUDA/NCCL failures (ncclUnhandledCudaError, the NCCL call's own result). */
 ncclResult_t ncclEpWindowCreate(ncclComm_t comm, const ncclEpWindowPlan_t* plan);
 
 /* Collective over comm: releases the planned window. ncclInvalidUsage while an object still holds
