@@ -16,6 +16,8 @@
 # binary, in ../lib, in a build tree's plugin/, or in .devbuild/lib; EPX_PLUGIN_SO=none: NCCL's
 # own transports), EPX_SOCKET_IFNAME=lo and EPX_NET_TRANSPORT=socket (unless set: on a host with
 # RDMA ports the plugin would otherwise pick its never-run verbs transport), NCCL_NVLS_ENABLE=0 NCCL_MNNVL_ENABLE=0,
+# NCCL_RMA_DISABLE=1 unless set (NCCL 2.30+: no RMA proxy thread per rank, docs/fake-nodes.md "NCCL 2.30
+# and newer"; epx does not use NCCL's host RMA API; 2.28.9 ignores it),
 # CUDA_MODULE_LOADING=EAGER (a lazily loaded kernel launched while a GIN kernel spins stalls:
 # docs/plugins.md), EPX_MP_PROCS_PER_GPU (the test harness caps SM budgets at min(24, (SMs-16) / that), so that the
 # spinning CTAs of all processes fit on the GPU at once), EPX_GIN_STREAMS=process with more than 2
@@ -162,6 +164,7 @@ for ((r = 0; r < n; ++r)); do
     export EPX_SOCKET_IFNAME=${EPX_SOCKET_IFNAME:-lo}
     export EPX_NET_TRANSPORT=${EPX_NET_TRANSPORT:-socket}
     export NCCL_NVLS_ENABLE=0 NCCL_MNNVL_ENABLE=0 CUDA_MODULE_LOADING=EAGER EPX_TEST_SEED=$seed
+    export NCCL_RMA_DISABLE=${NCCL_RMA_DISABLE:-1}
     [ -n "$bdir" ] && export EPX_DEBUG_BEACONS=$bdir
     exec "$bin" "$@"
   ) >"$logdir/rank$r.log" 2>&1 &
