@@ -18,6 +18,7 @@
 
 #include "ep_harness.h"
 #include "epx/ep_ll.h"
+#include "epx/window.h"
 #include "epx/ref/bf16.h"
 #include "epx/ref/ll_ref.h"
 
@@ -644,6 +645,60 @@ BOOST_AUTO_TEST_CASE(graph_replays_with_changing_routing) {
 }
 
 // Host-side refusals before anything is launched (no communication: every rank fails alike).
+// A low-latency group and a high-throughput group in one planned window (epx/window.h): one
+// registration, two regions; each group's traffic checked while the other holds its region.
+BOOST_AUTO_TEST_CASE(planned_window_beside_a_high_throughput_group) {
+  evictAllGroups();  // the cached groups of other suites hold windows of their own
+  LlSpec s;
+  s.maxTokens = 64;
+  s.experts = expertsFor(4, s.topk);
+  GroupSpec ht;
+  ht.maxTokens = 64;
+  ht.hidden = 1024;
+  ht.topk = 4;
+  ht.numExperts = 8 * nRanks();
+  const ncclEpConfig_t htCfg = makeConfig(ht);
+  GroupSpec llSpec;
+  llSpec.maxTokens = s.maxTokens;
+  llSpec.hidden = s.hidden;
+  llSpec.topk = s.topk;
+  llSpec.numExperts = s.experts;
+  llSpec.fp8 = s.fp8;
+  ncclEpConfig_t llCfg = makeConfig(llSpec);
+  llCfg.algorithm = ncclEpAlgoLowLatency;  // as createLlGroups
+  std::vector<std::string> errs(static_cast<size_t>(nRanks()));
+  gpus().run([&](const RankContext& c) {
+    ncclEpWindowPlan_t p = NCCL_EP_WINDOW_PLAN_INITIALIZER;
+    EPX_CHECK_EP(ncclEpWindowPlanAddGroup(c.comm, &llCfg, &p));
+    EPX_CHECK_EP(ncclEpWindowPlanAddGroup(c.comm, &htCfg, &p));
+    EPX_CHECK_EP(ncclEpWindowCreate(c.comm, &p));
+  });
+  auto llGroups = createLlGroups(s);
+  auto htGroups = createGroups(ht);
+  gpus().run([&](const RankContext& c) {
+    ncclEpWindowInfo_t i{};
+    EPX_CHECK_EP(ncclEpWindowGetInfo(c.comm, &i));
+    if (i.windows != 1 || !i.planned || i.objects != 2 || i.bytesUsed > i.bytes)
+      errs[size_t(c.rank)] = "two groups in the planned window: windows " + std::to_string(i.windows) + ", objects " +
+                             std::to_string(i.objects) + ", bytes " + std::to_string(i.bytesUsed) + " of " +
+                             std::to_string(i.bytes);
+  });
+  for (int r : localRanks()) BOOST_TEST(errs[size_t(r)] == "", errs[size_t(r)]);
+  CaseConfig hc;
+  hc.g = ht;
+  for (int round = 0; round < 2; ++round) {
+    for (int fp8 : {0, 1}) {
+      LlCase cs;
+      cs.fp8 = fp8;
+      expectCase(s, llGroups, cs);
+    }
+    BOOST_TEST(runCaseOn(hc, htGroups, allTokens(48), {}, 1, nextSeed(), "HT beside an LL group in one window"));
+  }
+  destroyGroups(htGroups);
+  destroyGroups(llGroups);
+  gpus().run([&](const RankContext& c) { EPX_CHECK_EP(ncclEpWindowDestroy(c.comm)); });
+}
+
 BOOST_AUTO_TEST_CASE(host_side_errors) {
   LlSpec s;
   s.experts = expertsFor(2, s.topk);
