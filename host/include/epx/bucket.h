@@ -4,7 +4,7 @@
  * NVLink (LSA loads/stores, no multicast) and the network (GIN), mixed in one communicator.
  *
  *   plan   the bucket's tensors (element count and dtype each, at most 32), the same on every rank
- *   ncclEpBucketCreate(comm, tensors, n, &cfg, &bucket)   collective; one registered window
+ *   ncclEpBucketCreate(comm, tensors, n, &cfg, &bucket)   collective; a region of the window (window.h)
  *   ncclEpBucketGetTensor(bucket, i, &ptr)                the tensor's device memory (whole tensor)
  *   ncclEpBucketAllGather / ReduceScatter / AllReduce(bucket, items, n, ..., session, stream)
  *
@@ -97,8 +97,9 @@ ncclResult_t ncclEpBucketGetBufferSizeHint(const ncclEpBucketTensor_t* tensors, 
 /* Collective over comm: checks the plan, agrees on it and the config between ranks, takes a region
  * of the communicator's planned epx window (window.h) or, without a plan, allocates and registers a
  * window of its own. Tensors start zeroed. Errors: ncclInvalidArgument (plan/config),
- * ncclInvalidUsage (ranks differ, no symmetric memory, no GIN for network peers, no room in the
- * planned window, ranks took different regions). */
+ * ncclInvalidUsage (ranks differ, a runtime NCCL that cannot run this build (ep.h,
+ * ncclEpGetNcclVersions), no symmetric memory, no GIN for network peers, no room in the planned
+ * window, ranks took different regions). */
 ncclResult_t ncclEpBucketCreate(ncclComm_t comm, const ncclEpBucketTensor_t* tensors, int numTensors,
                                 const ncclEpBucketConfig_t* config, ncclEpBucket_t* bucket);
 /* Collective over comm, with the same drain of in-flight GIN signals and the same errors as

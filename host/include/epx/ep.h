@@ -305,8 +305,8 @@ ncclResult_t ncclEpGetBufferSizeHint(const ncclEpConfig_t* config, int nRanks, s
  * 16 (16 CTAs) but rank 0 has 24 (24 CTAs); every rank must create the group with the same config";
  * nothing is allocated. A config invalid on its own (ncclInvalidArgument) is reported before the
  * exchange, so it must be invalid on every rank alike (the others would wait in the exchange).
- * Errors: ncclInvalidArgument (config), ncclInvalidUsage (configs differ between ranks, NCCL runtime
- * version different from the headers', no symmetric memory support, more CTAs
+ * Errors: ncclInvalidArgument (config), ncclInvalidUsage (configs differ between ranks, a runtime NCCL
+ * that cannot run this build — see ncclEpGetNcclVersions —, no symmetric memory support, more CTAs
  * than can be resident, no GIN for peers outside the NVLink domain, no room for it in the planned
  * window — the message says what it needs and what is free —, ranks took different regions), ncclSystemError /
  * ncclUnhandledCudaError / the NCCL call's own result.

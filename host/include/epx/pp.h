@@ -72,8 +72,9 @@ ncclResult_t ncclEpPpGetBufferSizeHint(const ncclEpPpConfig_t* config, int nRank
 
 /* Collective over comm: takes a region of the communicator's planned epx window (window.h) or,
  * without a plan, registers a window of its own. Errors: ncclInvalidArgument (config),
- * ncclInvalidUsage (configs differ between ranks, no symmetric memory, no GIN for network peers,
- * no room in the planned window, ranks took different regions), CUDA/NCCL failures. */
+ * ncclInvalidUsage (configs differ between ranks, a runtime NCCL that cannot run this build (ep.h,
+ * ncclEpGetNcclVersions), no symmetric memory, no GIN for network peers, no room in the planned
+ * window, ranks took different regions), CUDA/NCCL failures. */
 ncclResult_t ncclEpPpChannelCreate(ncclComm_t comm, const ncclEpPpConfig_t* config, ncclEpPpChannel_t* channel);
 /* Collective over comm: waits until the channel's last sends left their stage, then drains the
  * GIN signals in flight as ncclEpGroupDestroy does (ep.h; same errors). NULL is ignored. */

@@ -25,8 +25,12 @@
  * signal range instead of a set per object. Every rank must create and destroy the objects of a
  * communicator in the same order (they are collective): the regions are then the same on every
  * rank, which creation checks (ncclInvalidUsage when two ranks took different regions).
- * Lifetime: epx keeps the window by communicator; call ncclEpWindowDestroy (after the objects)
- * before ncclCommDestroy / ncclCommAbort of that communicator.
+ * The plan is the sum of its objects' regions: every planned object fits, in any order of creation
+ * (regions are whole 2 MiB units); objects beyond the plan are refused.
+ * Lifetime: epx keeps the window by communicator pointer; call ncclEpWindowDestroy (after the
+ * objects) before ncclCommDestroy / ncclCommAbort of that communicator, or the registration leaks
+ * and a new communicator at the same address is told it already has an epx window. After
+ * ncclEpWindowDestroy the communicator may be planned again.
  * Errors are ncclResult_t values; the reason of the last one is in ncclEpGetLastError() (ep.h), and
  * EPX_DEBUG=1 prints each as it happens.
  */
@@ -45,8 +49,7 @@ extern "C" {
 #endif
 
 /* What a window holds: the sum of the regions of the objects it is planned for. Start from
- * NCCL_EP_WINDOW_PLAN_INITIALIZER; the ncclEpWindowPlanAdd* calls add one object each; a caller
- * may add room of its own (bytes: any; the window rounds up to 2 MiB). */
+ * NCCL_EP_WINDOW_PLAN_INITIALIZER; the ncclEpWindowPlanAdd* calls add one object each. */
 typedef struct {
   size_t bytes;    /* window bytes per rank */
   int ginSignals;  /* GIN signals (used only when some peer is outside this rank's NVLink domain) */
@@ -66,7 +69,8 @@ ncclResult_t ncclEpWindowPlanAddBucket(ncclComm_t comm, const ncclEpBucketTensor
 ncclResult_t ncclEpWindowPlanAddPpChannel(ncclComm_t comm, const ncclEpPpConfig_t* config, ncclEpWindowPlan_t* plan);
 
 /* Collective over comm: registers comm's one epx window with the planned bytes, GIN signals and
- * counters. Errors: ncclInvalidArgument (NULL, bytes 0), ncclInvalidUsage (comm already has an epx
+ * counters. The checks before the ranks exchange their plans (NULL, bytes 0, a window already
+ * there) are local: they must fail on every rank alike, or the other ranks wait in the exchange. Errors: ncclInvalidArgument (NULL, bytes 0), ncclInvalidUsage (comm already has an epx
  * window — planned, or one an unplanned object still holds: plan before the first object; ranks
  * planned differently; no symmetric memory or GIN), ncclInternalError (NCCL cannot describe comm),
  * CUDA/NCCL failures (ncclUnhandledCudaError, the NCCL call's own result). */
