@@ -140,6 +140,23 @@ BOOST_AUTO_TEST_CASE(malformed_content) {
   BOOST_TEST(r.error.find('\n') == std::string::npos);
 }
 
+// Affinity masks outside NCCL's syntax stay as written (hwloc_bitmap_sscanf asserted on ",ff", an
+// empty word: a fuzzer input). The well-formed one becomes a CPU list.
+BOOST_AUTO_TEST_CASE(malformed_affinity_masks) {
+  for (const std::string mask : {",0000000,000fffff", "ff,,ff", "ff,", ",", "0xff", "123456789", "fg", " ff"}) {
+    const auto r = loadNcclXmlBuffer("<system version=\"1\"><cpu numaid=\"0\" affinity=\"" + mask + "\"/></system>",
+                                     "mask");
+    BOOST_TEST_REQUIRE(r.ok(), mask << ": " << r.error);
+    BOOST_TEST_REQUIRE(r.value.numa.size() == 1u, mask);
+    BOOST_TEST(r.value.numa[0].cpus == mask);
+    BOOST_TEST(r.value.numa[0].affinity == mask);
+  }
+  const auto r = loadNcclXmlBuffer("<system version=\"1\"><cpu numaid=\"0\" affinity=\"0000ffff,ffffffff\"/></system>",
+                                   "mask");
+  BOOST_TEST_REQUIRE(r.ok(), r.error);
+  BOOST_TEST(r.value.numa[0].cpus == "0-47");
+}
+
 BOOST_AUTO_TEST_CASE(pci_function_out_of_range) {
   // hwloc itself takes "00.9" (found by fuzzing: the NCCL export of it could not be read back).
   std::ifstream in(fixture("mpibind_g4dnmetal.xml"));

@@ -3,6 +3,7 @@
 #include <hwloc.h>
 #include <pugixml.hpp>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -64,10 +65,25 @@ struct Reader {
     return static_cast<uint32_t>((v >> 8) & 0xffff);
   }
 
+  /// NCCL's mask syntax: 32-bit words of 1 to 8 hex digits, separated by single commas.
+  static bool isNcclMask(const std::string& mask) {
+    size_t digits = 0;
+    for (char ch : mask) {
+      if (ch == ',') {
+        if (digits == 0) return false;
+        digits = 0;
+      } else if (!std::isxdigit(static_cast<unsigned char>(ch)) || ++digits > 8) {
+        return false;
+      }
+    }
+    return digits > 0;
+  }
+
   /// NCCL's affinity ("0000ffff,ffffffff": 32-bit hex words, most significant first, hwloc's bitmap
-  /// syntax) as a CPU list ("0-47"); what hwloc cannot parse stays as written.
+  /// syntax) as a CPU list ("0-47"); anything else stays as written. Only NCCL's syntax reaches
+  /// hwloc_bitmap_sscanf: hwloc asserts on some malformed strings (",ff": an empty word).
   static std::string cpuList(const std::string& mask) {
-    if (mask.empty()) return mask;
+    if (!isNcclMask(mask)) return mask;
     hwloc_bitmap_t b = hwloc_bitmap_alloc();
     std::string out = mask;
     char* list = nullptr;
