@@ -53,7 +53,8 @@ int expertsFor(int perRank, int topk) {
   return R * std::max(perRank, (topk + R - 1) / R);
 }
 
-std::vector<ncclEpGroup_t> createLlGroups(const LlSpec& s) {
+// The low-latency group config of this spec.
+ncclEpConfig_t llConfig(const LlSpec& s) {
   GroupSpec gs;
   gs.maxTokens = s.maxTokens;
   gs.hidden = s.hidden;
@@ -62,6 +63,11 @@ std::vector<ncclEpGroup_t> createLlGroups(const LlSpec& s) {
   gs.fp8 = s.fp8;
   ncclEpConfig_t cfg = makeConfig(gs);
   cfg.algorithm = ncclEpAlgoLowLatency;
+  return cfg;
+}
+
+std::vector<ncclEpGroup_t> createLlGroups(const LlSpec& s) {
+  const ncclEpConfig_t cfg = llConfig(s);
   std::vector<ncclEpGroup_t> groups(nRanks(), nullptr);
   gpus().run([&](const RankContext& c) { EPX_CHECK_EP(ncclEpGroupCreate(c.comm, &cfg, &groups[c.rank])); });
   return groups;
@@ -644,7 +650,6 @@ BOOST_AUTO_TEST_CASE(graph_replays_with_changing_routing) {
   destroyGroups(groups);
 }
 
-// Host-side refusals before anything is launched (no communication: every rank fails alike).
 // A low-latency group and a high-throughput group in one planned window (epx/window.h): one
 // registration, two regions; each group's traffic checked while the other holds its region.
 BOOST_AUTO_TEST_CASE(planned_window_beside_a_high_throughput_group) {
@@ -658,14 +663,7 @@ BOOST_AUTO_TEST_CASE(planned_window_beside_a_high_throughput_group) {
   ht.topk = 4;
   ht.numExperts = 8 * nRanks();
   const ncclEpConfig_t htCfg = makeConfig(ht);
-  GroupSpec llSpec;
-  llSpec.maxTokens = s.maxTokens;
-  llSpec.hidden = s.hidden;
-  llSpec.topk = s.topk;
-  llSpec.numExperts = s.experts;
-  llSpec.fp8 = s.fp8;
-  ncclEpConfig_t llCfg = makeConfig(llSpec);
-  llCfg.algorithm = ncclEpAlgoLowLatency;  // as createLlGroups
+  const ncclEpConfig_t llCfg = llConfig(s);  // what createLlGroups creates
   std::vector<std::string> errs(static_cast<size_t>(nRanks()));
   gpus().run([&](const RankContext& c) {
     ncclEpWindowPlan_t p = NCCL_EP_WINDOW_PLAN_INITIALIZER;
@@ -699,6 +697,7 @@ BOOST_AUTO_TEST_CASE(planned_window_beside_a_high_throughput_group) {
   gpus().run([&](const RankContext& c) { EPX_CHECK_EP(ncclEpWindowDestroy(c.comm)); });
 }
 
+// Host-side refusals before anything is launched (no communication: every rank fails alike).
 BOOST_AUTO_TEST_CASE(host_side_errors) {
   LlSpec s;
   s.experts = expertsFor(2, s.topk);

@@ -70,9 +70,10 @@ ncclResult_t ncclEpWindowPlanAddPpChannel(ncclComm_t comm, const ncclEpPpConfig_
 
 /* Collective over comm: registers comm's one epx window with the planned bytes, GIN signals and
  * counters. The checks before the ranks exchange their plans (NULL, bytes 0, a window already
- * there) are local: they must fail on every rank alike, or the other ranks wait in the exchange. Errors: ncclInvalidArgument (NULL, bytes 0), ncclInvalidUsage (comm already has an epx
- * window — planned, or one an unplanned object still holds: plan before the first object; ranks
- * planned differently; no symmetric memory or GIN), ncclInternalError (NCCL cannot describe comm),
+ * there) are local: they must fail on every rank alike, or the other ranks wait in the exchange.
+ * Errors: ncclInvalidArgument (NULL, bytes 0), ncclInvalidUsage (comm already has an epx window —
+ * planned, or one an unplanned object still holds: plan before the first object; ranks planned
+ * differently; no symmetric memory or GIN), ncclInternalError (NCCL cannot describe comm),
  * CUDA/NCCL failures (ncclUnhandledCudaError, the NCCL call's own result). */
 ncclResult_t ncclEpWindowCreate(ncclComm_t comm, const ncclEpWindowPlan_t* plan);
 
