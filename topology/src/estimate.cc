@@ -9,9 +9,11 @@ namespace epx::topo {
 
 namespace {
 
-/// Expected number of groups a token's top-k experts touch, experts split evenly over `groups`:
-/// groups × (1 − C(E − E/groups, k) / C(E, k)).
-double expectedGroups(int experts, int topk, int groups) {
+int alignUp(int v, int a) { return (v + a - 1) / a * a; }
+
+}  // namespace
+
+double epxExpectedGroupsTouched(int experts, int topk, int groups) {
   if (groups <= 1) return 1.0;
   if (experts <= 0 || topk <= 0) return 1.0;
   const double perGroup = static_cast<double>(experts) / groups;
@@ -24,10 +26,6 @@ double expectedGroups(int experts, int topk, int groups) {
   return groups * (1.0 - missAll);
 }
 
-int alignUp(int v, int a) { return (v + a - 1) / a * a; }
-
-}  // namespace
-
 double epxNvlinkGBps(int links) { return links > 0 ? links * kNvlinkLinkGBps * kNvlinkEfficiency : 0.0; }
 
 double epxNicGBps(double rateGbps) { return rateGbps > 0 ? rateGbps / 8.0 : 0.0; }
@@ -39,12 +37,12 @@ EpxResourceEstimate epxEstimateEpResources(double nvlinkGBps, double nicGBps, in
   const int U = std::max(1, shape.numScaleupRanks);
   const int S = r.nicGBps > 0 ? std::max(1, shape.numScaleoutRanks) : 1;
   const int R = U * S;
-  const double topkAll = expectedGroups(shape.numExperts, shape.numTopk, R);
+  const double topkAll = epxExpectedGroupsTouched(shape.numExperts, shape.numTopk, R);
 
   // Per token copy sent: SM reads and writes (HBM) and link traffic, relative units.
   double smRead = 1.0 / topkAll, smWrite = 0, rdma = 0, nvlink = 0;
   if (S > 1) {  // hybrid: NVLink inside a node, RDMA between nodes, forwarding in between
-    const double topkNodes = expectedGroups(shape.numExperts, shape.numTopk, S);
+    const double topkNodes = epxExpectedGroupsTouched(shape.numExperts, shape.numTopk, S);
     smWrite += 1.0 / topkAll;                             // into the send buffer
     smWrite += (1.0 / topkAll) * (topkNodes / S);         // local-node bypass
     rdma += (1.0 / topkAll) * topkNodes * (1.0 - 1.0 / S);

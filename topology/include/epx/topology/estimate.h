@@ -45,6 +45,12 @@ struct EpxEpShape {
   bool preferOverlapWithCompute = true;  ///< false raises the count to 64 (DeepEP's rule)
 };
 
+/// Expected number of groups a token's top-k experts touch under uniform routing, `numExperts`
+/// split evenly over `groups`: groups × (1 − C(E − E/groups, k) / C(E, k)). With groups = ranks it
+/// is the distinct destination ranks per token (direct mode's copies), with groups = nodes the
+/// distinct destination nodes (hybrid mode's network copies, the own node included).
+double epxExpectedGroupsTouched(int numExperts, int topk, int groups);
+
 /// NVLink GB/s per direction from a link count: links × 26.562 × 0.9.
 double epxNvlinkGBps(int links);
 /// RDMA GB/s per direction from a port rate in Gb/s: rate / 8.
