@@ -23,6 +23,8 @@
 #include "check.h"
 #include "common.h"
 #include "epx/testing/multigpu.h"
+#include "epx/ref/hybrid_ref.h"
+#include "epx/topology/estimate.h"
 #include "epx_runner.h"
 #include "coll_bench.h"
 #include "ll_bench.h"
@@ -37,7 +39,7 @@ namespace {
 constexpr int kCeilingFewCtas = 24;
 
 RoutingInfo describe(RoutingKind kind, const BenchShape& s, const std::vector<epx::ref::RankRouting>& routing) {
-  RoutingInfo info{kind, routingDescription(kind, s), trafficOf(s, routing), {}, {}, {}, 0, 0, {}};
+  RoutingInfo info{kind, routingDescription(kind, s), trafficOf(s, routing), {}, {}, {}, 0, 0, {}, {}};
   const double row16 = 2.0 * s.hidden, row8 = s.hidden % 128 ? 0.0 : s.hidden + s.hidden / 128 * 4.0;
   double recv = 0, remote = 0, maxRemote = 0;
   for (int d = 0; d < s.nRanks; ++d) {
@@ -139,6 +141,28 @@ std::string rankList(const std::vector<int>& ranks) {
 
 // Ranks per node for the network floor: --ranks-per-node or EPX_MP_RANKS_PER_NODE (parseArgs),
 // else one per process in multi-process mode, else all n ranks of this process.
+// Network copies per routed token of direct and hybrid mode on this routing and, analytically, on
+// uniform routing (a source's own node is touched as often as any other).
+NetCopies netCopies(const BenchShape& s, int ranksPerNode, const std::vector<epx::ref::RankRouting>& routing) {
+  epx::ref::EpShape es;
+  es.nRanks = s.nRanks;
+  es.hidden = s.hidden;
+  es.topk = s.topk;
+  es.numExperts = s.experts;
+  epx::ref::NodeGeometry g;
+  g.nRanks = s.nRanks;
+  g.ranksPerNode = ranksPerNode;
+  const epx::ref::HybridPlan p = epx::ref::hybridPlan(es, g, routing);
+  NetCopies c;
+  double direct = 0, hybrid = 0;
+  for (int r = 0; r < s.nRanks; ++r) direct += double(p.directNetworkTokens[size_t(r)]), hybrid += double(p.hybridNetworkTokens[size_t(r)]);
+  if (p.routedTokens > 0) c.direct = direct / double(p.routedTokens), c.hybrid = hybrid / double(p.routedTokens);
+  const int nodes = g.nodes();
+  c.uniformDirect = epx::topo::epxExpectedGroupsTouched(s.experts, s.topk, s.nRanks) * (1.0 - 1.0 / nodes);
+  c.uniformHybrid = epx::topo::epxExpectedGroupsTouched(s.experts, s.topk, nodes) * (1.0 - 1.0 / nodes);
+  return c;
+}
+
 int ranksPerNodeOf(const Options& opt, bool mp, int n) { return opt.ranksPerNode ? opt.ranksPerNode : mp ? 1 : n; }
 
 // The rank count n against the shape: every rank holds the same number of experts, and the ranks
@@ -219,6 +243,7 @@ int run(const Options& opt) {
     check.push_back(makeRouting(k, s, opt.seed + 7777));
     infos.push_back(describe(k, s, timed.back()));
     infos.back().net = netFloor(s, infos.back().traffic, ranksPerNode, opt);
+    infos.back().copies = netCopies(s, ranksPerNode, timed.back());
   }
   const uint64_t timedData = opt.seed * 3 + 1, checkData = opt.seed * 3 + 2;
   if (opt.algo == Algo::HighThroughput) {

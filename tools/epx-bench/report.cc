@@ -104,6 +104,15 @@ void Report::printNetFloor(const std::vector<RoutingInfo>& routings, int ranksPe
     if (opt_.hidden % 128 == 0) part("FP8 dispatch", r.net.bytes8, r.net.us8);
     part("BF16 combine", r.net.bytesComb, r.net.usComb);
   }
+  // What crossing the network once per destination node (hybrid mode) would save on this routing.
+  std::printf("# network copies per token (tokens with an expert, all ranks): direct mode = distinct destination\n"
+              "#   ranks on other nodes; once per node (hybrid mode, not built yet) = distinct other destination nodes\n");
+  for (const auto& r : routings) {
+    const NetCopies& c = r.copies;
+    std::printf("#   %-8s direct %.2f, once per node %.2f (%.0f %%); uniform routing, analytic: %.2f, %.2f\n",
+                routingName(r.kind), c.direct, c.hybrid, c.direct > 0 ? 100.0 * c.hybrid / c.direct : 100.0, c.uniformDirect,
+                c.uniformHybrid);
+  }
   std::fflush(stdout);
 }
 

@@ -25,6 +25,15 @@ struct NetFloor {
   double us16 = 0, us8 = 0, usComb = 0;           // 0: no network bytes
 };
 
+// Network copies per routed token, mean over all ranks' tokens: one per distinct destination rank
+// on another node (direct mode, what epx's high-throughput kernels put), or one per distinct
+// destination node other than the source's (hybrid mode: once per node, then NVLink; not built
+// yet), from the routing (epx::ref::hybridPlan) and for uniform routing analytically.
+struct NetCopies {
+  double direct = 0, hybrid = 0;
+  double uniformDirect = 0, uniformHybrid = 0;
+};
+
 struct RoutingInfo {
   RoutingKind kind;
   std::string description;
@@ -33,6 +42,7 @@ struct RoutingInfo {
   double maxRemoteBytes16 = 0;  // max over ranks of max(remote bytes in, out) for BF16 dispatch
   double lowerBoundUs = 0;      // maxRemoteBytes16 at the best measured peer-copy rate (0: unknown)
   NetFloor net;
+  NetCopies copies;
 };
 
 // Where the ranks run (printed by printSystem).
