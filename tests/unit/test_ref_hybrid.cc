@@ -13,6 +13,7 @@
 #include <set>
 #include <vector>
 
+#include "epx/ref/bf16.h"
 #include "epx/ref/ep_ref.h"
 #include "epx/ref/hybrid_ref.h"
 #include "epx/topology/estimate.h"
@@ -185,6 +186,58 @@ BOOST_AUTO_TEST_CASE(uniform_routing_matches_the_analytic_count) {
   for (int r = 0; r < 64; ++r) direct += p.directNetworkTokens[size_t(r)], hybrid += p.hybridNetworkTokens[size_t(r)];
   BOOST_TEST(double(hybrid) / double(direct) == (nodes * 7 / 8) / (ranks * 56 / 64), boost::test_tools::tolerance(0.02));
   BOOST_TEST(double(hybrid) / double(direct) == 0.69, boost::test_tools::tolerance(0.02));
+}
+
+// The combine with the forwarder's reduction (CombinePath): on values whose sums are exact in BF16
+// every node grouping gives direct mode's bits, in both layouts; one node per rank or one node for
+// all ranks gives them always (the grouping is then direct mode's).
+BOOST_AUTO_TEST_CASE(node_reduced_combine_equals_direct_on_exact_values) {
+  const uint64_t seed = std::random_device{}();
+  BOOST_TEST_MESSAGE("hybrid_plan/node_reduced_combine_equals_direct_on_exact_values seed " << seed);
+  std::mt19937_64 rng(seed);
+  for (int R : {2, 4, 6, 8}) {
+    for (bool expanded : {true, false}) {
+      EpShape s = shapeOf(R, 2 * R, std::min(2 * R, 6));
+      s.expanded = expanded;
+      s.hidden = 16;
+      const auto rt = randomRouting(s, 12, 0.2, rng);
+      const auto disp = dispatch(s, rt);
+      std::vector<std::vector<uint16_t>> eo(static_cast<size_t>(R));
+      for (int d = 0; d < R; ++d)
+        for (int i = 0; i < disp[size_t(d)].numRows * s.hidden; ++i)
+          eo[size_t(d)].push_back(floatToBf16(float(std::uniform_int_distribution<int>(-8, 8)(rng)) / 4.f));
+      const auto direct = combine(s, rt, disp, eo, {}, {});
+      for (int U = 1; U <= R; ++U) {
+        if (R % U) continue;
+        const auto hybrid = combine(s, rt, disp, eo, {}, {}, CombinePath{U});
+        for (int r = 0; r < R; ++r) {
+          BOOST_TEST_INFO("seed " << seed << ", ranks " << R << ", per node " << U << (expanded ? ", expanded" : ", dedup")
+                                  << ", source " << r);
+          BOOST_TEST(hybrid[size_t(r)] == direct[size_t(r)], boost::test_tools::per_element());
+        }
+      }
+    }
+  }
+}
+
+// Where the order differs: 2 nodes x 2 ranks, rank 0's one token has experts on ranks 1, 2 and 3
+// returning 2^-8, 1 and 2^-8 (one channel). Direct mode sums 2^-8 + 1 + 2^-8 = 1 + 2^-7, exact in
+// BF16. With the forwarder's reduction node 1's partial 1 + 2^-8 rounds to BF16 1 (ties to even),
+// and the source gets 2^-8 + 1, which rounds to 1.
+BOOST_AUTO_TEST_CASE(node_reduced_combine_rounds_the_node_partial) {
+  EpShape s = shapeOf(4, 4, 3);
+  s.expanded = true;
+  s.hidden = 1;
+  std::vector<RankRouting> rt(4);
+  rt[0].numTokens = 1;
+  rt[0].topkIdx = {1, 2, 3};
+  const auto disp = dispatch(s, rt);
+  const float tiny = 1.f / 256;
+  std::vector<std::vector<uint16_t>> eo = {{}, {floatToBf16(tiny)}, {floatToBf16(1.f)}, {floatToBf16(tiny)}};
+  const auto direct = combine(s, rt, disp, eo, {}, {});
+  const auto hybrid = combine(s, rt, disp, eo, {}, {}, CombinePath{2});
+  BOOST_TEST(bf16ToFloat(direct[0][0]) == 1.f + 2 * tiny);
+  BOOST_TEST(bf16ToFloat(hybrid[0][0]) == 1.f);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,6 +1,7 @@
 // CPU reference of epx dispatch/combine. See ep_ref.h for the contract.
 #include "epx/ref/ep_ref.h"
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 #include <utility>
@@ -134,24 +135,34 @@ std::vector<std::vector<uint16_t>> combine(const EpShape& s, const std::vector<R
                                            const std::vector<RankDispatch>& disp,
                                            const std::vector<std::vector<uint16_t>>& expertOut,
                                            const std::vector<std::vector<uint16_t>>& bias0,
-                                           const std::vector<std::vector<uint16_t>>& bias1) {
+                                           const std::vector<std::vector<uint16_t>>& bias1, const CombinePath& path) {
   const int R = s.nRanks, H = s.hidden;
+  const int U = path.reduceRanksPerNode > 0 ? path.reduceRanksPerNode : 1;  // 1: every rank its own "node"
   auto rows = rowsByToken(s, disp);
   std::vector<std::vector<uint16_t>> out(R);
-  std::vector<float> partial(H), acc(H);
+  std::vector<float> partial(H), node(H), acc(H);
+  // A partial as it travels: BF16 on the wire, unless partials travel as FP32.
+  const auto wire = [&](float v) { return s.fp32Partials && s.expanded ? v : bf16ToFloat(floatToBf16(v)); };
   for (int src = 0; src < R; ++src) {
     const int T = routing[src].numTokens;
     out[src].assign(size_t(T) * H, 0);
     for (int t = 0; t < T; ++t) {
       std::fill(acc.begin(), acc.end(), 0.f);
-      for (int d = 0; d < R; ++d) {
-        auto it = rows[d].find({src, t});
-        if (it == rows[d].end()) continue;
-        std::fill(partial.begin(), partial.end(), 0.f);
-        for (int row : it->second)
-          for (int h = 0; h < H; ++h) partial[h] += bf16ToFloat(expertOut[d][size_t(row) * H + h]);
-        for (int h = 0; h < H; ++h)  // BF16 on the wire, unless partials travel as FP32
-          acc[h] += s.fp32Partials && s.expanded ? partial[h] : bf16ToFloat(floatToBf16(partial[h]));
+      for (int first = 0; first < R; first += U) {  // nodes in ascending order
+        const bool reduced = U > 1 && first / U != src / U;  // another node: its forwarder sums it
+        bool any = false;
+        std::fill(node.begin(), node.end(), 0.f);
+        for (int d = first; d < std::min(first + U, R); ++d) {
+          auto it = rows[d].find({src, t});
+          if (it == rows[d].end()) continue;
+          std::fill(partial.begin(), partial.end(), 0.f);
+          for (int row : it->second)
+            for (int h = 0; h < H; ++h) partial[h] += bf16ToFloat(expertOut[d][size_t(row) * H + h]);
+          any = true;
+          for (int h = 0; h < H; ++h) (reduced ? node[h] : acc[h]) += wire(partial[h]);
+        }
+        if (reduced && any)
+          for (int h = 0; h < H; ++h) acc[h] += wire(node[h]);
       }
       for (int h = 0; h < H; ++h) {
         float v = acc[h];

@@ -51,14 +51,27 @@ std::vector<int32_t> tokensSentTo(const EpShape& s, const RankRouting& src, int 
 // Dispatch routing for every rank (index = receiving rank).
 std::vector<RankDispatch> dispatch(const EpShape& s, const std::vector<RankRouting>& routing);
 
+// How the destination ranks' partial sums of a token come back to its source. Direct mode (the
+// default, reduceRanksPerNode = 0): each rank's partial travels on its own. Hybrid mode with
+// reduction at the forwarder: ranks are grouped into nodes of reduceRanksPerNode consecutive ranks,
+// and for every node but the source's, the rank on the source's rail there sums that node's
+// partials in FP32, in ascending rank order, and sends one node partial (rounded like a rank
+// partial: BF16, or FP32 with fp32Partials in the expanded layout); the source's own node's
+// partials come one by one. reduceRanksPerNode = 1 or = nRanks gives direct mode's bits.
+struct CombinePath {
+  int reduceRanksPerNode = 0;
+};
+
 // Combine: expertOut[d] is rank d's BF16 expert output [numRows, H] in the dispatch layout
 // (bits). bias0/bias1 per source rank [T, H] BF16 bits, or empty. Returns per source rank the
-// BF16 [T, H] result.
+// BF16 [T, H] result: the partials (rank partials, or node partials, see CombinePath) accumulated
+// in FP32 in ascending rank (node) order, then bias0, bias1, rounded to BF16 once.
 std::vector<std::vector<uint16_t>> combine(const EpShape& s, const std::vector<RankRouting>& routing,
                                            const std::vector<RankDispatch>& disp,
                                            const std::vector<std::vector<uint16_t>>& expertOut,
                                            const std::vector<std::vector<uint16_t>>& bias0,
-                                           const std::vector<std::vector<uint16_t>>& bias1);
+                                           const std::vector<std::vector<uint16_t>>& bias1,
+                                           const CombinePath& path = {});
 
 // Combined top-k weights per source rank [T, K]: weight of slot k taken from the row of its
 // expert's rank in `recvWeights[d]` (layout as RankDispatch::recvWeights); 0 for masked slots.
