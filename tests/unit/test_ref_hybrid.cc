@@ -166,7 +166,7 @@ BOOST_AUTO_TEST_CASE(random_routing_every_geometry) {
 // is touched as often as any other, so hybrid's network copies per token are 5.29 x 7/8 against
 // direct mode's 7.68 x 56/64: 69 % of them (31 % fewer bytes on the NICs).
 BOOST_AUTO_TEST_CASE(uniform_routing_matches_the_analytic_count) {
-  const uint64_t seed = 20261206;
+  const uint64_t seed = testSeed();  // 19200 tokens: 1 % is ~9 standard errors of either mean
   BOOST_TEST_MESSAGE("hybrid_plan/uniform_routing_matches_the_analytic_count seed " << seed);
   std::mt19937_64 rng(seed);
   const EpShape s = shapeOf(64, 256, 8);

@@ -5,6 +5,8 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <cmath>
+#include <string>
 
 #include "common.h"
 
@@ -109,9 +111,9 @@ void Report::printNetFloor(const std::vector<RoutingInfo>& routings, int ranksPe
               "#   ranks on other nodes; once per node (hybrid mode, not built yet) = distinct other destination nodes\n");
   for (const auto& r : routings) {
     const NetCopies& c = r.copies;
-    std::printf("#   %-8s direct %.2f, once per node %.2f (%.0f %%); uniform routing, analytic: %.2f, %.2f\n",
-                routingName(r.kind), c.direct, c.hybrid, c.direct > 0 ? 100.0 * c.hybrid / c.direct : 100.0, c.uniformDirect,
-                c.uniformHybrid);
+    const std::string ratio = c.direct > 0 ? std::to_string(int(std::lround(100.0 * c.hybrid / c.direct))) + " %" : "none cross";
+    std::printf("#   %-8s direct %.2f, once per node %.2f (%s); uniform routing, analytic: %.2f, %.2f\n", routingName(r.kind),
+                c.direct, c.hybrid, ratio.c_str(), c.uniformDirect, c.uniformHybrid);
   }
   std::fflush(stdout);
 }
