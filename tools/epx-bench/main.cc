@@ -139,11 +139,13 @@ std::string rankList(const std::vector<int>& ranks) {
   return s;
 }
 
-// Ranks per node for the network floor: --ranks-per-node or EPX_MP_RANKS_PER_NODE (parseArgs),
-// else one per process in multi-process mode, else all n ranks of this process.
 // Network copies per routed token of direct and hybrid mode on this routing and, analytically, on
-// uniform routing (a source's own node is touched as often as any other).
-NetCopies netCopies(const BenchShape& s, int ranksPerNode, const std::vector<epx::ref::RankRouting>& routing) {
+// uniform routing (a source's own node is touched as often as any other). Printed with the network
+// floor only, so computed only with a network rate.
+NetCopies netCopies(const BenchShape& s, int ranksPerNode, const std::vector<epx::ref::RankRouting>& routing,
+                    const Options& opt) {
+  NetCopies c;
+  if (opt.netGBps <= 0) return c;
   epx::ref::EpShape es;
   es.nRanks = s.nRanks;
   es.hidden = s.hidden;
@@ -153,7 +155,6 @@ NetCopies netCopies(const BenchShape& s, int ranksPerNode, const std::vector<epx
   g.nRanks = s.nRanks;
   g.ranksPerNode = ranksPerNode;
   const epx::ref::HybridPlan p = epx::ref::hybridPlan(es, g, routing);
-  NetCopies c;
   double direct = 0, hybrid = 0;
   for (int r = 0; r < s.nRanks; ++r) direct += double(p.directNetworkTokens[size_t(r)]), hybrid += double(p.hybridNetworkTokens[size_t(r)]);
   if (p.routedTokens > 0) c.direct = direct / double(p.routedTokens), c.hybrid = hybrid / double(p.routedTokens);
@@ -163,6 +164,8 @@ NetCopies netCopies(const BenchShape& s, int ranksPerNode, const std::vector<epx
   return c;
 }
 
+// Ranks per node for the network floor: --ranks-per-node or EPX_MP_RANKS_PER_NODE (parseArgs),
+// else one per process in multi-process mode, else all n ranks of this process.
 int ranksPerNodeOf(const Options& opt, bool mp, int n) { return opt.ranksPerNode ? opt.ranksPerNode : mp ? 1 : n; }
 
 // The rank count n against the shape: every rank holds the same number of experts, and the ranks
@@ -243,7 +246,7 @@ int run(const Options& opt) {
     check.push_back(makeRouting(k, s, opt.seed + 7777));
     infos.push_back(describe(k, s, timed.back()));
     infos.back().net = netFloor(s, infos.back().traffic, ranksPerNode, opt);
-    infos.back().copies = netCopies(s, ranksPerNode, timed.back());
+    infos.back().copies = netCopies(s, ranksPerNode, timed.back(), opt);
   }
   const uint64_t timedData = opt.seed * 3 + 1, checkData = opt.seed * 3 + 2;
   if (opt.algo == Algo::HighThroughput) {
