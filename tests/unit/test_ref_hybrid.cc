@@ -19,8 +19,10 @@
 #include "epx/ref/ep_ref.h"
 #include "epx/ref/hybrid_ref.h"
 #include "epx/topology/estimate.h"
+#include "test_seed.h"
 
 using namespace epx::ref;
+using epx::test::testSeed;
 
 namespace epx::ref {
 std::ostream& operator<<(std::ostream& os, const HybridDelivery& d) {
@@ -53,12 +55,6 @@ std::vector<RankRouting> randomRouting(const EpShape& s, int maxTokens, double m
     }
   }
   return rt;
-}
-
-// EPX_TEST_SEED repeats a run; else a fresh seed, printed by each test.
-uint64_t testSeed() {
-  if (const char* v = std::getenv("EPX_TEST_SEED")) return std::strtoull(v, nullptr, 0);
-  return std::random_device{}();
 }
 
 }  // namespace
