@@ -239,4 +239,83 @@ std::string checkBucketAgreement(const std::vector<BucketAgreed>& all) {
   return {};
 }
 
+// ---- expert load balancing ---------------------------------------------------------------------
+
+std::string normalizeLbConfig(const LbConfigRequest& in, LbConfig* out) {
+  LbConfig c;
+  if (std::string e = intCheck("numCtas", in.numCtas, 1, kLbMaxCtas, &c.numCtas); !e.empty()) return e;
+  if (std::string e = intCheck("timeoutMs", in.timeoutMs, 1, kNoUpper, &c.timeoutMs); !e.empty()) return e;
+  if (std::string e = chunkBytesCheck(in.chunkBytes, kLbDefaultChunkBytes, &c.chunkBytes); !e.empty()) return e;
+  *out = c;
+  return {};
+}
+
+std::string checkLbPlan(const LbPlan& p, int nRanks) {
+  if (p.numExperts < 1 || p.numExperts % nRanks != 0)
+    return "numExperts " + std::to_string(p.numExperts) + " is not a positive multiple of the " +
+           std::to_string(nRanks) + " ranks (every rank owns an equal share of the original experts)";
+  if (p.numSlots < 1 || p.numSlots > kLbMaxSlots)
+    return "numSlots " + std::to_string(p.numSlots) + " is not in 1 .. " + std::to_string(kLbMaxSlots);
+  const auto count = [](const char* what, size_t n) -> std::string {
+    if (n > size_t(kLbMaxTensors))
+      return std::string(what) + " " + std::to_string(n) + " is more than " + std::to_string(kLbMaxTensors);
+    return {};
+  };
+  if (std::string e = count("numWeightTensors", p.weightRowBytes.size()); !e.empty()) return e;
+  if (std::string e = count("numGradTensors", p.gradRowElems.size()); !e.empty()) return e;
+  if (p.weightRowBytes.empty() && p.gradRowElems.empty()) return "the plan has neither weight nor gradient tensors";
+  for (size_t i = 0; i < p.weightRowBytes.size(); ++i)
+    if (p.weightRowBytes[i] == 0 || p.weightRowBytes[i] % kLbRowAlign != 0)
+      return "weight tensor " + std::to_string(i) + " has " + num(p.weightRowBytes[i]) +
+             " bytes per expert, not a positive multiple of " + num(kLbRowAlign);
+  for (size_t i = 0; i < p.gradRowElems.size(); ++i)
+    if (p.gradRowElems[i] == 0 || p.gradRowElems[i] * sizeof(float) % kLbRowAlign != 0)
+      return "gradient tensor " + std::to_string(i) + " has " + num(p.gradRowElems[i]) +
+             " FP32 elements per expert, not a positive multiple of " + num(kLbRowAlign / sizeof(float));
+  return {};
+}
+
+LbAgreed makeLbAgreed(const LbPlan& p, const LbConfig& cfg, uint32_t epxVersion) {
+  LbAgreed a{};
+  a.epxVersion = epxVersion;
+  a.numExperts = p.numExperts;
+  a.numSlots = p.numSlots;
+  a.numWeightTensors = int32_t(p.weightRowBytes.size());
+  a.numGradTensors = int32_t(p.gradRowElems.size());
+  a.numCtas = cfg.numCtas;
+  a.timeoutMs = cfg.timeoutMs;
+  a.chunkBytes = cfg.chunkBytes;
+  for (size_t i = 0; i < p.weightRowBytes.size() && i < size_t(kLbMaxTensors); ++i) a.weightRowBytes[i] = p.weightRowBytes[i];
+  for (size_t i = 0; i < p.gradRowElems.size() && i < size_t(kLbMaxTensors); ++i) a.gradRowElems[i] = p.gradRowElems[i];
+  return a;
+}
+
+std::string checkLbAgreement(const std::vector<LbAgreed>& all) {
+  const LbAgreed& r0 = all[0];
+  for (size_t r = 1; r < all.size(); ++r) {
+    const LbAgreed& x = all[r];
+    auto differ = [&](const std::string& field, uint64_t a, uint64_t b) {
+      return "rank " + std::to_string(r) + " has " + field + " " + num(a) + " but rank 0 has " + num(b) +
+             "; every rank must create the load-balancing object with the same plan and config";
+    };
+    if (x.epxVersion != r0.epxVersion) return differ("epx version", x.epxVersion, r0.epxVersion);
+    if (x.numExperts != r0.numExperts) return differ("numExperts", uint64_t(x.numExperts), uint64_t(r0.numExperts));
+    if (x.numSlots != r0.numSlots) return differ("numSlots", uint64_t(x.numSlots), uint64_t(r0.numSlots));
+    if (x.numWeightTensors != r0.numWeightTensors)
+      return differ("numWeightTensors", uint64_t(x.numWeightTensors), uint64_t(r0.numWeightTensors));
+    if (x.numGradTensors != r0.numGradTensors)
+      return differ("numGradTensors", uint64_t(x.numGradTensors), uint64_t(r0.numGradTensors));
+    if (x.numCtas != r0.numCtas) return differ("numCtas", uint64_t(x.numCtas), uint64_t(r0.numCtas));
+    if (x.timeoutMs != r0.timeoutMs) return differ("timeoutMs", uint64_t(x.timeoutMs), uint64_t(r0.timeoutMs));
+    if (x.chunkBytes != r0.chunkBytes) return differ("chunkBytes", x.chunkBytes, r0.chunkBytes);
+    for (int i = 0; i < kLbMaxTensors; ++i) {
+      if (x.weightRowBytes[i] != r0.weightRowBytes[i])
+        return differ("weightRowBytes[" + std::to_string(i) + "]", x.weightRowBytes[i], r0.weightRowBytes[i]);
+      if (x.gradRowElems[i] != r0.gradRowElems[i])
+        return differ("gradRowElems[" + std::to_string(i) + "]", x.gradRowElems[i], r0.gradRowElems[i]);
+    }
+  }
+  return {};
+}
+
 }  // namespace epx

@@ -1,4 +1,5 @@
-// Configs, plans, argument checks and agreement records of PP channels and buckets. Pure C++ (no
+// Configs, plans, argument checks and agreement records of PP channels, buckets and expert load
+// balancing (LB). Pure C++ (no
 // CUDA calls), unit-tested on the CPU (tests/core: pp_logic, bucket_logic). Every check returns ""
 // when the arguments are valid, else the reason in words. The public structs (epx/pp.h,
 // epx/bucket.h) are the API layer's: pp.cc and bucket.cc translate them into the types here.
@@ -122,5 +123,46 @@ struct BucketAgreed {
 };
 BucketAgreed makeBucketAgreed(const BucketTensorSpec* tensors, int n, const BucketConfig& cfg, uint32_t epxVersion);
 std::string checkBucketAgreement(const std::vector<BucketAgreed>& all);
+
+// ---- expert load balancing ---------------------------------------------------------------------
+
+constexpr int kLbMaxTensors = 8;   // NCCL_EP_LB_MAX_TENSORS
+constexpr int kLbMaxSlots = 256;
+constexpr int kLbMaxCtas = 32;
+constexpr int kLbDefaultCtas = 8;
+constexpr uint64_t kLbDefaultChunkBytes = uint64_t(2) << 20;
+constexpr uint64_t kLbRowAlign = 16;  // weight rows (bytes) and gradient rows (4 FP32) alike
+
+struct LbConfig {
+  int numCtas = kLbDefaultCtas;
+  int timeoutMs = kCollDefaultTimeoutMs;
+  uint64_t chunkBytes = kLbDefaultChunkBytes;
+};
+struct LbConfigRequest {
+  int numCtas = kUnsetInt;
+  int timeoutMs = kUnsetInt;
+  uint64_t chunkBytes = 0;  // 0 = default
+};
+std::string normalizeLbConfig(const LbConfigRequest& in, LbConfig* out);
+
+// ncclEpLbPlan_t in core's terms.
+struct LbPlan {
+  int numExperts = 0;
+  int numSlots = 0;
+  std::vector<uint64_t> weightRowBytes;
+  std::vector<uint64_t> gradRowElems;
+};
+std::string checkLbPlan(const LbPlan& p, int nRanks);
+
+// What every rank of an LB object must agree on (exchanged byte for byte).
+struct LbAgreed {
+  uint32_t epxVersion;
+  int32_t numExperts, numSlots, numWeightTensors, numGradTensors, numCtas, timeoutMs;
+  uint64_t chunkBytes;
+  uint64_t weightRowBytes[kLbMaxTensors];
+  uint64_t gradRowElems[kLbMaxTensors];
+};
+LbAgreed makeLbAgreed(const LbPlan& p, const LbConfig& cfg, uint32_t epxVersion);
+std::string checkLbAgreement(const std::vector<LbAgreed>& all);
 
 }  // namespace epx
