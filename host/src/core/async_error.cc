@@ -19,6 +19,9 @@ const char* phaseName(int phase) {
     case dev::kPhaseCombineData: return "combine data";
     case dev::kPhaseCombineFree: return "combine start (the peer's previous combine has not finished)";
     case dev::kPhaseBadExpertId: return "expert id check";
+    case dev::kPhaseLbReady: return "load-balancing call start";
+    case dev::kPhaseLbData:
+      return "load-balancing data (prefetched rows, or the owner's reads of this rank's slot gradients)";
     case dev::kPhaseGinCompletion: return "GIN completion";
     case dev::kPhaseLlDispatchFree: return "low-latency dispatch start (previous dispatch of this buffer bank not yet received by the peer)";
     case dev::kPhaseLlDispatchData: return "low-latency dispatch data";
@@ -68,6 +71,9 @@ ncclResult_t describeAsyncError(const dev::AsyncError& e, int timeoutMs, std::st
       if (e.badId.phase == dev::kPhasePpRecvTooSmall)
         std::snprintf(buf + n, sizeof(buf) - n, "; earlier: a PP message of %lld bytes from rank %d was dropped (receive "
                       "buffer %lld bytes)", e.badId.detail0, e.badId.peer, e.badId.detail1);
+      else if (e.badId.phase == dev::kPhaseLbBadMapping)
+        std::snprintf(buf + n, sizeof(buf) - n, "; earlier: the mapping entry of rank %d, slot %lld was %lld (skipped)",
+                      e.badId.peer, e.badId.detail0, e.badId.detail1);
       else
         std::snprintf(buf + n, sizeof(buf) - n, "; earlier: token %lld had expert id %lld (slot dropped)",
                       e.badId.detail0, e.badId.detail1);
@@ -80,6 +86,14 @@ ncclResult_t describeAsyncError(const dev::AsyncError& e, int timeoutMs, std::st
                   "rank %d: a PP message of %lld bytes from peer rank %d is larger than the receive buffer (%lld "
                   "bytes); it was dropped, nothing was written",
                   e.badId.rank, e.badId.detail0, e.badId.peer, e.badId.detail1);
+    *message = buf;
+    return ncclResult_t(e.badId.code);
+  }
+  if (e.badId.code != 0 && e.badId.phase == dev::kPhaseLbBadMapping) {
+    std::snprintf(buf, sizeof(buf),
+                  "rank %d: the load-balancing mapping entry of rank %d, slot %lld is %lld, not -1 or an original "
+                  "expert id; that slot was skipped on every rank",
+                  e.badId.rank, e.badId.peer, e.badId.detail0, e.badId.detail1);
     *message = buf;
     return ncclResult_t(e.badId.code);
   }

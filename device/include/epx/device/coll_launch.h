@@ -1,9 +1,10 @@
-// Launch wrappers of the bucket-collective and PP kernels (host-callable; device/src/bucket.cu,
-// device/src/pp.cu).
+// Launch wrappers of the bucket-collective, PP and load-balancing kernels (host-callable;
+// device/src/bucket.cu, device/src/pp.cu, device/src/lb.cu).
 #pragma once
 #include <cuda_runtime.h>
 
 #include "epx/device/bucket_layout.h"
+#include "epx/device/lb_layout.h"
 #include "epx/device/pp_layout.h"
 
 namespace epx::dev {
@@ -18,10 +19,14 @@ cudaError_t launchPpRecv(const PpArgs& a, int nCtas, cudaStream_t stream);
 // channel's window is released (a send returns once its puts are posted).
 cudaError_t launchPpFlush(const PpArgs& a, cudaStream_t stream);
 
+// nCtas CTAs (co-resident): one weight prefetch or gradient reduction (a.op).
+cudaError_t launchLb(const LbArgs& a, int nCtas, cudaStream_t stream);
+
 // Loads the kernels now (creation time): under CUDA lazy loading, the first launch of a kernel
 // waits for the device, which never idles while another of these kernels spins on a peer.
 cudaError_t preloadBucketKernels();
 cudaError_t preloadPpKernels();
+cudaError_t preloadLbKernels();
 
 // Threads per CTA of the bucket and PP kernels.
 constexpr int kCollThreads = 512;

@@ -58,7 +58,12 @@ enum CollPhase : int {
   kPhaseLinkDrain = 21,       // destroy: the peer's drain signal did not arrive (it has not destroyed)
   kPhaseBucketFree = 22,      // reduce-scatter: peer has not finished its previous bucket collective
   kPhaseBucketStage = 23,     // reduce-scatter, BF16 wire: a CTA of this rank did not convert its share of a chunk
-  kPhaseGinGet = 24           // this rank's own one-sided GIN reads did not complete (NCCL's flush timed out)
+  kPhaseGinGet = 24,          // this rank's own one-sided GIN reads did not complete (NCCL's flush timed out)
+  kPhaseLbReady = 25,         // load balancing: peer has not entered the call
+  kPhaseLbData = 26,          // load balancing: peer's prefetched rows did not arrive, or it did not finish
+                              // reading this rank's slot gradients
+  kPhaseLbBadMapping = 27     // not a wait: a mapping entry outside [-1, numExperts) (slot skipped); the
+                              // record names the slot's rank (peer), the slot (detail0) and the value (detail1)
 };
 
 // How the stalled peer is reached (ErrorRecord::transport).
