@@ -2,7 +2,8 @@
  * epx's window of a communicator: one registered symmetric allocation (ncclMemAlloc +
  * ncclCommWindowRegister) and one NCCL device communicator (its GIN contexts, signals and
  * counters), shared by every epx object of that communicator — EP groups (high-throughput and
- * low-latency), buckets and PP channels — each in a region of its own: bytes of the window (2 MiB
+ * low-latency), buckets, PP channels and load-balancing objects — each in a region of its own:
+ * bytes of the window (2 MiB
  * aligned), a range of GIN signals and a range of GIN counters.
  *
  * Planned (one window, one device communicator, for every object of the communicator):
@@ -42,6 +43,7 @@
 
 #include "epx/bucket.h"
 #include "epx/ep.h"
+#include "epx/lb.h"
 #include "epx/pp.h"
 
 #ifdef __cplusplus
@@ -67,6 +69,10 @@ ncclResult_t ncclEpWindowPlanAddGroup(ncclComm_t comm, const ncclEpConfig_t* con
 ncclResult_t ncclEpWindowPlanAddBucket(ncclComm_t comm, const ncclEpBucketTensor_t* tensors, int numTensors,
                                        const ncclEpBucketConfig_t* config, ncclEpWindowPlan_t* plan);
 ncclResult_t ncclEpWindowPlanAddPpChannel(ncclComm_t comm, const ncclEpPpConfig_t* config, ncclEpWindowPlan_t* plan);
+/* The region of an expert load-balancing object (lb.h); ncclInvalidUsage where ncclEpLbCreate would
+ * refuse this NCCL (gradient tensors with network peers on NCCL older than 2.30.3). */
+ncclResult_t ncclEpWindowPlanAddLb(ncclComm_t comm, const ncclEpLbPlan_t* lbPlan, const ncclEpLbConfig_t* config,
+                                   ncclEpWindowPlan_t* plan);
 
 /* Collective over comm: registers comm's one epx window with the planned bytes, GIN signals and
  * counters. The checks before the ranks exchange their plans (NULL, bytes 0, a window already
