@@ -64,13 +64,16 @@ void usage(FILE* f) {
       "                      (BF16 and FP8) and combine, whole calls and send/receive halves |\n"
       "                      bucket: all-gather, reduce-scatter (FP32, BF16 wire), all-reduce of one\n"
       "                      FP32 tensor | pp: PP send/recv in a ring; both in bus bandwidth against\n"
-      "                      NCCL's own calls and, with a network rate, as %% of it\n"
+      "                      NCCL's own calls and, with a network rate, as %% of it | lb: expert load\n"
+      "                      balancing, one DeepSeek-V3 expert (3 x 7168 x 2048) to a replica on the\n"
+      "                      next rank: weight prefetch FP8 + scales and BF16, FP32 gradient reduction,\n"
+      "                      against an NCCL send/recv ring of the same bytes\n"
       "  --ll-tokens LIST    low-latency: tokens per rank, comma separated (default 1,32,128,256)\n"
       "  --coll-mib N        bucket: tensor size in MiB, 1..4096 (default 64)\n"
       "  --pp-mib N          pp: message size in MiB, 1..4096 (default 16)\n"
-      "  --chunk-kib N       bucket, pp: the GIN chunk (ncclEpBucketConfig_t / ncclEpPpConfig_t .chunkBytes)\n"
-      "                      in KiB, 64..1048576 (default: the library's, 2 MiB bucket, 4 MiB PP)\n"
-      "  --coll-ctas N       bucket, pp: CTAs per kernel, 1..32 (default 4)\n"
+      "  --chunk-kib N       bucket, pp, lb: the GIN chunk (the objects' config .chunkBytes) in KiB,\n"
+      "                      64..1048576 (default: the library's, 2 MiB bucket and LB, 4 MiB PP)\n"
+      "  --coll-ctas N       bucket, pp, lb: CTAs per kernel, 1..32 (default 4)\n"
       "  --host-sync S       how host threads wait for the GPU: auto, spin, yield, blocking (cudaDeviceSchedule*;\n"
       "                      default EPX_HOST_SYNC, else CUDA's auto; yield frees host cores many ranks share)\n"
       "  --version           print epx's version and exit\n"
@@ -176,6 +179,7 @@ const char* algoName(Algo a) {
     case Algo::LowLatency: return "low-latency";
     case Algo::Bucket: return "bucket";
     case Algo::Pp: return "pp";
+    case Algo::Lb: return "lb";
   }
   return "?";
 }
@@ -263,7 +267,8 @@ Options parseArgs(int argc, char** argv) {
       else if (v == "high-throughput") o.algo = Algo::HighThroughput;
       else if (v == "bucket") o.algo = Algo::Bucket;
       else if (v == "pp") o.algo = Algo::Pp;
-      else bad("--algo: expected high-throughput, low-latency, bucket or pp, got '" + v + "'");
+      else if (v == "lb") o.algo = Algo::Lb;
+      else bad("--algo: expected high-throughput, low-latency, bucket, pp or lb, got '" + v + "'");
     } else if (!std::strcmp(a, "--ll-tokens")) {
       o.llTokens = toIntList(a, val(), 0, 4096);
     } else if (!std::strcmp(a, "--coll-mib")) {
@@ -320,7 +325,7 @@ Options parseArgs(int argc, char** argv) {
   for (const char* name : kPpOnly)
     if (o.algo != Algo::Pp && wasGiven(name)) bad(std::string(name) + " applies to --algo pp only");
   for (const char* name : kCollOnly)
-    if (!o.collectives() && wasGiven(name)) bad(std::string(name) + " applies to --algo bucket and pp only");
+    if (!o.collectives() && wasGiven(name)) bad(std::string(name) + " applies to --algo bucket, pp and lb only");
   if (o.topk > o.experts)
     bad("--topk " + std::to_string(o.topk) + " must not exceed --experts " + std::to_string(o.experts));
   if (o.hidden % 8) bad("--hidden " + std::to_string(o.hidden) + " must be a multiple of 8");

@@ -16,7 +16,7 @@ constexpr int kMaxRanks = 8;
 constexpr double kNicMinGBps = 0.001;
 constexpr double kNicMaxGBps = 10000.0;
 
-enum class Algo { HighThroughput, LowLatency, Bucket, Pp };
+enum class Algo { HighThroughput, LowLatency, Bucket, Pp, Lb };
 // Largest numCtas of a bucket or PP channel (bucket.h / pp.h; device kBucketMaxCtas, kPpMaxCtas).
 constexpr int kMaxCollCtas = 32;
 
@@ -50,14 +50,15 @@ struct Options {
   int ranksPerNode = 0;
   // --algo: EP dispatch/combine high-throughput (default) or low-latency (ncclEpAlgoLowLatency,
   // ep_ll.h, at llTokens per rank: ll_bench.h), or the bucket collectives / PP send/recv
-  // (coll_bench.h: a collBytes FP32 tensor, ppBytes messages, collCtas CTAs per kernel).
+  // (coll_bench.h: a collBytes FP32 tensor, ppBytes messages, collCtas CTAs per kernel), or expert
+  // load balancing (lb.h: one DeepSeek-V3 expert's weights and gradients to a replica on the next rank).
   Algo algo = Algo::HighThroughput;
   bool lowLatency() const { return algo == Algo::LowLatency; }
-  bool collectives() const { return algo == Algo::Bucket || algo == Algo::Pp; }
+  bool collectives() const { return algo == Algo::Bucket || algo == Algo::Pp || algo == Algo::Lb; }
   std::vector<int> llTokens = {1, 32, 128, 256};
   size_t collBytes = size_t(64) << 20;
   size_t ppBytes = size_t(16) << 20;
-  size_t chunkBytes = 0;  // bucket and PP GIN chunk; 0: the library's default
+  size_t chunkBytes = 0;  // bucket, PP and LB GIN chunk; 0: the library's default
   int collCtas = 4;
   // How host threads wait for the GPU (cudaSetDeviceFlags before any context exists): auto
   // (CUDA's default), spin, yield or blocking; empty = EPX_HOST_SYNC or CUDA's default

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "common.h"
 #include "epx/bucket.h"
+#include "epx/lb.h"
 #include "epx/pp.h"
 #include "gin_report.h"
 
@@ -206,16 +208,125 @@ int runPp(const Options& opt, MultiGpu& mg, int R, bool printer) {
   }, [&](const RankContext& c) { return ncclEpPpChannelDestroy(ch[size_t(c.rank)]); });
 }
 
+// One DeepSeek-V3 expert (gate, up and down projections: 3 x 7168 x 2048 parameters).
+constexpr size_t kExpertParams = size_t(3) * 7168 * 2048;
+// Its FP8 weights' scales: one FP32 per 128 x 128 block.
+constexpr size_t kExpertScaleBytes = size_t(3) * (7168 / 128) * (2048 / 128) * 4;
+
+// Expert load balancing: every rank's slot 0 replicates local expert 0 of the next rank, so each
+// rank sends one expert's rows and receives one (a ring, like pp ring). Lines: prefetch of the FP8
+// weights with their scales, of BF16 weights, and the FP32 gradient reduction (the owner reads its
+// replica's gradient), each against an NCCL send/recv ring of the same bytes; % of the network rate
+// counts the bytes each rank receives.
+int runLb(const Options& opt, MultiGpu& mg, int R, bool printer) {
+  const size_t fp8Bytes = kExpertParams, bf16Bytes = kExpertParams * 2, gradBytes = kExpertParams * 4;
+  struct Rank {
+    ncclEpLb_t fp8 = nullptr, bf16 = nullptr;
+    bool hasGrads = false;
+    DevBuf weights8, scales, weights16, grads, mapping, send, recv;
+  };
+  std::vector<Rank> rk(static_cast<size_t>(R));
+  std::vector<int32_t> map(static_cast<size_t>(R));
+  for (int d = 0; d < R; ++d) map[size_t(d)] = (d + 1) % R;  // one expert per rank: its id is its owner's rank
+  mg.run([&](const RankContext& c) {
+    Rank& x = rk[size_t(c.rank)];
+    ncclEpLbConfig_t cfg = NCCL_EP_LB_CONFIG_INITIALIZER;
+    cfg.numCtas = opt.collCtas;
+    cfg.chunkBytes = opt.chunkBytes;
+    ncclEpLbPlan_t p{};
+    p.numExperts = R;
+    p.numSlots = 1;
+    p.numWeightTensors = 2;
+    p.weightRowBytes[0] = fp8Bytes;
+    p.weightRowBytes[1] = kExpertScaleBytes;
+    p.numGradTensors = 1;
+    p.gradRowElems[0] = kExpertParams;
+    // A build on NCCL older than 2.30.3 reads no network peer's slot gradients (lb.h): without the
+    // gradient tensor then, and no reduction line.
+    const ncclResult_t r = ncclEpLbCreate(c.comm, &p, &cfg, &x.fp8);
+    if (r == ncclInvalidUsage && std::strstr(ncclEpGetLastError(), "GIN get")) {
+      if (c.rank == 0) std::printf("# lb reduce: not run (%s)\n", ncclEpGetLastError());
+      p.numGradTensors = 0;
+      BENCH_EP(ncclEpLbCreate(c.comm, &p, &cfg, &x.fp8));
+    } else {
+      BENCH_EP(r);
+    }
+    x.hasGrads = p.numGradTensors > 0;
+    ncclEpLbPlan_t q{};
+    q.numExperts = R;
+    q.numSlots = 1;
+    q.numWeightTensors = 1;
+    q.weightRowBytes[0] = bf16Bytes;
+    BENCH_EP(ncclEpLbCreate(c.comm, &q, &cfg, &x.bf16));
+    x.weights8.alloc(fp8Bytes);
+    x.scales.alloc(kExpertScaleBytes);
+    x.weights16.alloc(bf16Bytes);
+    x.grads.alloc(gradBytes);
+    x.mapping.alloc(map.size() * sizeof(int32_t));
+    x.send.alloc(gradBytes);
+    x.recv.alloc(gradBytes);
+    BENCH_CUDA(cudaMemsetAsync(x.weights8.get(), 0x3c, fp8Bytes, c.stream));
+    BENCH_CUDA(cudaMemsetAsync(x.scales.get(), 0x3c, kExpertScaleBytes, c.stream));
+    BENCH_CUDA(cudaMemsetAsync(x.weights16.get(), 0x3c, bf16Bytes, c.stream));
+    BENCH_CUDA(cudaMemsetAsync(x.grads.get(), 0, gradBytes, c.stream));  // +0 plus zero replicas stays 0
+    if (x.hasGrads) {
+      float* sg = nullptr;
+      BENCH_EP(ncclEpLbGetSlotGrads(x.fp8, 0, &sg));
+      BENCH_CUDA(cudaMemsetAsync(sg, 0, gradBytes, c.stream));
+    }
+    BENCH_CUDA(cudaMemsetAsync(x.send.get(), 0x5a, gradBytes, c.stream));
+    BENCH_CUDA(cudaMemcpyAsync(x.mapping.get(), map.data(), map.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
+                               c.stream));
+    BENCH_CUDA(cudaStreamSynchronize(c.stream));
+  });
+  CollBench bench(opt, mg, printer);
+  auto x = [&](const RankContext& c) -> Rank& { return rk[size_t(c.rank)]; };
+  auto ring = [&](const RankContext& c, size_t bytes) {
+    BENCH_NCCL(ncclGroupStart());
+    BENCH_NCCL(ncclSend(x(c).send.get(), bytes, ncclUint8, (c.rank + R - 1) % R, c.comm, c.stream));
+    BENCH_NCCL(ncclRecv(x(c).recv.get(), bytes, ncclUint8, (c.rank + 1) % R, c.comm, c.stream));
+    BENCH_NCCL(ncclGroupEnd());
+  };
+  bench.run("lb prefetch fp8", "epx", fp8Bytes + kExpertScaleBytes, 1.0, [&](const RankContext& c, cudaStream_t) {
+    const void* w[2] = {x(c).weights8.get(), x(c).scales.get()};
+    BENCH_EP(ncclEpLbPrefetchWeights(x(c).fp8, x(c).mapping.as<int32_t>(), w, c.stream));
+  });
+  bench.run("lb prefetch fp8", "nccl", fp8Bytes + kExpertScaleBytes, 1.0,
+            [&](const RankContext& c, cudaStream_t) { ring(c, fp8Bytes + kExpertScaleBytes); });
+  bench.run("lb prefetch bf16", "epx", bf16Bytes, 1.0, [&](const RankContext& c, cudaStream_t) {
+    const void* w[1] = {x(c).weights16.get()};
+    BENCH_EP(ncclEpLbPrefetchWeights(x(c).bf16, x(c).mapping.as<int32_t>(), w, c.stream));
+  });
+  bench.run("lb prefetch bf16", "nccl", bf16Bytes, 1.0, [&](const RankContext& c, cudaStream_t) { ring(c, bf16Bytes); });
+  if (rk[size_t(mg.localRanks()[0])].hasGrads) {  // the same on every rank
+    bench.run("lb reduce fp32", "epx", gradBytes, 1.0, [&](const RankContext& c, cudaStream_t) {
+      float* g[1] = {x(c).grads.as<float>()};
+      BENCH_EP(ncclEpLbReduceGrads(x(c).fp8, x(c).mapping.as<int32_t>(), g, c.stream));
+    });
+    bench.run("lb reduce fp32", "nccl", gradBytes, 1.0, [&](const RankContext& c, cudaStream_t) { ring(c, gradBytes); });
+  }
+  int bad = finish(mg, "LB (FP8)", [&](const RankContext& c, ncclResult_t* r, char* msg, size_t len) {
+    return ncclEpLbGetAsyncError(x(c).fp8, r, msg, len);
+  }, [&](const RankContext& c) { return ncclEpLbDestroy(x(c).fp8); });
+  bad |= finish(mg, "LB (BF16)", [&](const RankContext& c, ncclResult_t* r, char* msg, size_t len) {
+    return ncclEpLbGetAsyncError(x(c).bf16, r, msg, len);
+  }, [&](const RankContext& c) { return ncclEpLbDestroy(x(c).bf16); });
+  return bad;
+}
+
 }  // namespace
 
 int runCollectives(const Options& opt, MultiGpu& mg, int nRanks, bool printer) {
+  const char* what = opt.algo == Algo::Pp ? "PP send/recv" : opt.algo == Algo::Lb ? "expert load balancing"
+                                                                                 : "bucket collectives";
+  const std::string shape = opt.algo == Algo::Pp   ? std::to_string(opt.ppBytes) + " B messages, ring"
+                            : opt.algo == Algo::Lb ? "one DeepSeek-V3 expert to the next rank's slot, ring"
+                                                   : std::to_string(opt.collBytes) + " B FP32 tensor";
   if (printer)
-    std::printf("# %s: %d ranks, %d CTAs per kernel, %d timed calls after %d, %s; floor: %s\n",
-                opt.algo == Algo::Pp ? "PP send/recv" : "bucket collectives", nRanks, opt.collCtas, opt.iters,
-                opt.warmup,
-                opt.algo == Algo::Pp ? (std::to_string(opt.ppBytes) + " B messages, ring").c_str()
-                                     : (std::to_string(opt.collBytes) + " B FP32 tensor").c_str(),
+    std::printf("# %s: %d ranks, %d CTAs per kernel, %d timed calls after %d, %s; floor: %s\n", what, nRanks,
+                opt.collCtas, opt.iters, opt.warmup, shape.c_str(),
                 opt.netGBps > 0 ? (std::to_string(opt.netGBps) + " GB/s (network rate)").c_str() : "none (no network rate)");
+  if (opt.algo == Algo::Lb) return runLb(opt, mg, nRanks, printer);
   return opt.algo == Algo::Pp ? runPp(opt, mg, nRanks, printer) : runBucket(opt, mg, nRanks, printer);
 }
 
