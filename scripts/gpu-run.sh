@@ -10,7 +10,7 @@
 #      suites (pp, bucket) included
 #   2. the same suites under fake-nodes.sh at 2, 4 and 8 processes (one rank per fake node)
 #   3. the dead-peer test (--run_test=dead_peer): exact mode at 2 ranks, capacity mode at 4
-#   (steps 1-2 leave out the randomized suites `random`, `random_bucket`, `random_pp`, `random_ll`;
+#   (steps 1-2 leave out the randomized suites `random`, `random_bucket`, `random_pp`, `random_ll`, `random_lb`;
 #   steps rand1 / rand2 run `random` alone at 1 rank and at 2 fake nodes with EPX_RANDOM_CASES
 #   (default 300 cases, 100 quick) within EPX_RANDOM_SECONDS; the steps rcoll1 / rcoll2 / rcoll8, not
 #   in the default list, run the other three at 1 rank and at 2 or 8 fake nodes the same way)
@@ -53,7 +53,7 @@ if [[ $what == all || $what == tests ]]; then
     # epx_ep_tests includes the randomized suite: at most EPX_RANDOM_SECONDS (90 here) of it; the
     # randomized bucket, PP and low-latency suites are left out (fakenodes steps rcoll1 / rcoll2 / rcoll8).
     args=(--log_level=test_suite)
-    [ "$name" = epx_ep_tests ] && args+=('--run_test=!random_bucket:!random_pp:!random_ll')
+    [ "$name" = epx_ep_tests ] && args+=('--run_test=!random_bucket:!random_pp:!random_ll:!random_lb')
     EPX_RANDOM_SECONDS=${EPX_RANDOM_SECONDS:-90} timeout 300 "$t" "${args[@]}" > "$OUT/$name.log" 2>&1; r=$?
     echo "$name: exit $r ($(( $(date +%s) - start )) s)" | tee -a "$OUT/summary.txt"
     [[ $r -ne 0 && $r -ne 77 ]] && rc=1 && tail -30 "$OUT/$name.log"
@@ -85,7 +85,7 @@ if [[ $what == fakenodes ]]; then
     [ $r -eq 124 ] && verdict="TIMEOUT (${lim} s)"
     echo "$name: $verdict, exit $r, $(( $(date +%s) - t0 )) s (limit ${lim} s)" | tee -a "$S"
   }
-  norand='--run_test=!random:!random_bucket:!random_pp:!random_ll'
+  norand='--run_test=!random:!random_bucket:!random_pp:!random_ll:!random_lb'
   ep1() { EPX_TEST_GPUS=1 timeout "$lim" $B/epx_ep_tests --log_level=test_suite "$norand" > "$L/ep-1rank.log" 2>&1; }
   epn() { $FN -n "$1" -t "$lim" -l "$L/ep-mp$1" -- $B/epx_ep_tests --log_level=test_suite "$norand" > "$L/ep-mp$1.txt" 2>&1; }
   # The randomized suite alone; its own time limit (EPX_RANDOM_SECONDS) stays below the step's.
@@ -93,12 +93,12 @@ if [[ $what == fakenodes ]]; then
               --log_level=message > "$L/random-1rank.log" 2>&1; }
   randn() { EPX_RANDOM_SECONDS=$(( lim > 120 ? lim - 60 : lim / 2 )) $FN -n "$1" -t "$lim" -l "$L/random-mp$1" -- $B/epx_ep_tests \
               --run_test=random --log_level=message > "$L/random-mp$1.txt" 2>&1; }
-  # The randomized bucket, PP and low-latency suites, one after another, each within EPX_RANDOM_SECONDS
-  # (a third of the step's limit, less a margin).
-  rcoll1() { EPX_TEST_GPUS=1 EPX_RANDOM_SECONDS=$(( lim > 90 ? lim / 3 - 20 : lim / 6 )) timeout "$lim" $B/epx_ep_tests \
-               --run_test=random_bucket:random_pp:random_ll --log_level=message > "$L/random-coll-1rank.log" 2>&1; }
-  rcolln() { EPX_RANDOM_SECONDS=$(( lim > 180 ? lim / 3 - 40 : lim / 6 )) $FN -n "$1" -t "$lim" -l "$L/random-coll-mp$1" -- \
-               $B/epx_ep_tests --run_test=random_bucket:random_pp:random_ll --log_level=message > "$L/random-coll-mp$1.txt" 2>&1; }
+  # The randomized bucket, PP, low-latency and load-balancing suites, one after another, each within
+  # EPX_RANDOM_SECONDS (a quarter of the step's limit, less a margin).
+  rcoll1() { EPX_TEST_GPUS=1 EPX_RANDOM_SECONDS=$(( lim > 90 ? lim / 4 - 15 : lim / 8 )) timeout "$lim" $B/epx_ep_tests \
+               --run_test=random_bucket:random_pp:random_ll:random_lb --log_level=message > "$L/random-coll-1rank.log" 2>&1; }
+  rcolln() { EPX_RANDOM_SECONDS=$(( lim > 180 ? lim / 4 - 30 : lim / 8 )) $FN -n "$1" -t "$lim" -l "$L/random-coll-mp$1" -- \
+               $B/epx_ep_tests --run_test=random_bucket:random_pp:random_ll:random_lb --log_level=message > "$L/random-coll-mp$1.txt" 2>&1; }
   dead() { EPX_DEAD_PEER_MODE=$2 $FN -n "$1" -t "$lim" -l "$L/dead-peer-$2-mp$1" -- $B/epx_ep_tests \
              --run_test=dead_peer --log_level=message > "$L/dead-peer-$2-mp$1.txt" 2>&1; }
   bench() {

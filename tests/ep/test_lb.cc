@@ -15,243 +15,22 @@
 #include <string>
 #include <vector>
 
-#include "coll_kernels.h"
 #include "ep_harness.h"
 #include "epx/lb.h"
-#include "epx/ref/lb_ref.h"
+#include "lb_harness.h"
 
 using namespace epx::test;
+using namespace epx::test::lb;
 
 namespace {
 
-constexpr uint8_t kPoison = 0xa5;
-constexpr uint64_t kChunkBytes = uint64_t(256) << 10;
-
-struct Plan {
-  int localExperts = 2;
-  int numSlots = 2;
-  std::vector<size_t> weightRowBytes;
-  std::vector<size_t> gradRowElems;
-  int numExperts() const { return localExperts * nRanks(); }
-};
-
-// The default plan: rows of one 16-byte vector, of an odd vector count, and of a few chunks plus
-// a tail (not a multiple of the chunk).
 Plan defaultPlan() {
+  // Rows of one 16-byte vector, of an odd vector count, and of a few chunks plus a tail.
   Plan p;
-  const size_t large = 2 * kChunkBytes + 48;
+  const size_t large = 2 * kDefaultChunkBytes + 48;
   p.weightRowBytes = {16, 4112, large};
   p.gradRowElems = {4, 1028, large / 4};
   return p;
-}
-
-// Creates one object per rank. A build on NCCL older than 2.30.3 cannot read network peers'
-// slot gradients (no one-sided GIN get): there creation refuses gradient tensors with network peers
-// (checked here, message included), and the object is made without them (gradsRefused).
-struct LbObjects {
-  Plan plan;
-  std::vector<ncclEpLb_t> lb;
-  bool gradsRefused = false;
-  explicit LbObjects(const Plan& p) : plan(p), lb(size_t(nRanks()), nullptr) {
-    if (!create() && !plan.gradRowElems.empty()) {
-      gradsRefused = true;
-      plan.gradRowElems.clear();
-      BOOST_REQUIRE(create());
-    }
-  }
-  // false: refused for want of GIN get (as documented); any other failure throws.
-  bool create() {
-    ncclEpLbPlan_t pl{};
-    pl.numExperts = plan.numExperts();
-    pl.numSlots = plan.numSlots;
-    pl.numWeightTensors = int(plan.weightRowBytes.size());
-    for (size_t t = 0; t < plan.weightRowBytes.size(); ++t) pl.weightRowBytes[t] = plan.weightRowBytes[t];
-    pl.numGradTensors = int(plan.gradRowElems.size());
-    for (size_t t = 0; t < plan.gradRowElems.size(); ++t) pl.gradRowElems[t] = plan.gradRowElems[t];
-    ncclEpLbConfig_t cfg = NCCL_EP_LB_CONFIG_INITIALIZER;
-    cfg.chunkBytes = kChunkBytes;
-    if (smCap() > 0) cfg.numCtas = std::min(8, smCap());
-    bool refused = false;
-    gpus().run([&](const RankContext& c) {
-      const ncclResult_t r = ncclEpLbCreate(c.comm, &pl, &cfg, &lb[size_t(c.rank)]);
-      if (r == ncclInvalidUsage && NCCL_VERSION_CODE < NCCL_VERSION(2, 30, 3) && pl.numGradTensors > 0 &&
-          std::string(ncclEpGetLastError()).find("one-sided GIN get") != std::string::npos) {
-        refused = true;
-        return;
-      }
-      EPX_CHECK_EP(r);
-    });
-    return !refused;
-  }
-  ~LbObjects() {
-    try {
-      gpus().run([&](const RankContext& c) { ncclEpLbDestroy(lb[size_t(c.rank)]); });
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "ncclEpLbDestroy: %s\n", e.what());
-    }
-  }
-  char* slots(int r, int t) const {
-    void* p = nullptr;
-    EPX_CHECK_EP(ncclEpLbGetSlots(lb[size_t(r)], t, &p));
-    return static_cast<char*>(p);
-  }
-  float* slotGrads(int r, int t) const {
-    float* p = nullptr;
-    EPX_CHECK_EP(ncclEpLbGetSlotGrads(lb[size_t(r)], t, &p));
-    return p;
-  }
-};
-
-uint64_t seedOf(uint64_t base, int what, int rank, int t) {
-  return mix64(base ^ (uint64_t(what) << 56) ^ (uint64_t(rank) << 40) ^ uint64_t(t));
-}
-enum : int { kWeights = 1, kGrads = 2, kSlotGrads = 3 };
-
-std::vector<uint8_t> patternBytes(uint64_t seed, size_t n) {
-  std::vector<uint8_t> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = patternByte(seed, i);
-  return v;
-}
-std::vector<float> patternFloats(uint64_t seed, size_t n) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = patternFloat(seed, i);
-  return v;
-}
-
-template <class T>
-std::vector<T> download(const void* p, size_t n) {
-  std::vector<T> v(n);
-  EPX_CHECK_CUDA(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-  return v;
-}
-
-std::string asyncErrorOf(ncclEpLb_t lb, ncclResult_t* code = nullptr) {
-  ncclResult_t r = ncclSuccess;
-  char msg[512] = {0};
-  ncclEpLbGetAsyncError(lb, &r, msg, sizeof(msg));
-  if (code) *code = r;
-  return r == ncclSuccess ? std::string() : std::string(msg);
-}
-
-// One rank's device buffers of a case: originals (weights, gradients) and the mapping.
-struct RankBuffers {
-  std::vector<void*> weights, grads;
-  int32_t* mapping = nullptr;
-  ~RankBuffers() {
-    for (void* p : weights) cudaFree(p);
-    for (void* p : grads) cudaFree(p);
-    cudaFree(mapping);
-  }
-};
-
-// Fills rank c.rank's originals and slot gradients from the seeds, poisons its slots, uploads the
-// mapping.
-void prepare(const LbObjects& o, const RankContext& c, RankBuffers& b, uint64_t base, const std::vector<int32_t>& map) {
-  const Plan& p = o.plan;
-  const size_t L = size_t(p.localExperts), S = size_t(p.numSlots);
-  if (b.weights.empty()) {
-    for (size_t w : p.weightRowBytes) {
-      void* q = nullptr;
-      EPX_CHECK_CUDA(cudaMalloc(&q, L * w));
-      b.weights.push_back(q);
-    }
-    for (size_t g : p.gradRowElems) {
-      void* q = nullptr;
-      EPX_CHECK_CUDA(cudaMalloc(&q, L * g * sizeof(float)));
-      b.grads.push_back(q);
-    }
-    EPX_CHECK_CUDA(cudaMalloc(&b.mapping, map.size() * sizeof(int32_t)));
-  }
-  for (size_t t = 0; t < p.weightRowBytes.size(); ++t) {
-    EPX_CHECK_CUDA(launchFillPattern(b.weights[t], L * p.weightRowBytes[t], seedOf(base, kWeights, c.rank, int(t)), c.stream));
-    EPX_CHECK_CUDA(cudaMemsetAsync(o.slots(c.rank, int(t)), kPoison, S * p.weightRowBytes[t], c.stream));
-  }
-  for (size_t t = 0; t < p.gradRowElems.size(); ++t) {
-    EPX_CHECK_CUDA(launchFillFloats(b.grads[t], L * p.gradRowElems[t], false, seedOf(base, kGrads, c.rank, int(t)), c.stream));
-    EPX_CHECK_CUDA(launchFillFloats(o.slotGrads(c.rank, int(t)), S * p.gradRowElems[t], false,
-                                    seedOf(base, kSlotGrads, c.rank, int(t)), c.stream));
-  }
-  EPX_CHECK_CUDA(cudaMemcpyAsync(b.mapping, map.data(), map.size() * sizeof(int32_t), cudaMemcpyHostToDevice, c.stream));
-}
-
-// Rank r's slots of every weight tensor against the reference ("" or the first difference).
-std::string checkSlots(const LbObjects& o, int r, uint64_t base, const std::vector<int32_t>& map) {
-  const Plan& p = o.plan;
-  const epx::ref::LbShape shape{nRanks(), p.numExperts(), p.numSlots};
-  for (size_t t = 0; t < p.weightRowBytes.size(); ++t) {
-    const size_t w = p.weightRowBytes[t];
-    // Only the owners of experts in rank r's slots matter; the others stay empty.
-    std::vector<std::vector<uint8_t>> orig(static_cast<size_t>(nRanks()));
-    for (int s = 0; s < p.numSlots; ++s) {
-      const int e = map[size_t(r * p.numSlots + s)];
-      if (e >= 0 && e < p.numExperts() && orig[size_t(e / p.localExperts)].empty())
-        orig[size_t(e / p.localExperts)] = patternBytes(seedOf(base, kWeights, e / p.localExperts, int(t)), size_t(p.localExperts) * w);
-    }
-    std::vector<std::vector<uint8_t>> want(static_cast<size_t>(nRanks()));
-    want[size_t(r)].assign(size_t(p.numSlots) * w, kPoison);
-    std::vector<int32_t> mine(map.size(), -1);  // rank r's entries only (valid ones)
-    for (int s = 0; s < p.numSlots; ++s) {
-      const int32_t e = map[size_t(r * p.numSlots + s)];
-      if (e >= 0 && e < p.numExperts()) mine[size_t(r * p.numSlots + s)] = e;
-    }
-    for (auto& v : want)
-      if (v.empty()) v.assign(size_t(p.numSlots) * w, 0);
-    epx::ref::lbPrefetch(shape, mine, w, orig, &want);
-    const auto got = download<uint8_t>(o.slots(r, int(t)), size_t(p.numSlots) * w);
-    for (size_t i = 0; i < got.size(); ++i)
-      if (got[i] != want[size_t(r)][i])
-        return "weight tensor " + std::to_string(t) + ", slot " + std::to_string(i / w) + ", byte " +
-               std::to_string(i % w) + ": " + std::to_string(got[i]) + ", reference " + std::to_string(want[size_t(r)][i]);
-  }
-  return {};
-}
-
-// Rank r's gradients of every gradient tensor against the reference, bit for bit.
-std::string checkGrads(const LbObjects& o, const RankBuffers& b, int r, uint64_t base, const std::vector<int32_t>& map) {
-  const Plan& p = o.plan;
-  const epx::ref::LbShape shape{nRanks(), p.numExperts(), p.numSlots};
-  std::vector<int32_t> valid = map;
-  for (auto& e : valid)
-    if (e < -1 || e >= p.numExperts()) e = -1;  // skipped by the kernel
-  for (size_t t = 0; t < p.gradRowElems.size(); ++t) {
-    const size_t g = p.gradRowElems[t];
-    std::vector<std::vector<float>> grads(static_cast<size_t>(nRanks())), slotGrads(static_cast<size_t>(nRanks()));
-    for (int q = 0; q < nRanks(); ++q) {
-      grads[size_t(q)] = q == r ? patternFloats(seedOf(base, kGrads, q, int(t)), size_t(p.localExperts) * g)
-                                : std::vector<float>(size_t(p.localExperts) * g, 0.0f);
-      slotGrads[size_t(q)] = patternFloats(seedOf(base, kSlotGrads, q, int(t)), size_t(p.numSlots) * g);
-    }
-    epx::ref::lbReduceGrads(shape, valid, g, slotGrads, &grads);
-    const auto got = download<float>(b.grads[t], size_t(p.localExperts) * g);
-    for (size_t i = 0; i < got.size(); ++i)
-      if (std::memcmp(&got[i], &grads[size_t(r)][i], 4) != 0)
-        return "gradient tensor " + std::to_string(t) + ", expert " + std::to_string(r * p.localExperts + int(i / g)) +
-               ", element " + std::to_string(i % g) + ": " + std::to_string(got[i]) + ", reference " +
-               std::to_string(grads[size_t(r)][i]);
-  }
-  return {};
-}
-
-// Prefetch then reduce with `map` on every rank; failures per rank.
-std::vector<std::string> runMapping(const LbObjects& o, const std::vector<int32_t>& map, uint64_t base) {
-  std::vector<std::string> fails(static_cast<size_t>(nRanks()));
-  std::vector<RankBuffers> bufs(static_cast<size_t>(nRanks()));
-  gpus().run([&](const RankContext& c) {
-    RankBuffers& b = bufs[size_t(c.rank)];
-    prepare(o, c, b, base, map);
-    EPX_CHECK_EP(ncclEpLbPrefetchWeights(o.lb[size_t(c.rank)], b.mapping, b.weights.data(), c.stream));
-    if (!o.plan.gradRowElems.empty())
-      EPX_CHECK_EP(ncclEpLbReduceGrads(o.lb[size_t(c.rank)], b.mapping,
-                                       reinterpret_cast<float* const*>(b.grads.data()), c.stream));
-    EPX_CHECK_CUDA(cudaStreamSynchronize(c.stream));
-  });
-  gpus().runLocal([&](const RankContext& c) {
-    std::string& f = fails[size_t(c.rank)];
-    f = asyncErrorOf(o.lb[size_t(c.rank)]);
-    if (f.empty()) f = checkSlots(o, c.rank, base, map);
-    if (f.empty()) f = checkGrads(o, bufs[size_t(c.rank)], c.rank, base, map);
-  });
-  return fails;
 }
 
 void report(const std::vector<std::string>& f, const std::string& what) {
@@ -300,31 +79,8 @@ BOOST_AUTO_TEST_CASE(bad_mapping_entry_is_skipped_and_reported) {
   for (int d = 0; d < R; ++d) map[size_t(d * 2)] = map[size_t(d * 2 + 1)] = (d + 1) % R;
   map[0] = R + 7;                 // rank 0, slot 0
   map[size_t(R * 2 - 1)] = -5;    // last rank, slot 1
-  const auto fails = [&] {
-    std::vector<std::string> f(static_cast<size_t>(R));
-    std::vector<RankBuffers> bufs(static_cast<size_t>(R));
-    const uint64_t base = nextSeed();
-    gpus().run([&](const RankContext& c) {
-      RankBuffers& b = bufs[size_t(c.rank)];
-      prepare(o, c, b, base, map);
-      EPX_CHECK_EP(ncclEpLbPrefetchWeights(o.lb[size_t(c.rank)], b.mapping, b.weights.data(), c.stream));
-      if (!o.plan.gradRowElems.empty())
-        EPX_CHECK_EP(ncclEpLbReduceGrads(o.lb[size_t(c.rank)], b.mapping,
-                                         reinterpret_cast<float* const*>(b.grads.data()), c.stream));
-      EPX_CHECK_CUDA(cudaStreamSynchronize(c.stream));
-    });
-    gpus().runLocal([&](const RankContext& c) {
-      ncclResult_t code = ncclSuccess;
-      const std::string msg = asyncErrorOf(o.lb[size_t(c.rank)], &code);
-      const std::string want = "the load-balancing mapping entry of rank 0, slot 0 is " + std::to_string(R + 7);
-      if (code != ncclInvalidArgument || msg.find(want) == std::string::npos)
-        f[size_t(c.rank)] = "async error " + std::to_string(int(code)) + " '" + msg + "', want ncclInvalidArgument with '" +
-                            want + "'";
-      if (f[size_t(c.rank)].empty()) f[size_t(c.rank)] = checkSlots(o, c.rank, base, map);
-      if (f[size_t(c.rank)].empty()) f[size_t(c.rank)] = checkGrads(o, bufs[size_t(c.rank)], c.rank, base, map);
-    });
-    return f;
-  }();
+  const std::string want = "the load-balancing mapping entry of rank 0, slot 0 is " + std::to_string(R + 7);
+  const auto fails = runMapping(o, map, nextSeed(), want);
   report(fails, "bad entries");
 }
 
@@ -342,7 +98,7 @@ BOOST_AUTO_TEST_CASE(graph_replay_reads_the_current_mapping) {
   std::vector<int32_t> map(size_t(R * S), -1);
   gpus().run([&](const RankContext& c) {
     RankBuffers& b = bufs[size_t(c.rank)];
-    prepare(o, c, b, base, map);
+    prepare(o, c.rank, c.stream, b, base, map);
     EPX_CHECK_CUDA(cudaStreamSynchronize(c.stream));
     cudaGraph_t g = nullptr;
     EPX_CHECK_CUDA(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeThreadLocal));
