@@ -51,7 +51,7 @@ if [[ $what == all || $what == tests ]]; then
     name=$(basename "$t")
     start=$(date +%s)
     # epx_ep_tests includes the randomized suite: at most EPX_RANDOM_SECONDS (90 here) of it; the
-    # randomized bucket, PP and low-latency suites are left out (fakenodes steps rcoll1 / rcoll2 / rcoll8).
+    # randomized bucket, PP, low-latency and load-balancing suites are left out (fakenodes steps rcoll1 / rcoll2 / rcoll8).
     args=(--log_level=test_suite)
     [ "$name" = epx_ep_tests ] && args+=('--run_test=!random_bucket:!random_pp:!random_ll:!random_lb')
     EPX_RANDOM_SECONDS=${EPX_RANDOM_SECONDS:-90} timeout 300 "$t" "${args[@]}" > "$OUT/$name.log" 2>&1; r=$?
