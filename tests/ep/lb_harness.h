@@ -34,6 +34,8 @@ struct LbObjects {
   ~LbObjects();
   LbObjects(const LbObjects&) = delete;
   LbObjects& operator=(const LbObjects&) = delete;
+  // No object: a gradients-only plan whose gradients were refused.
+  bool empty() const { return plan.weightRowBytes.empty() && plan.gradRowElems.empty(); }
   char* slots(int r, int t) const;
   float* slotGrads(int r, int t) const;
 
