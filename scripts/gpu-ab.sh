@@ -12,6 +12,8 @@
 #   bucketN  bucket all-gather / reduce-scatter / all-reduce, 64 MiB FP32, 4 CTAs; --iters 20
 #   ppN      PP ring, 16 MiB, 4 CTAs, one and two streams; --iters 20
 #   bucketNxC, ppNxC: the same with C CTAs
+#   lbN      expert load balancing (--algo lb: one DeepSeek-V3 expert, prefetch FP8 / BF16, FP32
+#            reduction), 8 CTAs; --iters 5 --warmup 2
 # Writes $OUT/ab.txt: "<line> <old|new>: <data line>" (spaces squeezed); logs under $OUT/bench-*.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +31,7 @@ for line in ${lines//,/ }; do
          pick='^ +[0-9]' ;;
     bucket*) args=(--algo bucket --coll-ctas "$ctas" --iters 20 --warmup 3) pick=' epx ' ;;
     pp*) args=(--algo pp --coll-ctas "$ctas" --iters 20 --warmup 3) pick=' epx ' ;;
+    lb*) args=(--algo lb --coll-ctas 8 --iters 5 --warmup 2) pick=' epx |^# lb' ;;
     *) echo "gpu-ab: unknown line $line" >&2; exit 2 ;;
   esac
   for which in old new; do
