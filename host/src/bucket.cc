@@ -26,9 +26,8 @@ struct ncclEpBucket {
   std::vector<epx::BucketTensorSpec> plan;
   epx::dev::BucketLayout bl{};
   std::vector<char*> tensorPtrs;
-  epx::dev::GroupState* state = nullptr;  // the protocol session's sequence numbers (device)
-  uint32_t* arrived = nullptr;            // [kNumOpKinds][nRanks] GIN arrivals expected so far (device)
-  epx::dev::SessionArgs session() const { return {state, arrived, cfg.numCtas}; }
+  epx::SessionState ses;  // the protocol session's device state
+  epx::dev::SessionArgs session() const { return ses.args(cfg.numCtas); }
 };
 
 struct ncclEpBucketSession {
@@ -40,8 +39,7 @@ namespace {
 
 void release(ncclEpBucket* b) {
   epx::linkClose(&b->link);
-  if (b->state) cudaFree(b->state);
-  if (b->arrived) cudaFree(b->arrived);
+  b->ses.release();
   delete b;
 }
 
@@ -90,10 +88,7 @@ std::string checkItems(const ncclEpBucket* b, epx::BucketCall call, const ncclEp
 }
 
 ncclResult_t checkUsable(const ncclEpBucket* b, const char* who) {
-  if (epx::groupBroken(epx::linkErrorSnapshot(b->link)))
-    return fail(ncclRemoteError,
-                std::string(who) + ": the bucket had a device-side timeout (ncclEpBucketGetAsyncError); destroy it");
-  return ncclSuccess;
+  return epx::linkCheckUsable(b->link, who, "bucket", "ncclEpBucketGetAsyncError");
 }
 
 size_t tensorBytes(const epx::BucketTensorSpec& t) { return t.count * size_t(epx::dtypeBytes(t.dtype)); }
@@ -239,12 +234,7 @@ extern "C" ncclResult_t ncclEpBucketCreate(ncclComm_t comm, const ncclEpBucketTe
   }
   b->bl = epx::dev::layoutBucket(plan.data(), numTensors, b->link.nRanks, b->link.network());
   cudaError_t ce;
-  const size_t arrivedBytes = sizeof(uint32_t) * epx::dev::kNumOpKinds * b->link.nRanks;
-  if ((ce = epx::dev::preloadBucketKernels()) != cudaSuccess ||
-      (ce = cudaMalloc(&b->state, sizeof(epx::dev::GroupState))) != cudaSuccess ||
-      (ce = cudaMemset(b->state, 0, sizeof(epx::dev::GroupState))) != cudaSuccess ||
-      (ce = cudaMalloc(&b->arrived, arrivedBytes)) != cudaSuccess ||
-      (ce = cudaMemset(b->arrived, 0, arrivedBytes)) != cudaSuccess) {
+  if ((ce = epx::dev::preloadBucketKernels()) != cudaSuccess || (ce = b->ses.alloc(b->link.nRanks)) != cudaSuccess) {
     release(b);
     return fail(ncclUnhandledCudaError, who(std::string("device state: ") + cudaGetErrorString(ce)));
   }
@@ -314,9 +304,5 @@ extern "C" ncclResult_t ncclEpBucketAllReduce(ncclEpBucket_t b, const ncclEpBuck
 }
 
 extern "C" ncclResult_t ncclEpBucketGetAsyncError(ncclEpBucket_t b, ncclResult_t* asyncError, char* msg, size_t msgLen) {
-  if (!b || !asyncError) return fail(ncclInvalidArgument, "ncclEpBucketGetAsyncError: NULL argument");
-  std::string text;
-  *asyncError = epx::linkAsyncError(b->link, &text);
-  if (msg && msgLen) std::snprintf(msg, msgLen, "%s", text.c_str());
-  return ncclSuccess;
+  return epx::linkGetAsyncError(b ? &b->link : nullptr, asyncError, msg, msgLen, "ncclEpBucketGetAsyncError");
 }

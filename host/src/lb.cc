@@ -25,9 +25,8 @@ struct ncclEpLb {
   epx::LbConfig cfg;
   epx::LbPlan plan;
   epx::dev::LbLayout l{};
-  epx::dev::GroupState* state = nullptr;  // the protocol session's sequence numbers (device)
-  uint32_t* arrived = nullptr;            // [kNumOpKinds][nRanks] GIN arrivals expected so far (device)
-  epx::dev::SessionArgs session() const { return {state, arrived, cfg.numCtas}; }
+  epx::SessionState ses;  // the protocol session's device state
+  epx::dev::SessionArgs session() const { return ses.args(cfg.numCtas); }
 };
 
 namespace {
@@ -39,8 +38,7 @@ static_assert(epx::kLbMaxSlots == epx::dev::kLbMaxSlots && epx::kLbMaxCtas == ep
 
 void release(ncclEpLb* b) {
   epx::linkClose(&b->link);
-  if (b->state) cudaFree(b->state);
-  if (b->arrived) cudaFree(b->arrived);
+  b->ses.release();
   delete b;
 }
 
@@ -106,14 +104,6 @@ epx::LinkRequest lbRequest(const epx::dev::LbLayout& bl, const epx::LbConfig& cf
   return req;
 }
 
-ncclResult_t checkUsable(const ncclEpLb* b, const char* who) {
-  if (epx::groupBroken(epx::linkErrorSnapshot(b->link)))
-    return fail(ncclRemoteError,
-                std::string(who) + ": the load-balancing object had a device-side timeout (ncclEpLbGetAsyncError); "
-                                   "destroy it");
-  return ncclSuccess;
-}
-
 bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % epx::kCollPtrAlign == 0; }
 
 // Checks one call's arguments and launches it. ptrs: the weight (prefetch) or gradient tensors.
@@ -132,7 +122,9 @@ ncclResult_t call(ncclEpLb_t b, int op, const int32_t* mapping, const void* cons
     if (!ptrs[t]) return bad(std::string(what) + "[" + std::to_string(t) + "] is NULL");
     if (!aligned(ptrs[t])) return bad(std::string(what) + "[" + std::to_string(t) + "] is not 16-byte aligned");
   }
-  if (ncclResult_t r = checkUsable(b, who); r != ncclSuccess) return r;
+  if (ncclResult_t r = epx::linkCheckUsable(b->link, who, "load-balancing object", "ncclEpLbGetAsyncError");
+      r != ncclSuccess)
+    return r;
   epx::dev::LbArgs a{};
   a.link = epx::linkArgs(b->link, b->l.flags);
   a.session = b->session();
@@ -217,12 +209,7 @@ extern "C" ncclResult_t ncclEpLbCreate(ncclComm_t comm, const ncclEpLbPlan_t* pl
   }
   b->l = layoutOf(b->plan, b->cfg, b->link);
   cudaError_t ce;
-  const size_t arrivedBytes = sizeof(uint32_t) * epx::dev::kNumOpKinds * b->link.nRanks;
-  if ((ce = epx::dev::preloadLbKernels()) != cudaSuccess ||
-      (ce = cudaMalloc(&b->state, sizeof(epx::dev::GroupState))) != cudaSuccess ||
-      (ce = cudaMemset(b->state, 0, sizeof(epx::dev::GroupState))) != cudaSuccess ||
-      (ce = cudaMalloc(&b->arrived, arrivedBytes)) != cudaSuccess ||
-      (ce = cudaMemset(b->arrived, 0, arrivedBytes)) != cudaSuccess) {
+  if ((ce = epx::dev::preloadLbKernels()) != cudaSuccess || (ce = b->ses.alloc(b->link.nRanks)) != cudaSuccess) {
     release(b);
     return fail(ncclUnhandledCudaError, who(std::string("device state: ") + cudaGetErrorString(ce)));
   }
@@ -277,9 +264,5 @@ extern "C" ncclResult_t ncclEpLbReduceGrads(ncclEpLb_t b, const int32_t* mapping
 }
 
 extern "C" ncclResult_t ncclEpLbGetAsyncError(ncclEpLb_t b, ncclResult_t* asyncError, char* msg, size_t msgLen) {
-  if (!b || !asyncError) return fail(ncclInvalidArgument, "ncclEpLbGetAsyncError: NULL argument");
-  std::string text;
-  *asyncError = epx::linkAsyncError(b->link, &text);
-  if (msg && msgLen) std::snprintf(msg, msgLen, "%s", text.c_str());
-  return ncclSuccess;
+  return epx::linkGetAsyncError(b ? &b->link : nullptr, asyncError, msg, msgLen, "ncclEpLbGetAsyncError");
 }

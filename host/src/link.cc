@@ -1,5 +1,6 @@
 #include "link.h"
 
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -275,6 +276,38 @@ dev::AsyncError linkErrorSnapshot(const WindowLink& l) {
 
 ncclResult_t linkAsyncError(const WindowLink& l, std::string* text) {
   return describeAsyncError(linkErrorSnapshot(l), l.timeoutMs, text);
+}
+
+ncclResult_t linkGetAsyncError(const WindowLink* l, ncclResult_t* asyncError, char* msg, size_t msgLen, const char* who) {
+  if (!l || !asyncError) return fail(ncclInvalidArgument, std::string(who) + ": NULL argument");
+  std::string text;
+  *asyncError = linkAsyncError(*l, &text);
+  if (msg && msgLen) std::snprintf(msg, msgLen, "%s", text.c_str());
+  return ncclSuccess;
+}
+
+ncclResult_t linkCheckUsable(const WindowLink& l, const char* who, const char* what, const char* getter) {
+  if (groupBroken(linkErrorSnapshot(l)))
+    return fail(ncclRemoteError,
+                std::string(who) + ": the " + what + " had a device-side timeout (" + getter + "); destroy it");
+  return ncclSuccess;
+}
+
+cudaError_t SessionState::alloc(int nRanks) {
+  const size_t arrivedBytes = sizeof(uint32_t) * dev::kNumOpKinds * size_t(nRanks);
+  cudaError_t ce;
+  if ((ce = cudaMalloc(&state, sizeof(dev::GroupState))) != cudaSuccess ||
+      (ce = cudaMemset(state, 0, sizeof(dev::GroupState))) != cudaSuccess ||
+      (ce = cudaMalloc(&arrived, arrivedBytes)) != cudaSuccess || (ce = cudaMemset(arrived, 0, arrivedBytes)) != cudaSuccess)
+    return ce;
+  return cudaSuccess;
+}
+
+void SessionState::release() {
+  if (state) cudaFree(state);
+  if (arrived) cudaFree(arrived);
+  state = nullptr;
+  arrived = nullptr;
 }
 
 }  // namespace epx

@@ -13,6 +13,7 @@
 
 #include "core/window_plan.h"
 #include "epx/device/link_args.h"
+#include "epx/device/session_args.h"
 
 namespace epx {
 
@@ -102,5 +103,24 @@ dev::AsyncError linkErrorSnapshot(const WindowLink& l);
 
 // Words for the link's async error ("" and ncclSuccess when none).
 ncclResult_t linkAsyncError(const WindowLink& l, std::string* text);
+
+// The public ncclEp*GetAsyncError of an object on l: NULL checks (naming `who`), then the code and
+// its words (msg may be NULL).
+ncclResult_t linkGetAsyncError(const WindowLink* l, ncclResult_t* asyncError, char* msg, size_t msgLen, const char* who);
+
+// ncclRemoteError "<who>: the <what> had a device-side timeout (<getter>); destroy it" once a device
+// wait of l timed out (the object refuses new work), else ncclSuccess.
+ncclResult_t linkCheckUsable(const WindowLink& l, const char* who, const char* what, const char* getter);
+
+// The protocol session's device state of an object that runs its ops through the session
+// (session.cuh: buckets, load balancing): sequence numbers and the GIN arrivals expected so far
+// from each source, zeroed.
+struct SessionState {
+  dev::GroupState* state = nullptr;
+  uint32_t* arrived = nullptr;  // [kNumOpKinds][nRanks]
+  cudaError_t alloc(int nRanks);
+  void release();
+  dev::SessionArgs args(int nCtas) const { return {state, arrived, nCtas}; }
+};
 
 }  // namespace epx

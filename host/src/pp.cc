@@ -64,10 +64,7 @@ void release(ncclEpPpChannel* ch) {
 
 // A channel whose device wait timed out refuses new work.
 ncclResult_t checkUsable(const ncclEpPpChannel* ch, const char* who) {
-  if (epx::groupBroken(epx::linkErrorSnapshot(ch->link)))
-    return fail(ncclRemoteError, std::string(who) + ": the channel had a device-side timeout (ncclEpPpGetAsyncError); "
-                                                    "destroy it");
-  return ncclSuccess;
+  return epx::linkCheckUsable(ch->link, who, "channel", "ncclEpPpGetAsyncError");
 }
 
 // What a channel takes of its communicator's window (linkOpen).
@@ -199,9 +196,5 @@ extern "C" ncclResult_t ncclEpPpRecv(ncclEpPpChannel_t ch, void* buf, size_t cap
 }
 
 extern "C" ncclResult_t ncclEpPpGetAsyncError(ncclEpPpChannel_t ch, ncclResult_t* asyncError, char* msg, size_t msgLen) {
-  if (!ch || !asyncError) return fail(ncclInvalidArgument, "ncclEpPpGetAsyncError: NULL argument");
-  std::string text;
-  *asyncError = epx::linkAsyncError(ch->link, &text);
-  if (msg && msgLen) std::snprintf(msg, msgLen, "%s", text.c_str());
-  return ncclSuccess;
+  return epx::linkGetAsyncError(ch ? &ch->link : nullptr, asyncError, msg, msgLen, "ncclEpPpGetAsyncError");
 }

@@ -56,31 +56,25 @@ EPX_HD bool bucketReducible(int elem) { return elem == kElemF32 || elem == kElem
 inline BucketLayout layoutBucket(const BucketTensorPlan* plan, int nTensors, int nRanks, bool ginPeers) {
   BucketLayout l{};
   l.numTensors = nTensors;
-  uint64_t off = 0;
-  auto region = [&](uint64_t bytes, uint64_t align) {
-    off = alignUp(off, align);
-    const uint64_t at = off;
-    off += bytes;
-    return at;
-  };
-  l.flags = region(uint64_t(kNumFlagKinds) * uint64_t(nRanks) * 4, kWindowRegionAlign);
+  RegionCursor cur;
+  l.flags = cur.take(uint64_t(kNumFlagKinds) * uint64_t(nRanks) * 4, kWindowRegionAlign);
   for (int i = 0; i < nTensors; ++i) {
     BucketTensorLayout& t = l.t[i];
     t.count = plan[i].count;
     t.shard = plan[i].count / uint64_t(nRanks);
     t.elemBytes = plan[i].elemBytes;
     t.elem = plan[i].elem;
-    t.offset = region(t.count * uint64_t(t.elemBytes), kBucketTensorAlign);
+    t.offset = cur.take(t.count * uint64_t(t.elemBytes), kBucketTensorAlign);
   }
   for (int i = 0; i < nTensors; ++i) {
     BucketTensorLayout& t = l.t[i];
-    if (bucketReducible(t.elem)) t.scratch = region(t.count * uint64_t(t.elemBytes), kBucketTensorAlign);
+    if (bucketReducible(t.elem)) t.scratch = cur.take(t.count * uint64_t(t.elemBytes), kBucketTensorAlign);
   }
   for (int i = 0; i < nTensors; ++i) {
     BucketTensorLayout& t = l.t[i];
-    if (ginPeers && t.elem == kElemF32) t.stage = region(t.count * 2, kBucketTensorAlign);
+    if (ginPeers && t.elem == kElemF32) t.stage = cur.take(t.count * 2, kBucketTensorAlign);
   }
-  l.totalBytes = alignUp(off, kWindowTotalAlign);
+  l.totalBytes = cur.total();
   return l;
 }
 

@@ -60,27 +60,21 @@ inline LbLayout layoutLb(const uint64_t* weightRowBytes, int numWeightTensors, c
   l.numGradTensors = numGradTensors;
   l.chunkBytes = chunkBytes;
   l.laneBytes = lbLaneBytes(chunkBytes);
-  uint64_t off = 0;
-  auto region = [&](uint64_t bytes, uint64_t align) {
-    off = alignUp(off, align);
-    const uint64_t at = off;
-    off += bytes;
-    return at;
-  };
-  l.flags = region(uint64_t(kNumFlagKinds) * uint64_t(nRanks) * 4, kWindowRegionAlign);
+  RegionCursor cur;
+  l.flags = cur.take(uint64_t(kNumFlagKinds) * uint64_t(nRanks) * 4, kWindowRegionAlign);
   for (int t = 0; t < numWeightTensors; ++t) {
     l.weightRowBytes[t] = weightRowBytes[t];
-    l.slots[t] = region(uint64_t(numSlots) * weightRowBytes[t], kLbRowAlign);
+    l.slots[t] = cur.take(uint64_t(numSlots) * weightRowBytes[t], kLbRowAlign);
   }
   for (int t = 0; t < numGradTensors; ++t) {
     l.gradRowElems[t] = gradRowElems[t];
-    l.slotGrads[t] = region(uint64_t(numSlots) * gradRowElems[t] * 4, kLbRowAlign);
+    l.slotGrads[t] = cur.take(uint64_t(numSlots) * gradRowElems[t] * 4, kLbRowAlign);
   }
   if (ginPeers && numWeightTensors > 0)
-    l.stage = region(uint64_t(numCtas) * kLbStageBuffers * chunkBytes, kLbRowAlign);
+    l.stage = cur.take(uint64_t(numCtas) * kLbStageBuffers * chunkBytes, kLbRowAlign);
   if (ginPeers && numGradTensors > 0)
-    l.scratch = region(uint64_t(numCtas) * kLbGetLanes * l.laneBytes, kLbRowAlign);
-  l.totalBytes = alignUp(off, kWindowTotalAlign);
+    l.scratch = cur.take(uint64_t(numCtas) * kLbGetLanes * l.laneBytes, kLbRowAlign);
+  l.totalBytes = cur.total();
   return l;
 }
 

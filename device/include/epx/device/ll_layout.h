@@ -158,22 +158,16 @@ inline LlLayout layoutLl(const LlShape& s, uint64_t base) {
   l.hidden = s.hidden;
   l.rowBytes = uint32_t(s.hidden) * 2;
   l.wordBase = uint32_t(kNumFlagKinds) * s.nRanks;
-  uint64_t off = base;
-  auto region = [&](uint64_t bytes) {
-    off = alignUp(off, kWindowRegionAlign);
-    const uint64_t at = off;
-    off += bytes;
-    return at;
-  };
+  RegionCursor cur{base};
   const uint64_t T = uint64_t(s.maxTokens);
   // BF16 messages are the larger (2H >= H + H/32 rounded up to 16, for H a multiple of 128).
   const uint64_t msg = l.msgBytes(false) > l.msgBytes(s.fp8) ? l.msgBytes(false) : l.msgBytes(s.fp8);
   l.srcBytes = l.hdrBytes() + uint64_t(l.localExperts) * T * msg;
-  l.dispatchRecv = region(uint64_t(kLlBanks) * s.nRanks * l.srcBytes);
-  l.dispatchStage = region(uint64_t(s.nRanks) * l.hdrBytes() + T * s.topk * msg);
-  l.combineRecv = region(uint64_t(kLlBanks) * s.numExperts * T * l.rowBytes);
-  l.combineSend = region(uint64_t(s.numExperts) * T * l.rowBytes);
-  l.endBytes = off;
+  l.dispatchRecv = cur.take(uint64_t(kLlBanks) * s.nRanks * l.srcBytes);
+  l.dispatchStage = cur.take(uint64_t(s.nRanks) * l.hdrBytes() + T * s.topk * msg);
+  l.combineRecv = cur.take(uint64_t(kLlBanks) * s.numExperts * T * l.rowBytes);
+  l.combineSend = cur.take(uint64_t(s.numExperts) * T * l.rowBytes);
+  l.endBytes = cur.off;
   return l;
 }
 

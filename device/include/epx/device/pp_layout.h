@@ -64,17 +64,11 @@ inline PpLayout layoutPp(const PpShape& s) {
   PpLayout l{};
   l.numSlots = s.slots;
   l.slotBytes = kPpHeaderBytes + alignUp(s.maxBytes, kPpHeaderBytes);
-  uint64_t off = 0;
-  auto region = [&](uint64_t bytes) {
-    off = alignUp(off, kWindowRegionAlign);
-    const uint64_t at = off;
-    off += bytes;
-    return at;
-  };
-  l.flags = region(uint64_t(kPpFlagKinds) * uint64_t(s.nRanks) * 4);
-  l.slots = region(uint64_t(s.nRanks) * uint64_t(s.slots) * l.slotBytes);
-  l.stage = region(s.hasGinPeers() ? uint64_t(s.nRanks) * kPpStageBuffers * l.slotBytes : 0);
-  l.totalBytes = alignUp(off, kWindowTotalAlign);
+  RegionCursor cur;
+  l.flags = cur.take(uint64_t(kPpFlagKinds) * uint64_t(s.nRanks) * 4);
+  l.slots = cur.take(uint64_t(s.nRanks) * uint64_t(s.slots) * l.slotBytes);
+  l.stage = cur.take(s.hasGinPeers() ? uint64_t(s.nRanks) * kPpStageBuffers * l.slotBytes : 0);
+  l.totalBytes = cur.total();
   return l;
 }
 

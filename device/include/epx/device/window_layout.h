@@ -74,6 +74,20 @@ constexpr uint64_t kWindowTotalAlign = uint64_t(2) << 20;
 
 inline constexpr uint64_t alignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
+// Lays out a window's areas one after another: take() returns where the next area of `bytes`
+// starts (aligned to `align`) and moves past it; `off` is the end so far. Every layout of the
+// window (EP groups, low latency, buckets, PP, load balancing) places its areas with it.
+struct RegionCursor {
+  uint64_t off = 0;
+  constexpr uint64_t take(uint64_t bytes, uint64_t align = kWindowRegionAlign) {
+    off = alignUp(off, align);
+    const uint64_t at = off;
+    off += bytes;
+    return at;
+  }
+  constexpr uint64_t total() const { return alignUp(off, kWindowTotalAlign); }
+};
+
 // Count entry sent by every rank to every rank: [rows to each rank (nRanks)] [counts of the
 // receiver's local experts (localExperts)].
 inline constexpr uint32_t countStrideOf(int nRanks, int localExperts) {
@@ -90,33 +104,27 @@ inline WindowLayout layoutWindow(const WindowShape& s) {
   wl.stageRows = uint32_t(stageRows);
   wl.countStride = countStrideOf(s.nRanks, s.localExperts);
   wl.combineRowBytes = uint32_t(H * (s.fp32Combine ? 4 : 2));
-  uint64_t off = 0;
-  auto region = [&](uint64_t bytes) {
-    off = alignUp(off, kWindowRegionAlign);
-    const uint64_t at = off;
-    off += bytes;
-    return at;
-  };
-  wl.flags = region((uint64_t(kNumFlagKinds) * R + s.extraFlagWords) * 4);
-  wl.counts = region(uint64_t(2) * R * wl.countStride * 4);
-  wl.countStage = region(s.hasGinPeers() ? R * wl.countStride * 4 : 0);
+  RegionCursor cur;
+  wl.flags = cur.take((uint64_t(kNumFlagKinds) * R + s.extraFlagWords) * 4);
+  wl.counts = cur.take(uint64_t(2) * R * wl.countStride * 4);
+  wl.countStage = cur.take(s.hasGinPeers() ? R * wl.countStride * 4 : 0);
   // The six per-row arrays of dispatch, for n rows (receive side and GIN staging side alike).
   auto rowArrays = [&](uint64_t n, uint64_t& x, uint64_t& scales, uint64_t& idx, uint64_t& weights, uint64_t& info,
                        uint64_t& pos) {
-    x = region(n * H * 2);
-    scales = region(s.fp8 ? n * (H / 128) * 4 : 0);
-    idx = region(n * K * 4);
-    weights = region(n * K * 4);
-    info = region(n * 2 * 4);
-    pos = region(n * K * 4);
+    x = cur.take(n * H * 2);
+    scales = cur.take(s.fp8 ? n * (H / 128) * 4 : 0);
+    idx = cur.take(n * K * 4);
+    weights = cur.take(n * K * 4);
+    info = cur.take(n * 2 * 4);
+    pos = cur.take(n * K * 4);
   };
   rowArrays(rows, wl.recvX, wl.recvScales, wl.recvIdx, wl.recvWeights, wl.recvInfo, wl.recvPos);
-  wl.combineX = region(rows * wl.combineRowBytes);  // BF16 rows in place; FP32 staging (exact combine)
-  wl.combineRecv = region(rows * wl.combineRowBytes);
-  wl.combineRecvW = region(rows * K * 4);
-  wl.combineStageW = region(s.hasGinPeers() ? rows * K * 4 : 0);
+  wl.combineX = cur.take(rows * wl.combineRowBytes);  // BF16 rows in place; FP32 staging (exact combine)
+  wl.combineRecv = cur.take(rows * wl.combineRowBytes);
+  wl.combineRecvW = cur.take(rows * K * 4);
+  wl.combineStageW = cur.take(s.hasGinPeers() ? rows * K * 4 : 0);
   rowArrays(stageRows, wl.stageX, wl.stageScales, wl.stageIdx, wl.stageWeights, wl.stageInfo, wl.stagePos);
-  wl.totalBytes = alignUp(off, kWindowTotalAlign);
+  wl.totalBytes = cur.total();
   return wl;
 }
 
