@@ -6,7 +6,8 @@
 # every dispatch launch with the GPU's global timer (one timer for all processes on the GPU) and
 # prints the stamps (lines "TLL ...") at exit. ll-timeline.py prints, per kind of launch, the median
 # of each phase per rank and the time from one rank's put to the other's arrival.
-# Not yet run: written on 2026-12-06, when no GPU machine could be had.
+# Run on 2026-12-06 (one H100, NCCL 2.28.9; docs/low-latency.md, "Where the NIC-on time goes"). The
+# bundle's lib/ must not hold another NCCL, nor may a stray .devbuild/ (devbuild-env.sh puts its lib first).
 #   EPX_AB_BUILD=<bundle dir> OUT=<dir> scripts/experiments/gpu-ll-timeline.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
