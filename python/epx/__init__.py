@@ -17,6 +17,7 @@ from . import _abi as abi
 from ._errors import EpAsyncError, EpError, LibraryNotFoundError, NcclVersionError
 from .buffer import Buffer, CombineOutput, DispatchOutput, Handle
 from .event import EventOverlap
+from .lb import LoadBalancer
 from .low_latency import LowLatencyDispatchOutput, LowLatencyHandle, LowLatencyRecvHook
 from .window import GroupBuffers
 
@@ -46,7 +47,7 @@ def get_last_error():
     return _lib.last_error()
 
 
-__all__ = ["Buffer", "Handle", "DispatchOutput", "CombineOutput", "EventOverlap", "GroupBuffers",
+__all__ = ["Buffer", "LoadBalancer", "Handle", "DispatchOutput", "CombineOutput", "EventOverlap", "GroupBuffers",
            "LowLatencyHandle", "LowLatencyDispatchOutput", "LowLatencyRecvHook", "EpError", "EpAsyncError", "LibraryNotFoundError",
            "NcclVersionError", "nccl_versions",
            "library_path", "get_last_error", "abi", "EPX_VERSION_CODE", "__version__"]

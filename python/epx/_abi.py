@@ -1,4 +1,4 @@
-"""ctypes mirror of host/include/epx/ep.h and ep_ll.h (the C ABI of libepx).
+"""ctypes mirror of host/include/epx/ep.h, ep_ll.h and lb.h (the C ABI of libepx).
 
 Every structure below lists the fields of its C counterpart in the same order with the same types;
 tests/test_cpu.py compiles a C program against ep.h and compares sizeof and every field offset with
@@ -236,6 +236,46 @@ LL_STRUCTS = {
     "ncclEpLowLatencyCombineOutputs_t": ncclEpLowLatencyCombineOutputs_t,
     "ncclEpLowLatencyShape_t": ncclEpLowLatencyShape_t,
 }
+
+# --- lb.h (expert load balancing) ---------------------------------------------------------------
+NCCL_EP_LB_CONFIG_MAGIC = 0x4550584C  # "EPXL"
+NCCL_EP_LB_MAX_TENSORS = 8
+
+
+class ncclEpLbPlan_t(C.Structure):
+    _fields_ = [
+        ("numExperts", C.c_int),
+        ("numSlots", C.c_int),
+        ("numWeightTensors", C.c_int),
+        ("weightRowBytes", C.c_size_t * NCCL_EP_LB_MAX_TENSORS),
+        ("numGradTensors", C.c_int),
+        ("gradRowElems", C.c_size_t * NCCL_EP_LB_MAX_TENSORS),
+    ]
+
+
+class ncclEpLbConfig_t(C.Structure):
+    _fields_ = [
+        ("size", C.c_size_t),
+        ("magic", C.c_uint),
+        ("version", C.c_uint),
+        ("numCtas", C.c_int),
+        ("timeoutMs", C.c_int),
+        ("chunkBytes", C.c_size_t),
+    ]
+
+
+LB_STRUCTS = {
+    "ncclEpLbPlan_t": ncclEpLbPlan_t,
+    "ncclEpLbConfig_t": ncclEpLbConfig_t,
+}
+
+
+def lb_config_initializer():
+    """NCCL_EP_LB_CONFIG_INITIALIZER: size, magic, version set; numCtas and timeoutMs undefined,
+    chunkBytes 0 (the library's default)."""
+    return ncclEpLbConfig_t(C.sizeof(ncclEpLbConfig_t), NCCL_EP_LB_CONFIG_MAGIC, EPX_VERSION_CODE,
+                            NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT, 0)
+
 
 # Every mirrored structure of ep.h, by its C name (the layout test walks this and LL_STRUCTS).
 STRUCTS = {

@@ -126,3 +126,60 @@ def check_combine_args(x, rows, num_tokens, bias, topk_weights, *, hidden, topk,
         if got[0] < rows:
             raise ValueError("topk_weights has %d rows but the dispatch output has %d" % (got[0], rows))
     return biases
+
+
+# --- expert load balancing (lb.h) -----------------------------------------------------------------
+_ELEM_BYTES = {"uint8": 1, "int8": 1, FP8: 1, "float8_e5m2": 1, BF16: 2, "float16": 2, F32: 4, I32: 4, I64: 8}
+
+
+def _numel(t):
+    n = 1
+    for s in _shape(t):
+        n *= s
+    return n
+
+
+def check_lb_mapping(mapping, num_ranks, num_slots, device=None):
+    """The redundancy mapping: int32, num_ranks * num_slots entries ([num_ranks, num_slots] or flat)."""
+    if mapping is None:
+        raise ValueError("mapping is required")
+    shape = _shape(mapping) if hasattr(mapping, "shape") else None
+    want = (num_ranks * num_slots,) if shape is None or len(shape) != 2 else (num_ranks, num_slots)
+    check_tensor("mapping", mapping, want, (I32,), align=4, device=device)
+
+
+def check_lb_rows(name, tensors, row_sizes, local_experts, fp32_elems, device=None):
+    """A list of tensors, one per planned tensor, each holding local_experts rows of that tensor's row
+    size — bytes of any dtype (weights), or FP32 elements when fp32_elems (gradients) — contiguous
+    and 16-byte aligned. Returns their pointers."""
+    if tensors is None or isinstance(tensors, (str, bytes)) or not hasattr(tensors, "__len__"):
+        raise TypeError("%s must be a list of tensors, one per planned tensor" % name)
+    if len(tensors) != len(row_sizes):
+        raise ValueError("%s has %d tensors but the plan has %d" % (name, len(tensors), len(row_sizes)))
+    ptrs = []
+    for i, (t, row) in enumerate(zip(tensors, row_sizes)):
+        n = "%s[%d]" % (name, i)
+        if t is None or not hasattr(t, "data_ptr"):
+            raise TypeError("%s must be a torch.Tensor" % n)
+        dn = dtype_name(t)
+        if fp32_elems and dn != F32:
+            raise TypeError("%s must have dtype torch.float32, got %s" % (n, dn))
+        if not fp32_elems and dn not in _ELEM_BYTES:
+            raise TypeError("%s has an unsupported dtype %s" % (n, dn))
+        got = _numel(t) if fp32_elems else _numel(t) * _ELEM_BYTES[dn]
+        want = local_experts * row
+        if got != want:
+            unit = "FP32 elements" if fp32_elems else "bytes"
+            raise ValueError("%s must hold %d %s (%d local experts x %d), got %d" % (n, want, unit, local_experts, row,
+                                                                                    got))
+        if not getattr(t, "is_cuda", False):
+            raise ValueError("%s must be a CUDA tensor, got device %s" % (n, getattr(t, "device", "?")))
+        if device is not None and str(t.device) != str(device):
+            raise ValueError("%s is on %s but the load balancer is on %s" % (n, t.device, device))
+        if not t.is_contiguous():
+            raise ValueError("%s must be contiguous; call .contiguous()" % n)
+        p = int(t.data_ptr())
+        if p % 16:
+            raise ValueError("%s must be 16-byte aligned (data_ptr 0x%x)" % (n, p))
+        ptrs.append(p)
+    return ptrs

@@ -67,6 +67,14 @@ def _declare(lib, path):
                                          P(_abi.ncclEpLowLatencyDispatchOutputs_t), C.c_int, V]),
         "ncclEpLowLatencyCombine": (R, [V, P(_abi.ncclEpLowLatencyCombineInputs_t),
                                         P(_abi.ncclEpLowLatencyCombineOutputs_t), C.c_int, V]),
+        # lb.h
+        "ncclEpLbCreate": (R, [V, P(_abi.ncclEpLbPlan_t), P(_abi.ncclEpLbConfig_t), P(V)]),
+        "ncclEpLbDestroy": (R, [V]),
+        "ncclEpLbGetSlots": (R, [V, C.c_int, P(V)]),
+        "ncclEpLbGetSlotGrads": (R, [V, C.c_int, P(V)]),
+        "ncclEpLbPrefetchWeights": (R, [V, V, P(V), V]),
+        "ncclEpLbReduceGrads": (R, [V, V, P(V), V]),
+        "ncclEpLbGetAsyncError": (R, [V, P(R), C.c_char_p, C.c_size_t]),
     }
     missing = []
     for name, (res, args) in protos.items():

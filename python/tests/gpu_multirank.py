@@ -13,7 +13,8 @@ async_finish / previous_event overlap; zero-copy dispatch and in-place combine (
 low-latency dispatch/combine (whole calls and send/receive halves through the hooks, BF16 and FP8,
 zero-copy combine buffer); the MoE example against its single-GPU reference; an invalid expert id
 in capacity mode (EpAsyncError at the next call, once); a configuration that differs between ranks
-(EpError on every rank). Runs at 1 rank too (world size 1 without a launcher).
+(EpError on every rank); expert load balancing (epx.LoadBalancer: prefetch and the
+fixed-order gradient reduction). Runs at 1 rank too (world size 1 without a launcher).
 Each case does all its collective calls first and checks afterwards, so a failed check on one rank
 does not leave the others waiting. Prints PASS/FAIL per case and rank; exit 1 if any failed.
 NOT RUN ON A GPU YET (written 2026-12-02 without a GPU or torch on the machine).
@@ -406,6 +407,53 @@ def config_mismatch():
     assert SIZE == 1, "ranks with different timeout_ms were accepted"
 
 
+def load_balancing():
+    """epx.LoadBalancer: every rank's slots replicate other ranks' experts; prefetch byte-exact, the
+    gradient reduction bit-exact against the (rank, slot)-order FP32 sum (NCCL older than 2.30.3
+    across nodes refuses gradients: then the weights only)."""
+    L, S, W, G = 2, 2, 64, 32
+    mapping = [((d + 1 + s) % SIZE) * L + s % L for d in range(SIZE) for s in range(S)]
+    m = torch.tensor(mapping, dtype=torch.int32, device="cuda")
+
+    def weights(r):
+        g = torch.Generator().manual_seed(1000 + r)
+        return torch.randn(L, W, generator=g).to(torch.bfloat16)
+
+    def grads(r, slots=False):
+        g = torch.Generator().manual_seed((3000 if slots else 2000) + r)
+        return torch.randn(S if slots else L, G, generator=g, dtype=torch.float32)
+
+    try:
+        lb = epx.LoadBalancer(None, SIZE * L, S, weight_row_bytes=[W * 2], grad_row_elems=[G])
+        with_grads = True
+    except epx.EpError as e:
+        if "GIN get" not in str(e):
+            raise
+        lb = epx.LoadBalancer(None, SIZE * L, S, weight_row_bytes=[W * 2])
+        with_grads = False
+    try:
+        w = weights(RANK).cuda()
+        g = grads(RANK).cuda()
+        lb.prefetch_weights(m, [w])
+        if with_grads:
+            lb.slot_grads(0).copy_(grads(RANK, slots=True).cuda())
+            lb.reduce_grads(m, [g])
+        torch.cuda.synchronize()
+        lb.check_async_error()
+        got = lb.slot_weights(0, torch.bfloat16).cpu()
+        for s in range(S):
+            e = mapping[RANK * S + s]
+            assert torch.equal(got[s], weights(e // L)[e % L]), "slot %d" % s
+        if with_grads:
+            want = grads(RANK)
+            for i, e in enumerate(mapping):
+                if e // L == RANK:
+                    want[e % L] = want[e % L] + grads(i // S, slots=True)[i % S]
+            assert torch.equal(g.cpu(), want), "gradients"
+    finally:
+        lb.destroy()
+
+
 def main():
     global RANK, SIZE, E, LE
     RANK, SIZE = moe_layer.init_distributed(port=29533)
@@ -434,6 +482,7 @@ def main():
     case(moe_example, "dedup", "capacity")
     case(async_error)
     case(config_mismatch)
+    case(load_balancing)
     flag = torch.tensor([len(failures)], device="cuda")
     dist.all_reduce(flag)
     dist.destroy_process_group()

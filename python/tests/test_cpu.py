@@ -29,11 +29,18 @@ from epx import _abi, _checks, _lib  # noqa: E402
 
 EP_H = os.path.join(REPO, "host", "include", "epx", "ep.h")
 EP_LL_H = os.path.join(REPO, "host", "include", "epx", "ep_ll.h")
+LB_H = os.path.join(REPO, "host", "include", "epx", "lb.h")
 
 
 def all_structs():
-    """{name: class} of every mirrored struct (ep.h and ep_ll.h)."""
-    return dict(_abi.STRUCTS, **_abi.LL_STRUCTS)
+    """{name: class} of every mirrored struct (ep.h, ep_ll.h and lb.h)."""
+    return dict(_abi.STRUCTS, **_abi.LL_STRUCTS, **_abi.LB_STRUCTS)
+
+
+def read_lb_header():
+    """lb.h's structs parsed from the header."""
+    with open(LB_H) as f:
+        return header_structs(f.read())
 
 
 def read_headers():
@@ -88,7 +95,8 @@ def header_structs(text):
 
 
 def probe_source(structs):
-    lines = ["#include <epx/ep.h>", "#include <epx/ep_ll.h>", "#include <stdio.h>", "#include <stddef.h>", "int main(void) {"]
+    lines = ["#include <epx/ep.h>", "#include <epx/ep_ll.h>", "#include <epx/lb.h>", "#include <stdio.h>",
+             "#include <stddef.h>", "int main(void) {"]
     for s, fields in structs.items():
         lines.append('  printf("sizeof %s %%zu\\n", sizeof(%s));' % (s, s))
         for f in fields:
@@ -103,11 +111,12 @@ def probe_source(structs):
               "ncclSystemError", "ncclInternalError", "ncclInvalidArgument", "ncclInvalidUsage",
               "ncclRemoteError", "ncclInProgress", "ncclInt32", "ncclInt64", "ncclFloat32", "ncclBfloat16",
               "ncclFloat8e4m3", "NCCL_UNIQUE_ID_BYTES", "NCCL_EP_LL_SEND", "NCCL_EP_LL_RECV",
-              "NCCL_EP_LL_SEND_RECV"]
+              "NCCL_EP_LL_SEND_RECV", "NCCL_EP_LB_CONFIG_MAGIC", "NCCL_EP_LB_MAX_TENSORS"]
     for c in consts:
         lines.append('  printf("const %s %%lld\\n", (long long)(%s));' % (c, c))
     for s, macro in (("ncclEpConfig_t", "NCCL_EP_CONFIG_INITIALIZER"),
-                     ("ncclEpHandleConfig_t", "NCCL_EP_HANDLE_CONFIG_INITIALIZER")):
+                     ("ncclEpHandleConfig_t", "NCCL_EP_HANDLE_CONFIG_INITIALIZER"),
+                     ("ncclEpLbConfig_t", "NCCL_EP_LB_CONFIG_INITIALIZER")):
         lines.append("  { %s v = %s;" % (s, macro))
         for f in structs[s]:
             lines.append('    printf("init %s %s %%lld\\n", (long long)v.%s);' % (s, f, f))
@@ -131,7 +140,7 @@ def run_probe(testcase):
     if not any(os.path.exists(os.path.join(d, "cuda_runtime.h")) for d in dirs):
         testcase.skipTest("cuda_runtime.h not found in %s (set EPX_HEADER_DIRS)" % dirs)
     ht, ll = read_headers()
-    structs = dict(ht, **ll)
+    structs = dict(ht, **ll, **read_lb_header())
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "abi_probe.c")
         exe = os.path.join(tmp, "abi_probe")
@@ -183,13 +192,15 @@ class TestAbiLayout(unittest.TestCase):
 
     def setUp(self):
         self.ht, self.ll = read_headers()
-        self.structs = dict(self.ht, **self.ll)
+        self.lb = read_lb_header()
+        self.structs = dict(self.ht, **self.ll, **self.lb)
 
     def test_same_structs_and_field_names(self):
         self.assertEqual(sorted(self.ht), sorted(_abi.STRUCTS), "structs of ep.h and epx/_abi.py STRUCTS differ")
         self.assertEqual(sorted(self.ll), sorted(_abi.LL_STRUCTS),
                          "structs of ep_ll.h and epx/_abi.py LL_STRUCTS differ")
         self.assertEqual(len(self.ll), 5)
+        self.assertEqual(sorted(self.lb), sorted(_abi.LB_STRUCTS), "structs of lb.h and epx/_abi.py LB_STRUCTS differ")
         for name, fields in self.structs.items():
             py = [f[0] for f in all_structs()[name]._fields_]
             self.assertEqual(py, fields, "field names/order of %s differ from the header" % name)
@@ -226,7 +237,8 @@ class TestAbiLayout(unittest.TestCase):
             if row[0] == "init":
                 init.setdefault(row[1], {})[row[2]] = int(row[3])
         for s, make in (("ncclEpConfig_t", _abi.config_initializer),
-                        ("ncclEpHandleConfig_t", _abi.handle_config_initializer)):
+                        ("ncclEpHandleConfig_t", _abi.handle_config_initializer),
+                        ("ncclEpLbConfig_t", _abi.lb_config_initializer)):
             v = make()
             self.assertEqual(set(init[s]), {f[0] for f in v._fields_})
             for f, want in init[s].items():
@@ -552,6 +564,64 @@ class TestCombineChecks(unittest.TestCase):
             self.check(FakeTensor((6, 256), "bfloat16"), w=FakeTensor((6, 2), "float32"))
         with self.assertRaisesRegex(ValueError, "topk_weights has 5 rows"):
             self.check(FakeTensor((6, 256), "bfloat16"), w=FakeTensor((5, 2), "float32"), expanded=False)
+
+
+class TestLoadBalancerChecks(unittest.TestCase):
+    """epx.LoadBalancer's Python-side checks (no torch, no GPU): the plan and every call argument."""
+
+    def test_plan(self):
+        from epx.lb import make_plan  # noqa: PLC0415
+        p = make_plan(256, 2, [44040192, 10752], [44040192])
+        self.assertEqual((p.numExperts, p.numSlots, p.numWeightTensors, p.numGradTensors), (256, 2, 2, 1))
+        self.assertEqual(list(p.weightRowBytes[:2]), [44040192, 10752])
+        self.assertEqual(p.gradRowElems[0], 44040192)
+        with self.assertRaisesRegex(TypeError, "num_slots must be an int"):
+            make_plan(256, 2.0, [16], [])
+        with self.assertRaisesRegex(ValueError, "weight_row_bytes has 9 entries, at most 8"):
+            make_plan(256, 2, [16] * 9, [])
+        with self.assertRaisesRegex(TypeError, "grad_row_elems must be a list of ints"):
+            make_plan(256, 2, [16], 4)
+
+    def test_mapping(self):
+        _checks.check_lb_mapping(FakeTensor((8,), "int32"), 4, 2)
+        _checks.check_lb_mapping(FakeTensor((4, 2), "int32"), 4, 2)
+        with self.assertRaisesRegex(ValueError, r"mapping must have shape \[8\], got \[7\]"):
+            _checks.check_lb_mapping(FakeTensor((7,), "int32"), 4, 2)
+        with self.assertRaisesRegex(TypeError, "mapping must have dtype torch.int32"):
+            _checks.check_lb_mapping(FakeTensor((8,), "int64"), 4, 2)
+        with self.assertRaisesRegex(ValueError, "mapping is required"):
+            _checks.check_lb_mapping(None, 4, 2)
+
+    def test_rows(self):
+        # 2 local experts: weights of 64 bytes per expert as 2 x 32 FP8 or 2 x 16 FP32; gradients of 8.
+        ptrs = _checks.check_lb_rows("weights", [FakeTensor((2, 64), "float8_e4m3fn", ptr=0x1000),
+                                                 FakeTensor((2, 16), "float32", ptr=0x2000)], [64, 64], 2, False)
+        self.assertEqual(ptrs, [0x1000, 0x2000])
+        self.assertEqual(_checks.check_lb_rows("grads", [FakeTensor((2, 8), "float32")], [8], 2, True), [0x10000])
+        with self.assertRaisesRegex(ValueError, r"weights\[0\] must hold 128 bytes \(2 local experts x 64\), got 64"):
+            _checks.check_lb_rows("weights", [FakeTensor((2, 16), "bfloat16")], [64], 2, False)
+        with self.assertRaisesRegex(ValueError, "weights has 1 tensors but the plan has 2"):
+            _checks.check_lb_rows("weights", [FakeTensor((2, 64), "uint8")], [64, 16], 2, False)
+        with self.assertRaisesRegex(TypeError, r"grads\[0\] must have dtype torch.float32, got bfloat16"):
+            _checks.check_lb_rows("grads", [FakeTensor((2, 8), "bfloat16")], [8], 2, True)
+        with self.assertRaisesRegex(ValueError, "16-byte aligned"):
+            _checks.check_lb_rows("grads", [FakeTensor((2, 8), "float32", ptr=0x1004)], [8], 2, True)
+        with self.assertRaisesRegex(ValueError, "must be a CUDA tensor"):
+            _checks.check_lb_rows("grads", [FakeTensor((2, 8), "float32", cuda=False)], [8], 2, True)
+        with self.assertRaisesRegex(ValueError, "must be contiguous"):
+            _checks.check_lb_rows("grads", [FakeTensor((2, 8), "float32", contiguous=False)], [8], 2, True)
+        with self.assertRaisesRegex(TypeError, "must be a list of tensors"):
+            _checks.check_lb_rows("grads", FakeTensor((2, 8), "float32"), [8], 2, True)
+
+    def test_needs_torch(self):
+        r = run_py("import sys; sys.modules['torch'] = None\n"
+                   "import epx\n"
+                   "try:\n"
+                   "    epx.LoadBalancer(None, 16, 1, [16])\n"
+                   "except ImportError as e:\n"
+                   "    print('MSG', e)\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("MSG epx.LoadBalancer needs PyTorch", r.stdout)
 
 
 if __name__ == "__main__":
