@@ -145,6 +145,8 @@ BOOST_AUTO_TEST_CASE(options_of_the_other_algorithm_are_refused) {
   BOOST_TEST(ht.status == 2);
   BOOST_TEST(has(ht, "--ll-tokens applies to --algo low-latency only"), ht.output);
   BOOST_TEST(parse({"--algo", "low-latency", "--ll-tokens", "1,32", "--sms", "8", "--no-check"}).status == 0);
+  BOOST_TEST(parse({"--algo", "low-latency", "--ll-align"}).status == 0);
+  BOOST_TEST(has(parse({"--ll-align"}), "--ll-align applies to --algo low-latency only"));
 }
 
 // --algo bucket / pp (coll_bench.h): their own sizes and CTA count; EP options mean nothing there.

@@ -69,6 +69,8 @@ void usage(FILE* f) {
       "                      next rank: weight prefetch FP8 + scales and BF16, FP32 gradient reduction,\n"
       "                      against an NCCL send/recv ring of the same bytes\n"
       "  --ll-tokens LIST    low-latency: tokens per rank, comma separated (default 1,32,128,256)\n"
+      "  --ll-align          low-latency: an NCCL all-reduce of one value before each timed sequence (not\n"
+      "                      timed), so that every rank starts it together (default: back to back)\n"
       "  --coll-mib N        bucket: tensor size in MiB, 1..4096 (default 64)\n"
       "  --pp-mib N          pp: message size in MiB, 1..4096 (default 16)\n"
       "  --chunk-kib N       bucket, pp, lb: the GIN chunk (the objects' config .chunkBytes) in KiB,\n"
@@ -165,7 +167,7 @@ const char* modeName(int mode) { return mode == 0 ? "exact" : "capacity"; }
 // Options of one algorithm's benchmark only: given with the other, they would be ignored.
 constexpr const char* kHighThroughputOnly[] = {"--tokens", "--routing", "--layout",      "--mode",     "--buffers", "--align",
                                                "--idx32",  "--no-baseline", "--no-ceiling", "--no-floor", "--csv"};
-constexpr const char* kLowLatencyOnly[] = {"--ll-tokens"};
+constexpr const char* kLowLatencyOnly[] = {"--ll-tokens", "--ll-align"};
 // EP options (either algorithm) that mean nothing to --algo bucket / pp, and theirs.
 constexpr const char* kEpOnly[] = {"--hidden",     "--topk", "--experts",       "--sms",
                                    "--no-check",   "--seed", "--ranks-per-node", "--net-latency-us"};
@@ -271,6 +273,8 @@ Options parseArgs(int argc, char** argv) {
       else bad("--algo: expected high-throughput, low-latency, bucket, pp or lb, got '" + v + "'");
     } else if (!std::strcmp(a, "--ll-tokens")) {
       o.llTokens = toIntList(a, val(), 0, 4096);
+    } else if (!std::strcmp(a, "--ll-align")) {
+      o.llAlign = true;
     } else if (!std::strcmp(a, "--coll-mib")) {
       o.collBytes = size_t(toInt(a, val(), 1, 4096)) << 20;
     } else if (!std::strcmp(a, "--pp-mib")) {

@@ -56,6 +56,9 @@ struct Options {
   bool lowLatency() const { return algo == Algo::LowLatency; }
   bool collectives() const { return algo == Algo::Bucket || algo == Algo::Pp || algo == Algo::Lb; }
   std::vector<int> llTokens = {1, 32, 128, 256};
+  // Low-latency: an NCCL all-reduce of one value before each timed dispatch/combine sequence (not
+  // timed), so that the ranks start it together instead of where the previous one left them.
+  bool llAlign = false;
   size_t collBytes = size_t(64) << 20;
   size_t ppBytes = size_t(16) << 20;
   size_t chunkBytes = 0;  // bucket, PP and LB GIN chunk; 0: the library's default
