@@ -29,8 +29,8 @@
  *    becomes, for every expert, its value plus its replicas' slot gradients added one by one in
  *    (rank, slot) ascending order with FP32 round-to-nearest additions: bit-identical from run to
  *    run and equal to host/ref's lbReduceGrads. The owner reads (pulls) its replicas' rows: NVLink
- *    loads, or one-sided GIN get from network peers (NCCL 2.30 or newer: with network peers and an
- *    older NCCL, a plan with gradient tensors is refused at creation).
+ *    loads, or one-sided GIN get from network peers (NCCL 2.30.3 or newer: with network peers and
+ *    an older NCCL, a plan with gradient tensors is refused at creation).
  * Both calls are collective and stream-ordered, in the same order on every rank; they end when
  * every rank's part of the transfer is done (the caller may overwrite weights / slot gradients
  * after the call on its stream). No call allocates or synchronizes with the host: graph-capturable.
@@ -84,11 +84,11 @@ typedef struct {
 ncclResult_t ncclEpLbGetBufferSizeHint(ncclComm_t comm, const ncclEpLbPlan_t* plan, const ncclEpLbConfig_t* config,
                                        size_t* bytes);
 
-/* Collective over comm: checks the plan and config, agrees on them between ranks, takes a region of
+/* Collective over comm (config NULL: every default): checks the plan and config, agrees on them between ranks, takes a region of
  * the communicator's epx window (window.h). Slots and slot gradients start zeroed. Errors:
  * ncclInvalidArgument (plan/config, with the reason in ncclEpGetLastError), ncclInvalidUsage
  * (ranks differ; a runtime NCCL that cannot run this build; no symmetric memory; gradient tensors
- * with network peers on NCCL older than 2.30; no room in a planned window). */
+ * with network peers on NCCL older than 2.30.3; no room in a planned window). */
 ncclResult_t ncclEpLbCreate(ncclComm_t comm, const ncclEpLbPlan_t* plan, const ncclEpLbConfig_t* config,
                             ncclEpLb_t* lb);
 /* Collective; as ncclEpBucketDestroy. NULL is ignored. */
