@@ -17,7 +17,8 @@ in capacity mode (EpAsyncError at the next call, once); a configuration that dif
 fixed-order gradient reduction). Runs at 1 rank too (world size 1 without a launcher).
 Each case does all its collective calls first and checks afterwards, so a failed check on one rank
 does not leave the others waiting. Prints PASS/FAIL per case and rank; exit 1 if any failed.
-NOT RUN ON A GPU YET (written 2026-12-02 without a GPU or torch on the machine).
+What has run where: python/README.md, "Not done yet" (every case but load_balancing, which was written
+2026-12-06 and has not run on a GPU).
 """
 
 import os
