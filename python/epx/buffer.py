@@ -10,7 +10,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, List
 
-from . import _abi, _checks, _comm, _lib
+from . import _abi, _checks, _comm, _lib, _native
 from ._errors import EpAsyncError
 from .event import EventOverlap, as_cuda_event
 from .window import group_buffers, window_tensor
@@ -160,7 +160,7 @@ class Handle:
             pass
 
 
-class Buffer:
+class Buffer(_native.NativeObject):
     """An epx EP group on the ranks of a torch.distributed process group (NCCL backend).
 
     Args:
@@ -293,18 +293,6 @@ class Buffer:
             self._own_comm.destroy()
             self._own_comm = None
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.destroy()
-
-    def __del__(self):
-        try:
-            self.destroy()
-        except Exception:  # noqa: BLE001
-            pass
-
     def _take_native(self, key):
         ptrs = self._pool.get(key)
         if ptrs:
@@ -397,10 +385,7 @@ class Buffer:
     # --- errors -----------------------------------------------------------------------------------
     def get_async_error(self):
         """(code, message) of the group's device-side error; code 0 when none. Does not synchronize."""
-        code = _abi.ncclResult_t()
-        msg = C.create_string_buffer(1024)
-        _lib.check(_lib.lib().ncclEpGroupGetAsyncError(self._native(), C.byref(code), msg, len(msg)))
-        return code.value, msg.value.decode("utf-8", "replace")
+        return _native.async_error(_lib.lib().ncclEpGroupGetAsyncError, self._native())
 
     def check_async_error(self):
         """Raise EpAsyncError for a device-side error of the group. A timeout (ncclRemoteError) is

@@ -19,7 +19,7 @@ e // num_local_experts; its rows in `weights` / `grads` are at e % num_local_exp
 
 import ctypes as C
 
-from . import _abi, _checks, _comm, _lib
+from . import _abi, _checks, _comm, _lib, _native
 from ._errors import EpAsyncError
 from .window import window_tensor
 
@@ -52,7 +52,7 @@ def make_plan(num_experts, num_slots, weight_row_bytes, grad_row_elems):
     return p
 
 
-class LoadBalancer:
+class LoadBalancer(_native.NativeObject):
     """Expert load balancing over `group` (None: the default group). Creating it is collective."""
 
     def __init__(self, group, num_experts, num_slots, weight_row_bytes=(), grad_row_elems=(), num_ctas=0,
@@ -112,18 +112,6 @@ class LoadBalancer:
             self._own_comm.destroy()
             self._own_comm = None
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.destroy()
-
-    def __del__(self):
-        try:
-            self.destroy()
-        except Exception:  # noqa: BLE001
-            pass
-
     # --- the slots (views of the window, valid while the object lives) -----------------------------
     def slot_weights(self, t, dtype=None):
         """Weight tensor t of this rank's slots, [num_slots, row] of `dtype` (default uint8: bytes)."""
@@ -172,10 +160,7 @@ class LoadBalancer:
     # --- errors -------------------------------------------------------------------------------------
     def get_async_error(self):
         """(code, message) of the device-side error; code 0 when none. Does not synchronize."""
-        code = _abi.ncclResult_t()
-        msg = C.create_string_buffer(1024)
-        _lib.check(_lib.lib().ncclEpLbGetAsyncError(self._native(), C.byref(code), msg, len(msg)))
-        return code.value, msg.value.decode("utf-8", "replace")
+        return _native.async_error(_lib.lib().ncclEpLbGetAsyncError, self._native())
 
     def check_async_error(self):
         """Raise EpAsyncError for a device-side error (a timeout naming the peer, a bad mapping entry)."""
