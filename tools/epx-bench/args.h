@@ -62,7 +62,7 @@ struct Options {
   size_t collBytes = size_t(64) << 20;
   size_t ppBytes = size_t(16) << 20;
   size_t chunkBytes = 0;  // bucket, PP and LB GIN chunk; 0: the library's default
-  int collCtas = 4;
+  int collCtas = 0;  // 0: the object's library default (bucket and PP 4, load balancing 8)
   // How host threads wait for the GPU (cudaSetDeviceFlags before any context exists): auto
   // (CUDA's default), spin, yield or blocking; empty = EPX_HOST_SYNC or CUDA's default
   // (epx/testing/multigpu.h, setHostSync).

@@ -112,7 +112,7 @@ int runBucket(const Options& opt, MultiGpu& mg, int R, bool printer) {
   std::vector<DevBuf> in(static_cast<size_t>(R)), out(static_cast<size_t>(R));  // NCCL's buffers
   mg.run([&](const RankContext& c) {
     ncclEpBucketConfig_t cfg = NCCL_EP_BUCKET_CONFIG_INITIALIZER;
-    cfg.numCtas = opt.collCtas;
+    if (opt.collCtas > 0) cfg.numCtas = opt.collCtas;
     cfg.chunkBytes = opt.chunkBytes;
     BENCH_EP(ncclEpBucketCreate(c.comm, &plan, 1, &cfg, &b[size_t(c.rank)]));
     in[size_t(c.rank)].alloc(total);
@@ -175,7 +175,7 @@ int runPp(const Options& opt, MultiGpu& mg, int R, bool printer) {
     ncclEpPpConfig_t cfg = NCCL_EP_PP_CONFIG_INITIALIZER;
     cfg.maxMessageBytes = bytes;
     cfg.slots = kPpSlots;
-    cfg.numCtas = opt.collCtas;
+    if (opt.collCtas > 0) cfg.numCtas = opt.collCtas;
     cfg.chunkBytes = opt.chunkBytes;
     BENCH_EP(ncclEpPpChannelCreate(c.comm, &cfg, &ch[size_t(c.rank)]));
     src[size_t(c.rank)].alloc(bytes);
@@ -231,7 +231,7 @@ int runLb(const Options& opt, MultiGpu& mg, int R, bool printer) {
   mg.run([&](const RankContext& c) {
     Rank& x = rk[size_t(c.rank)];
     ncclEpLbConfig_t cfg = NCCL_EP_LB_CONFIG_INITIALIZER;
-    cfg.numCtas = opt.collCtas;
+    if (opt.collCtas > 0) cfg.numCtas = opt.collCtas;
     cfg.chunkBytes = opt.chunkBytes;
     ncclEpLbPlan_t p{};
     p.numExperts = R;
@@ -323,8 +323,9 @@ int runCollectives(const Options& opt, MultiGpu& mg, int nRanks, bool printer) {
                             : opt.algo == Algo::Lb ? "one DeepSeek-V3 expert to the next rank's slot, ring"
                                                    : std::to_string(opt.collBytes) + " B FP32 tensor";
   if (printer)
-    std::printf("# %s: %d ranks, %d CTAs per kernel, %d timed calls after %d, %s; floor: %s\n", what, nRanks,
-                opt.collCtas, opt.iters, opt.warmup, shape.c_str(),
+    std::printf("# %s: %d ranks, %s CTAs per kernel, %d timed calls after %d, %s; floor: %s\n", what, nRanks,
+                opt.collCtas > 0 ? std::to_string(opt.collCtas).c_str() : "the library's default", opt.iters,
+                opt.warmup, shape.c_str(),
                 opt.netGBps > 0 ? (std::to_string(opt.netGBps) + " GB/s (network rate)").c_str() : "none (no network rate)");
   if (opt.algo == Algo::Lb) return runLb(opt, mg, nRanks, printer);
   return opt.algo == Algo::Pp ? runPp(opt, mg, nRanks, printer) : runBucket(opt, mg, nRanks, printer);
