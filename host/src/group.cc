@@ -202,11 +202,8 @@ extern "C" ncclResult_t ncclEpGroupGetSmCount(ncclEpGroup_t g, int* sms) {
 }
 
 extern "C" ncclResult_t ncclEpGroupGetAsyncError(ncclEpGroup_t g, ncclResult_t* asyncError, char* msg, size_t msgLen) {
-  if (!g || !asyncError) return fail(ncclInvalidArgument, "ncclEpGroupGetAsyncError: NULL argument");
-  std::string text;
-  *asyncError = epx::linkAsyncError(g->link, &text);  // the link's timeoutMs is cfg.timeoutMs
-  if (msg && msgLen) std::snprintf(msg, msgLen, "%s", text.c_str());
-  return ncclSuccess;
+  // The link's timeoutMs is cfg.timeoutMs.
+  return epx::linkGetAsyncError(g ? &g->link : nullptr, asyncError, msg, msgLen, "ncclEpGroupGetAsyncError");
 }
 
 extern "C" ncclResult_t ncclEpGroupGetBuffers(ncclEpGroup_t g, ncclEpBuffers_t* b) {

@@ -72,19 +72,19 @@ std::string configOf(const ncclEpLbConfig_t* in, epx::LbConfig* out) {
   return epx::normalizeLbConfig(req, out);
 }
 
-// Plan, config and the transports this rank has: "" or the reason (*usage: a valid request this
-// build or NCCL cannot serve, ncclInvalidUsage rather than ncclInvalidArgument).
-std::string checkAll(const ncclEpLbPlan_t* plan, const ncclEpLbConfig_t* config, const epx::WindowLink& l,
-                     epx::LbPlan* p, epx::LbConfig* c, bool* usage, const char* who) {
-  *usage = false;
+// Plan, config and the transports this rank has, read into *p and *c: ncclSuccess, else the
+// failure "<who>: <reason>" — ncclInvalidArgument, or ncclInvalidUsage for a valid request this
+// build or NCCL cannot serve (gradients from network peers without GIN get).
+ncclResult_t checkAll(const ncclEpLbPlan_t* plan, const ncclEpLbConfig_t* config, const epx::WindowLink& l,
+                      epx::LbPlan* p, epx::LbConfig* c, const char* who) {
   std::string e = planOf(plan, p);
   if (e.empty()) e = configOf(config, c);
   if (e.empty()) e = epx::checkLbPlan(*p, l.nRanks);
-  if (e.empty() && l.network() && !p->gradRowElems.empty()) {
-    e = epx::ginGetUnsupported(NCCL_VERSION_CODE, std::string(who) + " (gradient reduction)");
-    *usage = !e.empty();
-  }
-  return e;
+  if (!e.empty()) return fail(ncclInvalidArgument, std::string(who) + ": " + e);
+  if (l.network() && !p->gradRowElems.empty())
+    if (std::string u = epx::ginGetUnsupported(NCCL_VERSION_CODE, std::string(who) + " (gradient reduction)"); !u.empty())
+      return fail(ncclInvalidUsage, std::string(who) + ": " + u);
+  return ncclSuccess;
 }
 
 epx::dev::LbLayout layoutOf(const epx::LbPlan& p, const epx::LbConfig& c, const epx::WindowLink& l) {
@@ -153,9 +153,7 @@ extern "C" ncclResult_t ncclEpWindowPlanAddLb(ncclComm_t comm, const ncclEpLbPla
   if (ncclResult_t r = epx::planQuery(comm, wplan, kWho, &l); r != ncclSuccess) return r;
   epx::LbPlan p;
   epx::LbConfig c;
-  bool usage = false;
-  if (std::string e = checkAll(plan, config, l, &p, &c, &usage, kWho); !e.empty())
-    return fail(usage ? ncclInvalidUsage : ncclInvalidArgument, std::string(kWho) + ": " + e);
+  if (ncclResult_t r = checkAll(plan, config, l, &p, &c, kWho); r != ncclSuccess) return r;
   epx::addToPlan(epx::linkNeed(lbRequest(layoutOf(p, c, l), c, l.nRanks), l), wplan);
   return ncclSuccess;
 }
@@ -169,9 +167,7 @@ extern "C" ncclResult_t ncclEpLbGetBufferSizeHint(ncclComm_t comm, const ncclEpL
   if (std::string e = epx::linkQuery(comm, &l); !e.empty()) return fail(ncclInvalidArgument, std::string(kWho) + ": " + e);
   epx::LbPlan p;
   epx::LbConfig c;
-  bool usage = false;
-  if (std::string e = checkAll(plan, config, l, &p, &c, &usage, kWho); !e.empty())
-    return fail(usage ? ncclInvalidUsage : ncclInvalidArgument, std::string(kWho) + ": " + e);
+  if (ncclResult_t r = checkAll(plan, config, l, &p, &c, kWho); r != ncclSuccess) return r;
   *bytes = layoutOf(p, c, l).totalBytes;
   return ncclSuccess;
 }
@@ -191,10 +187,9 @@ extern "C" ncclResult_t ncclEpLbCreate(ncclComm_t comm, const ncclEpLbPlan_t* pl
     delete b;
     return fail(ncclInternalError, who(e));
   }
-  bool usage = false;
-  if (std::string e = checkAll(plan, config, b->link, &b->plan, &b->cfg, &usage, kWho); !e.empty()) {
+  if (ncclResult_t r = checkAll(plan, config, b->link, &b->plan, &b->cfg, kWho); r != ncclSuccess) {
     delete b;
-    return fail(usage ? ncclInvalidUsage : ncclInvalidArgument, who(e));
+    return r;
   }
   const epx::LbAgreed mine = epx::makeLbAgreed(b->plan, b->cfg, EPX_VERSION_CODE);
   std::vector<epx::LbAgreed> all(size_t(b->link.nRanks), mine);
