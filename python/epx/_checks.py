@@ -41,16 +41,23 @@ def check_tensor(name, t, shape, dtypes, align=4, device=None):
     dn = dtype_name(t)
     if dn not in dtypes:
         raise TypeError("%s must have dtype %s, got %s" % (name, " or ".join("torch." + d for d in dtypes), dn))
+    _check_placement(name, t, align, device, "the buffer")
+    return got
+
+
+def _check_placement(name, t, align, device, owner):
+    """A CUDA tensor on `device` (None: any) where `owner` lives, contiguous, `align`-byte aligned;
+    returns its data_ptr."""
     if not getattr(t, "is_cuda", False):
         raise ValueError("%s must be a CUDA tensor, got device %s" % (name, getattr(t, "device", "?")))
     if device is not None and str(t.device) != str(device):
-        raise ValueError("%s is on %s but the buffer is on %s" % (name, t.device, device))
+        raise ValueError("%s is on %s but %s is on %s" % (name, t.device, owner, device))
     if not t.is_contiguous():
         raise ValueError("%s must be contiguous (rows back to back); call .contiguous()" % name)
     p = int(t.data_ptr())
     if p % align:
         raise ValueError("%s must be %d-byte aligned (data_ptr 0x%x)" % (name, align, p))
-    return got
+    return p
 
 
 def check_dispatch_args(x, x_scales, topk_idx, topk_weights, *, hidden, topk, max_tokens, fp8_enabled,
@@ -172,14 +179,5 @@ def check_lb_rows(name, tensors, row_sizes, local_experts, fp32_elems, device=No
             unit = "FP32 elements" if fp32_elems else "bytes"
             raise ValueError("%s must hold %d %s (%d local experts x %d), got %d" % (n, want, unit, local_experts, row,
                                                                                     got))
-        if not getattr(t, "is_cuda", False):
-            raise ValueError("%s must be a CUDA tensor, got device %s" % (n, getattr(t, "device", "?")))
-        if device is not None and str(t.device) != str(device):
-            raise ValueError("%s is on %s but the load balancer is on %s" % (n, t.device, device))
-        if not t.is_contiguous():
-            raise ValueError("%s must be contiguous; call .contiguous()" % n)
-        p = int(t.data_ptr())
-        if p % 16:
-            raise ValueError("%s must be 16-byte aligned (data_ptr 0x%x)" % (n, p))
-        ptrs.append(p)
+        ptrs.append(_check_placement(n, t, 16, device, "the load balancer"))
     return ptrs
