@@ -78,3 +78,33 @@ BOOST_AUTO_TEST_CASE(agreement_names_the_first_difference) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(engram_logic)
+
+BOOST_AUTO_TEST_CASE(plan_checks_name_the_field) {
+  EngramPlan p;
+  p.numLayers = 4;
+  p.numRows = 1 << 20;
+  p.rowBytes = 1024;
+  p.maxTokens = 4096;
+  p.entriesPerToken = 16;
+  BOOST_TEST(checkEngramPlan(p, 8) == "");
+  EngramPlan q = p;
+  q.numLayers = 65;
+  BOOST_TEST(checkEngramPlan(q, 8) == "numLayers 65 is not in 1 .. 64");
+  q = p;
+  q.numRows = 1001;
+  BOOST_TEST(checkEngramPlan(q, 8) ==
+             "numRows 1001 is not a positive multiple of the 8 ranks (every rank holds an equal shard of each table)");
+  q = p;
+  q.rowBytes = 1000;
+  BOOST_TEST(checkEngramPlan(q, 8) == "rowBytes 1000 is not a positive multiple of 16");
+  q = p;
+  q.maxTokens = 0;
+  BOOST_TEST(checkEngramPlan(q, 8) == "maxTokens 0 must be at least 1");
+  q = p;
+  q.entriesPerToken = 0;
+  BOOST_TEST(checkEngramPlan(q, 8) == "entriesPerToken 0 must be at least 1");
+}
+
+BOOST_AUTO_TEST_SUITE_END()

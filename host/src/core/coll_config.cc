@@ -318,4 +318,19 @@ std::string checkLbAgreement(const std::vector<LbAgreed>& all) {
   return {};
 }
 
+// ---- Engram ------------------------------------------------------------------------------------
+
+std::string checkEngramPlan(const EngramPlan& p, int nRanks) {
+  if (p.numLayers < 1 || p.numLayers > kEngramMaxLayers)
+    return "numLayers " + std::to_string(p.numLayers) + " is not in 1 .. " + std::to_string(kEngramMaxLayers);
+  if (p.numRows < 1 || p.numRows % nRanks != 0)
+    return "numRows " + std::to_string(p.numRows) + " is not a positive multiple of the " + std::to_string(nRanks) +
+           " ranks (every rank holds an equal shard of each table)";
+  if (p.rowBytes == 0 || p.rowBytes % kCollPtrAlign != 0)
+    return "rowBytes " + num(p.rowBytes) + " is not a positive multiple of " + num(kCollPtrAlign);
+  if (p.maxTokens < 1) return "maxTokens " + std::to_string(p.maxTokens) + " must be at least 1";
+  if (p.entriesPerToken < 1) return "entriesPerToken " + std::to_string(p.entriesPerToken) + " must be at least 1";
+  return {};
+}
+
 }  // namespace epx

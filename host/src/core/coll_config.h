@@ -165,4 +165,19 @@ struct LbAgreed {
 LbAgreed makeLbAgreed(const LbPlan& p, const LbConfig& cfg, uint32_t epxVersion);
 std::string checkLbAgreement(const std::vector<LbAgreed>& all);
 
+// ---- Engram (planned: epx/engram.h) ------------------------------------------------------------
+
+constexpr int kEngramMaxLayers = 64;  // NCCL_EP_ENGRAM_MAX_LAYERS
+constexpr int kEngramDefaultCtas = 8;
+
+// ncclEpEngramPlan_t in core's terms.
+struct EngramPlan {
+  int numLayers = 0;
+  int64_t numRows = 0;
+  uint64_t rowBytes = 0;
+  int maxTokens = 0;
+  int entriesPerToken = 0;
+};
+std::string checkEngramPlan(const EngramPlan& p, int nRanks);
+
 }  // namespace epx
