@@ -2,7 +2,7 @@
  * epx's window of a communicator: one registered symmetric allocation (ncclMemAlloc +
  * ncclCommWindowRegister) and one NCCL device communicator (its GIN contexts, signals and
  * counters), shared by every epx object of that communicator — EP groups (high-throughput and
- * low-latency), buckets, PP channels and load-balancing objects — each in a region of its own:
+ * low-latency), buckets, PP channels, load-balancing and Engram objects — each in a region of its own:
  * bytes of the window (2 MiB
  * aligned), a range of GIN signals and a range of GIN counters.
  *
@@ -42,6 +42,7 @@
 #include <stddef.h>
 
 #include "epx/bucket.h"
+#include "epx/engram.h"
 #include "epx/ep.h"
 #include "epx/lb.h"
 #include "epx/pp.h"
@@ -73,6 +74,9 @@ ncclResult_t ncclEpWindowPlanAddPpChannel(ncclComm_t comm, const ncclEpPpConfig_
  * refuse this NCCL (gradient tensors with network peers on NCCL older than 2.30.3). */
 ncclResult_t ncclEpWindowPlanAddLb(ncclComm_t comm, const ncclEpLbPlan_t* lbPlan, const ncclEpLbConfig_t* config,
                                    ncclEpWindowPlan_t* plan);
+/* The region of an Engram object (engram.h). */
+ncclResult_t ncclEpWindowPlanAddEngram(ncclComm_t comm, const ncclEpEngramPlan_t* engramPlan,
+                                       const ncclEpEngramConfig_t* config, ncclEpWindowPlan_t* plan);
 
 /* Collective over comm: registers comm's one epx window with the planned bytes, GIN signals and
  * counters. The checks before the ranks exchange their plans (NULL, bytes 0, a window already

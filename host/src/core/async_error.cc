@@ -22,6 +22,9 @@ const char* phaseName(int phase) {
     case dev::kPhaseLbReady: return "load-balancing call start";
     case dev::kPhaseLbData:
       return "load-balancing data (prefetched rows, or the owner's reads of this rank's slot gradients)";
+    case dev::kPhaseEngramReady: return "Engram fetch start";
+    case dev::kPhaseEngramRequests: return "Engram fetch (the peer's request list)";
+    case dev::kPhaseEngramRows: return "Engram fetch (the rows this rank asked the peer for)";
     case dev::kPhaseGinCompletion: return "GIN completion";
     case dev::kPhaseLlDispatchFree: return "low-latency dispatch start (previous dispatch of this buffer bank not yet received by the peer)";
     case dev::kPhaseLlDispatchData: return "low-latency dispatch data";
@@ -71,6 +74,9 @@ ncclResult_t describeAsyncError(const dev::AsyncError& e, int timeoutMs, std::st
       if (e.badId.phase == dev::kPhasePpRecvTooSmall)
         std::snprintf(buf + n, sizeof(buf) - n, "; earlier: a PP message of %lld bytes from rank %d was dropped (receive "
                       "buffer %lld bytes)", e.badId.detail0, e.badId.peer, e.badId.detail1);
+      else if (e.badId.phase == dev::kPhaseEngramBadIndex)
+        std::snprintf(buf + n, sizeof(buf) - n, "; earlier: layer %d, token %lld, entry %d had index %lld (row zeroed)",
+                      e.badId.peer, e.badId.detail0, e.badId.transport, e.badId.detail1);
       else if (e.badId.phase == dev::kPhaseLbBadMapping)
         std::snprintf(buf + n, sizeof(buf) - n, "; earlier: the mapping entry of rank %d, slot %lld was %lld (skipped)",
                       e.badId.peer, e.badId.detail0, e.badId.detail1);
@@ -86,6 +92,14 @@ ncclResult_t describeAsyncError(const dev::AsyncError& e, int timeoutMs, std::st
                   "rank %d: a PP message of %lld bytes from peer rank %d is larger than the receive buffer (%lld "
                   "bytes); it was dropped, nothing was written",
                   e.badId.rank, e.badId.detail0, e.badId.peer, e.badId.detail1);
+    *message = buf;
+    return ncclResult_t(e.badId.code);
+  }
+  if (e.badId.code != 0 && e.badId.phase == dev::kPhaseEngramBadIndex) {
+    std::snprintf(buf, sizeof(buf),
+                  "rank %d: the Engram index of layer %d, token %lld, entry %d is %lld, not -1 or a row in 0 .. "
+                  "numRows - 1; its output row was zeroed",
+                  e.badId.rank, e.badId.peer, e.badId.detail0, e.badId.transport, e.badId.detail1);
     *message = buf;
     return ncclResult_t(e.badId.code);
   }

@@ -320,16 +320,71 @@ std::string checkLbAgreement(const std::vector<LbAgreed>& all) {
 
 // ---- Engram ------------------------------------------------------------------------------------
 
+std::string normalizeEngramConfig(const EngramConfigRequest& in, EngramConfig* out) {
+  EngramConfig c;
+  if (std::string e = intCheck("numCtas", in.numCtas, 1, kEngramMaxCtas, &c.numCtas); !e.empty()) return e;
+  if (std::string e = intCheck("timeoutMs", in.timeoutMs, 1, kNoUpper, &c.timeoutMs); !e.empty()) return e;
+  if (std::string e = chunkBytesCheck(in.chunkBytes, kEngramDefaultChunkBytes, &c.chunkBytes); !e.empty()) return e;
+  *out = c;
+  return {};
+}
+
 std::string checkEngramPlan(const EngramPlan& p, int nRanks) {
+  if (nRanks > kEngramMaxRanks)
+    return "the communicator has " + std::to_string(nRanks) + " ranks; Engram serves at most " +
+           std::to_string(kEngramMaxRanks);
   if (p.numLayers < 1 || p.numLayers > kEngramMaxLayers)
     return "numLayers " + std::to_string(p.numLayers) + " is not in 1 .. " + std::to_string(kEngramMaxLayers);
   if (p.numRows < 1 || p.numRows % nRanks != 0)
     return "numRows " + std::to_string(p.numRows) + " is not a positive multiple of the " + std::to_string(nRanks) +
            " ranks (every rank holds an equal shard of each table)";
-  if (p.rowBytes == 0 || p.rowBytes % kCollPtrAlign != 0)
-    return "rowBytes " + num(p.rowBytes) + " is not a positive multiple of " + num(kCollPtrAlign);
+  if (p.numRows > kEngramMaxRows)
+    return "numRows " + std::to_string(p.numRows) + " is more than " + std::to_string(kEngramMaxRows) +
+           " (indices are int32)";
+  if (p.rowBytes == 0 || p.rowBytes % kCollPtrAlign != 0 || p.rowBytes > kEngramMaxRowBytes)
+    return "rowBytes " + num(p.rowBytes) + " is not a positive multiple of " + num(kCollPtrAlign) + " up to " +
+           num(kEngramMaxRowBytes);
   if (p.maxTokens < 1) return "maxTokens " + std::to_string(p.maxTokens) + " must be at least 1";
   if (p.entriesPerToken < 1) return "entriesPerToken " + std::to_string(p.entriesPerToken) + " must be at least 1";
+  if (int64_t(p.maxTokens) * p.entriesPerToken > kEngramMaxRequests)
+    return "maxTokens x entriesPerToken is " + std::to_string(int64_t(p.maxTokens) * p.entriesPerToken) +
+           ", more than " + std::to_string(kEngramMaxRequests) + " rows per layer";
+  return {};
+}
+
+EngramAgreed makeEngramAgreed(const EngramPlan& p, const EngramConfig& cfg, uint32_t epxVersion) {
+  EngramAgreed a{};
+  a.epxVersion = epxVersion;
+  a.numLayers = p.numLayers;
+  a.maxTokens = p.maxTokens;
+  a.entriesPerToken = p.entriesPerToken;
+  a.numCtas = cfg.numCtas;
+  a.timeoutMs = cfg.timeoutMs;
+  a.numRows = p.numRows;
+  a.rowBytes = p.rowBytes;
+  a.chunkBytes = cfg.chunkBytes;
+  return a;
+}
+
+std::string checkEngramAgreement(const std::vector<EngramAgreed>& all) {
+  const EngramAgreed& r0 = all[0];
+  for (size_t r = 1; r < all.size(); ++r) {
+    const EngramAgreed& x = all[r];
+    auto differ = [&](const std::string& field, uint64_t a, uint64_t b) {
+      return "rank " + std::to_string(r) + " has " + field + " " + num(a) + " but rank 0 has " + num(b) +
+             "; every rank must create the Engram object with the same plan and config";
+    };
+    if (x.epxVersion != r0.epxVersion) return differ("epx version", x.epxVersion, r0.epxVersion);
+    if (x.numLayers != r0.numLayers) return differ("numLayers", uint64_t(x.numLayers), uint64_t(r0.numLayers));
+    if (x.numRows != r0.numRows) return differ("numRows", uint64_t(x.numRows), uint64_t(r0.numRows));
+    if (x.rowBytes != r0.rowBytes) return differ("rowBytes", x.rowBytes, r0.rowBytes);
+    if (x.maxTokens != r0.maxTokens) return differ("maxTokens", uint64_t(x.maxTokens), uint64_t(r0.maxTokens));
+    if (x.entriesPerToken != r0.entriesPerToken)
+      return differ("entriesPerToken", uint64_t(x.entriesPerToken), uint64_t(r0.entriesPerToken));
+    if (x.numCtas != r0.numCtas) return differ("numCtas", uint64_t(x.numCtas), uint64_t(r0.numCtas));
+    if (x.timeoutMs != r0.timeoutMs) return differ("timeoutMs", uint64_t(x.timeoutMs), uint64_t(r0.timeoutMs));
+    if (x.chunkBytes != r0.chunkBytes) return differ("chunkBytes", x.chunkBytes, r0.chunkBytes);
+  }
   return {};
 }
 

@@ -165,10 +165,28 @@ struct LbAgreed {
 LbAgreed makeLbAgreed(const LbPlan& p, const LbConfig& cfg, uint32_t epxVersion);
 std::string checkLbAgreement(const std::vector<LbAgreed>& all);
 
-// ---- Engram (planned: epx/engram.h) ------------------------------------------------------------
+// ---- Engram (epx/engram.h) --------------------------------------------------------------------
 
 constexpr int kEngramMaxLayers = 64;  // NCCL_EP_ENGRAM_MAX_LAYERS
+constexpr int kEngramMaxCtas = 32;
 constexpr int kEngramDefaultCtas = 8;
+constexpr uint64_t kEngramDefaultChunkBytes = uint64_t(2) << 20;
+constexpr int64_t kEngramMaxRows = (int64_t(1) << 31) - 1;  // global row numbers are int32
+constexpr int64_t kEngramMaxRequests = int64_t(1) << 24;    // maxTokens * entriesPerToken
+constexpr int kEngramMaxRanks = 1024;  // the fetch counts rows per owner in shared memory
+constexpr uint64_t kEngramMaxRowBytes = uint64_t(1) << 30;
+
+struct EngramConfig {
+  int numCtas = kEngramDefaultCtas;
+  int timeoutMs = kCollDefaultTimeoutMs;
+  uint64_t chunkBytes = kEngramDefaultChunkBytes;
+};
+struct EngramConfigRequest {
+  int numCtas = kUnsetInt;
+  int timeoutMs = kUnsetInt;
+  uint64_t chunkBytes = 0;  // 0 = default
+};
+std::string normalizeEngramConfig(const EngramConfigRequest& in, EngramConfig* out);
 
 // ncclEpEngramPlan_t in core's terms.
 struct EngramPlan {
@@ -179,5 +197,15 @@ struct EngramPlan {
   int entriesPerToken = 0;
 };
 std::string checkEngramPlan(const EngramPlan& p, int nRanks);
+
+// What every rank of an Engram object must agree on (exchanged byte for byte).
+struct EngramAgreed {
+  uint32_t epxVersion;
+  int32_t numLayers, maxTokens, entriesPerToken, numCtas, timeoutMs;
+  int64_t numRows;
+  uint64_t rowBytes, chunkBytes;
+};
+EngramAgreed makeEngramAgreed(const EngramPlan& p, const EngramConfig& cfg, uint32_t epxVersion);
+std::string checkEngramAgreement(const std::vector<EngramAgreed>& all);
 
 }  // namespace epx

@@ -62,8 +62,13 @@ enum CollPhase : int {
   kPhaseLbReady = 25,         // load balancing: peer has not entered the call
   kPhaseLbData = 26,          // load balancing: peer's prefetched rows did not arrive, or it did not finish
                               // reading this rank's slot gradients
-  kPhaseLbBadMapping = 27     // not a wait: a mapping entry outside [-1, numExperts) (slot skipped); the
+  kPhaseLbBadMapping = 27,    // not a wait: a mapping entry outside [-1, numExperts) (slot skipped); the
                               // record names the slot's rank (peer), the slot (detail0) and the value (detail1)
+  kPhaseEngramReady = 28,     // Engram fetch: peer has not entered the layer's fetch
+  kPhaseEngramRequests = 29,  // Engram fetch: peer's request list did not arrive
+  kPhaseEngramRows = 30,      // Engram fetch: the rows this rank asked the peer for did not arrive
+  kPhaseEngramBadIndex = 31   // not a wait: an index outside [-1, numRows) (row zeroed); the record names
+                              // the layer (peer), the entry (transport), the token (detail0), the value (detail1)
 };
 
 // How the stalled peer is reached (ErrorRecord::transport).

@@ -171,13 +171,25 @@ struct OpSession {
   // count of ops this rank finished: its receive areas are free again; buckets, bucket_layout.h).
   template <class Rows>
   __device__ void end(const Transport& t, const SessionArgs& sa, int kind, const Rows& rows, int freeKind = -1) {
+    endWith(t, sa, kind, rows, -1, rows, freeKind);
+  }
+
+  // end() of an op whose network sources also signal on the other kind's arrival word (Engram:
+  // requests on one, rows on the other; its LSA arrivals count seq * nCtas there as well): the
+  // last CTA advances both running totals, otherKind's by otherRows(p). otherKind -1: none.
+  template <class Rows, class OtherRows>
+  __device__ void endWith(const Transport& t, const SessionArgs& sa, int kind, const Rows& rows, int otherKind,
+                          const OtherRows& otherRows, int freeKind = -1) {
     __syncthreads();
     t.mark(kStepEnd);
     const LinkArgs& c = t.link;
     if (!lastCtaOf(&sa.state->doneCtas[kind])) return;
     if (!abort && t.hasGin())
       for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x)
-        if (!t.lsa(p)) sa.arrived[kind * c.nRanks + p] += rows(p);
+        if (!t.lsa(p)) {
+          sa.arrived[kind * c.nRanks + p] += rows(p);
+          if (otherKind >= 0) sa.arrived[otherKind * c.nRanks + p] += otherRows(p);
+        }
     __syncthreads();
     if (threadIdx.x == 0) publishSeq(&sa.state->opSeq[kind], seq);
     if (freeKind >= 0 && !abort && t.hasGin())

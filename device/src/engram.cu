@@ -1,0 +1,260 @@
+// The Engram fetch kernel (ncclEpEngramFetch; engram_layout.h): one launch per layer, one op of the
+// protocol session (session.cuh) on every rank:
+//   begin      ready to every peer (this rank's inbox may be written), NVLink peers' readiness;
+//   requests   CTA 0 counts this rank's valid indices per owner, writes each owner's list (header:
+//              rows, first receive row; then the owner's local rows) and each receive row's output
+//              position, publishes "built"; network owners get their list with one put (+1 on
+//              their request word), after they are ready; NVLink owners read it in place once every
+//              CTA of this rank added 1 to their request word; bad indices are recorded (once per
+//              link) and never used;
+//   serve      once every requester's list arrived: for network requesters, chunks of chunkRows
+//              rows (chunk item i over the call: CTA i % nCtas) gathered from the table into one of
+//              the CTA's two stage buffers and put with +1 on the requester's rows word; for NVLink
+//              requesters (and this rank), every warp of the grid stores rows straight into the
+//              requester's receive rows; then each CTA adds 1 to every NVLink requester's rows word;
+//   receive    once every owner's rows arrived (NVLink: all its CTAs; network: its chunks, counted
+//              from this rank's own request headers): every warp copies receive rows to their output
+//              positions, and output rows of index -1 or of bad indices are zeroed;
+//   end        the CTAs' stage puts and CTA 0's request puts have left their buffers; the running
+//              totals of both arrival words advance.
+#include "epx/device/bulk_copy.cuh"
+#include "epx/device/coll_launch.h"
+#include "epx/device/engram_layout.h"
+#include "epx/device/session.cuh"
+
+namespace epx::dev {
+
+namespace {
+
+constexpr int kWarpsPerCta = kCollThreads / kWarp;
+
+__device__ __forceinline__ int32_t ldI32Volatile(const int32_t* p) { return *reinterpret_cast<const volatile int32_t*>(p); }
+
+__device__ __forceinline__ bool validRow(int32_t v, const EngramLayout& l, int nRanks) {
+  return v >= 0 && int64_t(v) < l.rowsPerRank * nRanks;
+}
+
+// Every network requester sends one request list per layer.
+struct OnePerPeer {
+  __device__ uint32_t operator()(int) const { return 1u; }
+};
+
+// Network chunks owner p sends this rank in this op: the rows of this rank's request header to p.
+struct RowChunks {
+  const EngramLayout* l;
+  const char* local;  // this rank's window region
+  __device__ uint32_t operator()(int owner) const {
+    const int32_t* h = reinterpret_cast<const int32_t*>(local + l->requestOffset(owner));
+    return engramChunksOf(ldI32Volatile(h + kEngramHeaderRows), l->chunkRows);
+  }
+};
+
+// Per-owner tallies of CTA 0 while it builds the request lists (shared memory).
+struct RequestTally {
+  int rows[kEngramMaxRanks];  // valid indices per owner, then the running cursor
+  int first[kEngramMaxRanks]; // first receive row of each owner's rows
+};
+
+// CTA 0: this layer's request lists and receive positions (see the file comment).
+__device__ void buildRequests(const EngramArgs& a, const Transport& t, RequestTally& tally) {
+  const LinkArgs& c = a.link;
+  const EngramLayout& l = a.l;
+  const int n = a.numTokens * l.entries;
+  char* local = t.localBase();
+  int32_t* positions = reinterpret_cast<int32_t*>(local + l.positions);
+  for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x) tally.rows[p] = 0;
+  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const int32_t v = a.indices[i];
+    if (validRow(v, l, c.nRanks)) {
+      atomicAdd(&tally.rows[int(v / l.rowsPerRank)], 1);
+    } else if (v != -1 && c.error) {
+      recordError(&c.error->badIdClaim, &c.error->badId, /*ncclInvalidArgument*/ 4, kPhaseEngramBadIndex, a.layer,
+                  c.rank, i % l.entries, i / l.entries, v);
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int run = 0;
+    for (int p = 0; p < c.nRanks; ++p) {
+      tally.first[p] = run;
+      run += tally.rows[p];
+    }
+  }
+  __syncthreads();
+  for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x) {
+    int32_t* h = reinterpret_cast<int32_t*>(local + l.requestOffset(p));
+    h[kEngramHeaderRows] = tally.rows[p];
+    h[kEngramHeaderRecvRow] = tally.first[p];
+    tally.rows[p] = 0;  // now the cursor
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const int32_t v = a.indices[i];
+    if (!validRow(v, l, c.nRanks)) continue;
+    const int p = int(v / l.rowsPerRank);
+    const int k = atomicAdd(&tally.rows[p], 1);
+    reinterpret_cast<int32_t*>(local + l.requestOffset(p))[kEngramHeaderInts + k] = int32_t(v - p * l.rowsPerRank);
+    positions[tally.first[p] + k] = i;
+  }
+  __syncthreads();
+}
+
+// Rows [r0, r1) of a request list gathered from this rank's table into dst (row k - r0 at
+// dst + (k - r0) * rowBytes), one warp per row; `warp` of `warps` in the group that shares them.
+__device__ void gatherRows(char* dst, const int32_t* list, int r0, int r1, const EngramArgs& a, int warp, int warps) {
+  const EngramLayout& l = a.l;
+  const int lane = int(threadIdx.x) % kWarp;
+  for (int k = r0 + warp; k < r1; k += warps) {
+    const int32_t lr = ldI32Volatile(list + k);
+    char* out = dst + uint64_t(k - r0) * l.rowBytes;
+    if (lr < 0 || int64_t(lr) >= l.rowsPerRank) {  // never from a well-formed list
+      warpZero16(out, int(l.rowBytes), lane);
+      continue;
+    }
+    warpCopy16</*kPeerSrc=*/false>(out, a.table + uint64_t(lr) * l.rowBytes, int(l.rowBytes), lane);
+  }
+}
+
+// A request header as its owner reads it, clamped to the receive rows (a list from the same
+// build of the same plan is always within them).
+struct Request {
+  int rows, recvRow;
+  const int32_t* list;
+};
+__device__ Request readRequest(const char* listBase, const EngramLayout& l) {
+  const int32_t* h = reinterpret_cast<const int32_t*>(listBase);
+  Request r{ldI32Volatile(h + kEngramHeaderRows), ldI32Volatile(h + kEngramHeaderRecvRow), h + kEngramHeaderInts};
+  if (r.rows < 0 || r.recvRow < 0 || r.rows > l.maxRequests || r.recvRow > l.maxRequests - r.rows) r.rows = 0;
+  return r;
+}
+
+__device__ void serve(const EngramArgs& a, const Transport& t, OpSession& ses) {
+  const LinkArgs& c = a.link;
+  const EngramLayout& l = a.l;
+  const int nCtas = int(gridDim.x), me = int(blockIdx.x);
+  const int warp = int(threadIdx.x) / kWarp;
+  char* local = t.localBase();
+  const Transport stageT[kEngramStageBuffers] = {Transport(c, engramStageCounterBase(0, nCtas)),
+                                                 Transport(c, engramStageCounterBase(1, nCtas))};
+  static_assert(kEngramStageBuffers == 2, "stageT lists one transport per stage buffer");
+  // Network requesters first: their chunks are on the wire while the NVLink rows are stored.
+  uint64_t item = 0;
+  int buffer = 0;
+  for (int p = 0; p < c.nRanks && !ses.abort; ++p) {
+    if (t.lsa(p)) continue;
+    const Request r = readRequest(local + l.inboxOffset(p), l);
+    const int chunks = int(engramChunksOf(r.rows, l.chunkRows));
+    for (int ch = 0; ch < chunks; ++ch, ++item) {
+      if (int(item % uint64_t(nCtas)) != me) continue;
+      const Transport& st = stageT[buffer];
+      // The buffer's previous put (this CTA's, counted on its own counter) has left it.
+      if (!st.completeGinCounters(st.counterOf(), 1)) ses.abort = 1;
+      if (ses.abort) break;
+      const int r0 = ch * l.chunkRows, r1 = r0 + l.chunkRows < r.rows ? r0 + l.chunkRows : r.rows;
+      const uint64_t stageOff = l.stageOffset(me, buffer);
+      gatherRows(local + stageOff, r.list, r0, r1, a, warp, kWarpsPerCta);
+      __syncthreads();
+      if (threadIdx.x == 0)
+        st.putSignal(p, l.recvOffset(r.recvRow + r0), stageOff, uint64_t(r1 - r0) * l.rowBytes, kFlagArriveCombine, 1u,
+                     dataContextOf(p, c.ginContexts));
+      buffer = (buffer + 1) % kEngramStageBuffers;
+    }
+  }
+  // NVLink requesters and this rank: every warp of the grid stores rows into their receive rows.
+  for (int p = 0; p < c.nRanks && !ses.abort; ++p) {
+    if (!t.lsa(p)) continue;
+    char* base = p == c.rank ? local : t.lsaBase(p);
+    const Request r = readRequest(base + l.requestOffset(c.rank), l);
+    gatherRows(base + l.recvOffset(r.recvRow), r.list, 0, r.rows, a, me * kWarpsPerCta + warp, nCtas * kWarpsPerCta);
+  }
+  // Every put of this CTA left its stage buffers (the next layer reuses them; destroy may follow).
+  if (t.hasGin())
+    for (int k = 0; k < kEngramStageBuffers; ++k)
+      if (!stageT[k].completeGinCounters(stageT[k].counterOf(), 1)) ses.abort = 1;
+  ses.arriveLsa(t, kEngramRowsKind);
+}
+
+__device__ void receive(const EngramArgs& a, const Transport& t, OpSession& ses) {
+  const LinkArgs& c = a.link;
+  const EngramLayout& l = a.l;
+  const int nCtas = int(gridDim.x), me = int(blockIdx.x);
+  const int lane = int(threadIdx.x) % kWarp;
+  const int gw = me * kWarpsPerCta + int(threadIdx.x) / kWarp, warps = nCtas * kWarpsPerCta;
+  char* local = t.localBase();
+  // CTA 0's lists and positions of this op are built (it publishes whatever happened before).
+  __shared__ int total;
+  if (threadIdx.x == 0) {
+    total = 0;
+    uint32_t seen = 0;
+    const bool ok = t.spinBounded([&] { return reached(seen = loadAcquireSys(a.builtSeq), ses.seq); }, WaitBound{},
+                                  [&] { recordTimeout(c.error, kPhaseEngramRows, c.rank, c.rank, kTransportLsa, ses.seq, seen); });
+    if (!ok) ses.abort = 1;
+  }
+  __syncthreads();
+  const RowChunks chunks{&l, local};
+  ses.waitArrivals(t, a.session, kEngramRowsKind, kPhaseEngramRows, true, true, chunks);
+  if (ses.abort) return;
+  for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x)
+    atomicAdd(&total, ldI32Volatile(reinterpret_cast<const int32_t*>(local + l.requestOffset(p)) + kEngramHeaderRows));
+  __syncthreads();
+  const int32_t* positions = reinterpret_cast<const int32_t*>(local + l.positions);
+  for (int j = gw; j < total; j += warps) {
+    const int32_t pos = ldI32Volatile(positions + j);
+    warpCopy16</*kPeerSrc=*/true>(a.output + uint64_t(pos) * l.rowBytes, local + l.recvOffset(j), int(l.rowBytes), lane);
+  }
+  const int n = a.numTokens * l.entries;
+  for (int i = gw; i < n; i += warps)
+    if (!validRow(a.indices[i], l, c.nRanks)) warpZero16(a.output + uint64_t(i) * l.rowBytes, int(l.rowBytes), lane);
+}
+
+__global__ void __launch_bounds__(kCollThreads, 1) engramKernel(const __grid_constant__ EngramArgs a) {
+  const Transport t(a.link);
+  const LinkArgs& c = a.link;
+  __shared__ OpSession ses;
+  __shared__ RequestTally tally;
+  ses.begin(t, a.session, kEngramRequestKind, kPhaseEngramReady);
+  if (blockIdx.x == 0) {
+    buildRequests(a, t, tally);
+    if (threadIdx.x == 0) {
+      __threadfence();
+      storeReleaseSys(a.builtSeq, ses.seq);
+    }
+    if (t.hasGin()) {
+      ses.readyAllGin(t, kEngramRequestKind, kPhaseEngramReady);
+      const Transport reqT(c, engramRequestCounterBase(int(gridDim.x)));
+      if (!ses.abort)
+        for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x) {
+          if (t.lsa(p)) continue;
+          const int rows = reinterpret_cast<const int32_t*>(t.localBase() + a.l.requestOffset(p))[kEngramHeaderRows];
+          const uint64_t bytes = alignUp(uint64_t(kEngramHeaderInts + rows) * 4, kVecBytes);
+          reqT.putSignal(p, a.l.inboxOffset(c.rank), a.l.requestOffset(p), bytes, kFlagArriveDispatch, 1u,
+                         dataContextOf(p, c.ginContexts));
+        }
+    }
+  }
+  ses.arriveLsa(t, kEngramRequestKind);
+  ses.waitArrivals(t, a.session, kEngramRequestKind, kPhaseEngramRequests, true, true, OnePerPeer{});
+  serve(a, t, ses);
+  receive(a, t, ses);
+  // CTA 0's request puts left its lists (the next layer rebuilds them).
+  if (blockIdx.x == 0 && t.hasGin()) {
+    const Transport reqT(c, engramRequestCounterBase(int(gridDim.x)));
+    if (!reqT.completeGinCounters(reqT.counterOf(), 1)) ses.abort = 1;
+  }
+  ses.endWith(t, a.session, kEngramRequestKind, OnePerPeer{}, kEngramRowsKind, RowChunks{&a.l, t.localBase()});
+}
+
+}  // namespace
+
+cudaError_t launchEngram(const EngramArgs& a, int nCtas, cudaStream_t stream) {
+  engramKernel<<<nCtas, kCollThreads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t preloadEngramKernels() {
+  cudaFuncAttributes attr;
+  return cudaFuncGetAttributes(&attr, engramKernel);
+}
+
+}  // namespace epx::dev
