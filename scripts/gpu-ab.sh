@@ -14,6 +14,9 @@
 #   bucketNxC, ppNxC: the same with C CTAs
 #   lbN      expert load balancing (--algo lb: one DeepSeek-V3 expert, prefetch FP8 / BF16, FP32
 #            reduction), 8 CTAs; --iters 5 --warmup 2
+#   engramN  Engram fetch (--algo engram), N fake nodes, 4 layers of 2^20 rows x 1 KiB, 4096 tokens x
+#            16 entries per rank, 8 CTAs, 2 MiB chunks; per layer and fetch against the network floor
+#            (target: <= 1.3 x per layer at 8 fake nodes); --iters 20 --warmup 3
 # Writes $OUT/ab.txt: "<line> <old|new>: <data line>" (spaces squeezed); logs under $OUT/bench-*.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +35,9 @@ for line in ${lines//,/ }; do
     bucket*) args=(--algo bucket --coll-ctas "$ctas" --iters 20 --warmup 3) pick=' epx ' ;;
     pp*) args=(--algo pp --coll-ctas "$ctas" --iters 20 --warmup 3) pick=' epx ' ;;
     lb*) args=(--algo lb --coll-ctas 8 --iters 5 --warmup 2) pick=' epx |^# lb' ;;
+    engram*) args=(--algo engram --engram-layers 4 --engram-tokens 4096 --engram-entries 16 --engram-row-bytes 1024
+                   --engram-rows 1048576 --coll-ctas 8 --iters 20 --warmup 3)
+             pick='^engram |^# engram|^# result' ;;
     *) echo "gpu-ab: unknown line $line" >&2; exit 2 ;;
   esac
   for which in old new; do

@@ -64,14 +64,19 @@ __device__ void buildRequests(const EngramArgs& a, const Transport& t, RequestTa
   int32_t* positions = reinterpret_cast<int32_t*>(local + l.positions);
   for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x) tally.rows[p] = 0;
   __syncthreads();
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    const int32_t v = a.indices[i];
-    if (validRow(v, l, c.nRanks)) {
-      atomicAdd(&tally.rows[int(v / l.rowsPerRank)], 1);
-    } else if (v != -1 && c.error) {
+  // Whole warps walk the indices (lanes past n carry owner -1), so the lanes with one owner can
+  // share one shared-memory atomic (an owner gets thousands of rows per layer).
+  const int lane = int(threadIdx.x) % kWarp;
+  const int nWhole = (n + kWarp - 1) / kWarp * kWarp;
+  for (int i = threadIdx.x; i < nWhole; i += blockDim.x) {
+    const int32_t v = i < n ? a.indices[i] : -1;
+    const bool valid = validRow(v, l, c.nRanks);
+    if (i < n && !valid && v != -1 && c.error)
       recordError(&c.error->badIdClaim, &c.error->badId, /*ncclInvalidArgument*/ 4, kPhaseEngramBadIndex, a.layer,
                   c.rank, i % l.entries, i / l.entries, v);
-    }
+    const int owner = valid ? int(v / l.rowsPerRank) : -1;
+    const unsigned same = __match_any_sync(0xffffffffu, owner);
+    if (valid && lane == __ffs(same) - 1) atomicAdd(&tally.rows[owner], __popc(same));
   }
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -89,11 +94,17 @@ __device__ void buildRequests(const EngramArgs& a, const Transport& t, RequestTa
     tally.rows[p] = 0;  // now the cursor
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    const int32_t v = a.indices[i];
-    if (!validRow(v, l, c.nRanks)) continue;
-    const int p = int(v / l.rowsPerRank);
-    const int k = atomicAdd(&tally.rows[p], 1);
+  for (int i = threadIdx.x; i < nWhole; i += blockDim.x) {
+    const int32_t v = i < n ? a.indices[i] : -1;
+    const bool valid = validRow(v, l, c.nRanks);
+    const int p = valid ? int(v / l.rowsPerRank) : -1;
+    const unsigned same = __match_any_sync(0xffffffffu, p);
+    const int leader = __ffs(same) - 1;
+    int k0 = 0;
+    if (valid && lane == leader) k0 = atomicAdd(&tally.rows[p], __popc(same));
+    k0 = __shfl_sync(0xffffffffu, k0, leader);
+    if (!valid) continue;
+    const int k = k0 + __popc(same & ((1u << lane) - 1u));  // this lane's place among the warp's rows to p
     reinterpret_cast<int32_t*>(local + l.requestOffset(p))[kEngramHeaderInts + k] = int32_t(v - p * l.rowsPerRank);
     positions[tally.first[p] + k] = i;
   }

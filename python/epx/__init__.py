@@ -16,6 +16,7 @@ package's _lib/, then the system loader).
 from . import _abi as abi
 from ._errors import EpAsyncError, EpError, LibraryNotFoundError, NcclVersionError
 from .buffer import Buffer, CombineOutput, DispatchOutput, Handle
+from .engram import EngramBuffer
 from .event import EventOverlap
 from .lb import LoadBalancer
 from .low_latency import LowLatencyDispatchOutput, LowLatencyHandle, LowLatencyRecvHook
@@ -47,7 +48,7 @@ def get_last_error():
     return _lib.last_error()
 
 
-__all__ = ["Buffer", "LoadBalancer", "Handle", "DispatchOutput", "CombineOutput", "EventOverlap", "GroupBuffers",
+__all__ = ["Buffer", "LoadBalancer", "EngramBuffer", "Handle", "DispatchOutput", "CombineOutput", "EventOverlap", "GroupBuffers",
            "LowLatencyHandle", "LowLatencyDispatchOutput", "LowLatencyRecvHook", "EpError", "EpAsyncError", "LibraryNotFoundError",
            "NcclVersionError", "nccl_versions",
            "library_path", "get_last_error", "abi", "EPX_VERSION_CODE", "__version__"]

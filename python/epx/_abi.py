@@ -1,4 +1,4 @@
-"""ctypes mirror of host/include/epx/ep.h, ep_ll.h and lb.h (the C ABI of libepx).
+"""ctypes mirror of host/include/epx/ep.h, ep_ll.h, lb.h and engram.h (the C ABI of libepx).
 
 Every structure below lists the fields of its C counterpart in the same order with the same types;
 tests/test_cpu.py compiles a C program against ep.h and compares sizeof and every field offset with
@@ -275,6 +275,46 @@ def lb_config_initializer():
     chunkBytes 0 (the library's default)."""
     return ncclEpLbConfig_t(C.sizeof(ncclEpLbConfig_t), NCCL_EP_LB_CONFIG_MAGIC, EPX_VERSION_CODE,
                             NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT, 0)
+
+
+# --- engram.h (Engram: embedding-like tables sharded over the ranks) -----------------------------
+NCCL_EP_ENGRAM_CONFIG_MAGIC = 0x45505845  # "EPXE"
+NCCL_EP_ENGRAM_MAX_LAYERS = 64
+ncclEpEngram_t = C.c_void_p
+
+
+class ncclEpEngramPlan_t(C.Structure):
+    _fields_ = [
+        ("numLayers", C.c_int),
+        ("numRows", C.c_int64),
+        ("rowBytes", C.c_size_t),
+        ("maxTokens", C.c_int),
+        ("entriesPerToken", C.c_int),
+    ]
+
+
+class ncclEpEngramConfig_t(C.Structure):
+    _fields_ = [
+        ("size", C.c_size_t),
+        ("magic", C.c_uint),
+        ("version", C.c_uint),
+        ("numCtas", C.c_int),
+        ("timeoutMs", C.c_int),
+        ("chunkBytes", C.c_size_t),
+    ]
+
+
+ENGRAM_STRUCTS = {
+    "ncclEpEngramPlan_t": ncclEpEngramPlan_t,
+    "ncclEpEngramConfig_t": ncclEpEngramConfig_t,
+}
+
+
+def engram_config_initializer():
+    """NCCL_EP_ENGRAM_CONFIG_INITIALIZER: size, magic, version set; numCtas and timeoutMs undefined,
+    chunkBytes 0 (the library's default)."""
+    return ncclEpEngramConfig_t(C.sizeof(ncclEpEngramConfig_t), NCCL_EP_ENGRAM_CONFIG_MAGIC, EPX_VERSION_CODE,
+                                NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT, 0)
 
 
 # Every mirrored structure of ep.h, by its C name (the layout test walks this and LL_STRUCTS).

@@ -16,7 +16,12 @@ I64 = "int64"
 
 
 def dtype_name(t):
-    s = str(t.dtype)
+    return name_of_dtype(t.dtype)
+
+
+def name_of_dtype(dtype):
+    """"bfloat16" for torch.bfloat16 (str(dtype) without "torch.")."""
+    s = str(dtype)
     return s[6:] if s.startswith("torch.") else s
 
 
@@ -181,3 +186,59 @@ def check_lb_rows(name, tensors, row_sizes, local_experts, fp32_elems, device=No
                                                                                     got))
         ptrs.append(_check_placement(n, t, 16, device, "the load balancer"))
     return ptrs
+
+
+# --- Engram (engram.h) ------------------------------------------------------------------------------
+def dtype_bytes(dtype):
+    """Bytes per element of a torch dtype (or of anything whose str() is "torch.<name>")."""
+    name = name_of_dtype(dtype)
+    if name in _ELEM_BYTES:
+        return _ELEM_BYTES[name]
+    size = getattr(dtype, "itemsize", None)  # torch >= 2.1
+    if isinstance(size, int) and size > 0:
+        return size
+    raise TypeError("unsupported dtype %s" % dtype)
+
+
+def check_engram_indices(indices, num_layers, max_tokens, entries, device=None):
+    """The fetch's indices: int32 [num_layers, tokens, entries], tokens <= max_tokens, contiguous, on
+    `device`. Returns tokens."""
+    got = check_tensor("indices", indices, (num_layers, None, entries), (I32,), align=4, device=device)
+    if got[1] > max_tokens:
+        raise ValueError("indices has %d tokens but the EngramBuffer was created with max_tokens=%d"
+                         % (got[1], max_tokens))
+    return got[1]
+
+
+def check_engram_table(table, rows_per_rank, row_bytes, dtype=None, device=None):
+    """One layer's shard: [rows_per_rank, row] of `dtype` (None: any dtype whose row is row_bytes bytes),
+    contiguous, 16-byte aligned, a CUDA tensor on `device` or a pinned CPU tensor. Returns its data_ptr."""
+    if table is None:
+        raise ValueError("table is required")
+    if not hasattr(table, "data_ptr") or not hasattr(table, "shape"):
+        raise TypeError("table must be a torch.Tensor, got %s" % type(table).__name__)
+    dn = dtype_name(table)
+    if dtype is not None and dn != dtype:
+        raise TypeError("table must have dtype torch.%s (the EngramBuffer's), got %s" % (dtype, dn))
+    if dn not in _ELEM_BYTES:
+        raise TypeError("table has an unsupported dtype %s" % dn)
+    size = _ELEM_BYTES[dn]
+    if row_bytes % size:
+        raise ValueError("table's rows (%d bytes) are not a whole number of %s" % (row_bytes, dn))
+    want = (rows_per_rank, row_bytes // size)
+    got = _shape(table)
+    if got != want:
+        raise ValueError("table must have shape %s (num_rows / num_ranks rows of %d bytes), got %s"
+                         % (_fmt(want), row_bytes, _fmt(got)))
+    if getattr(table, "is_cuda", False):
+        return _check_placement("table", table, 16, device, "the EngramBuffer")
+    pinned = getattr(table, "is_pinned", None)
+    if not callable(pinned) or not pinned():
+        raise ValueError("table must be a CUDA tensor or a pinned CPU tensor (tensor.pin_memory()), got a pageable "
+                         "tensor on %s" % getattr(table, "device", "?"))
+    if not table.is_contiguous():
+        raise ValueError("table must be contiguous (rows back to back); call .contiguous()")
+    p = int(table.data_ptr())
+    if p % 16:
+        raise ValueError("table must be 16-byte aligned (data_ptr 0x%x)" % p)
+    return p

@@ -1,4 +1,4 @@
-"""Loading libepx through ctypes, and the prototypes of its C API (ep.h).
+"""Loading libepx through ctypes, and the prototypes of its C API (ep.h, ep_ll.h, lb.h, engram.h).
 
 Search order (first that exists wins; a set EPX_LIBRARY that fails to load is an error, it does not
 fall through to the others, so a typo is not silently replaced by another libepx):
@@ -75,6 +75,15 @@ def _declare(lib, path):
         "ncclEpLbPrefetchWeights": (R, [V, V, P(V), V]),
         "ncclEpLbReduceGrads": (R, [V, V, P(V), V]),
         "ncclEpLbGetAsyncError": (R, [V, P(R), C.c_char_p, C.c_size_t]),
+        # engram.h
+        "ncclEpEngramGetBufferSizeHint": (R, [V, P(_abi.ncclEpEngramPlan_t), P(_abi.ncclEpEngramConfig_t),
+                                              P(C.c_size_t)]),
+        "ncclEpEngramCreate": (R, [V, P(_abi.ncclEpEngramPlan_t), P(_abi.ncclEpEngramConfig_t), P(V)]),
+        "ncclEpEngramDestroy": (R, [V]),
+        "ncclEpEngramSetTable": (R, [V, C.c_int, V]),
+        "ncclEpEngramFetch": (R, [V, V, C.c_int, V, V]),
+        "ncclEpEngramWaitLayer": (R, [V, C.c_int, V]),
+        "ncclEpEngramGetAsyncError": (R, [V, P(R), C.c_char_p, C.c_size_t]),
     }
     missing = []
     for name, (res, args) in protos.items():

@@ -1,5 +1,6 @@
-"""What epx's Python objects over a native libepx object share (epx.Buffer, epx.LoadBalancer):
-`with` support and destroy() at garbage collection, and reading the object's async error."""
+"""What epx's Python objects over a native libepx object share (epx.Buffer, epx.LoadBalancer,
+epx.EngramBuffer): `with` support and destroy() at garbage collection, and reading the object's
+async error."""
 
 import ctypes as C
 

@@ -14,11 +14,13 @@ low-latency dispatch/combine (whole calls and send/receive halves through the ho
 zero-copy combine buffer); the MoE example against its single-GPU reference; an invalid expert id
 in capacity mode (EpAsyncError at the next call, once); a configuration that differs between ranks
 (EpError on every rank); expert load balancing (epx.LoadBalancer: prefetch and the
-fixed-order gradient reduction). Runs at 1 rank too (world size 1 without a launcher).
+fixed-order gradient reduction); the Engram fetch (epx.EngramBuffer: tables in device and pinned
+host memory, per-layer waits on a second stream, against the tables gathered with all_gather).
+Runs at 1 rank too (world size 1 without a launcher).
 Each case does all its collective calls first and checks afterwards, so a failed check on one rank
 does not leave the others waiting. Prints PASS/FAIL per case and rank; exit 1 if any failed.
 What has run where: python/README.md, "Not done yet" (every case but load_balancing, which was written
-2026-12-06 and has not run on a GPU).
+2026-12-06, and engram, written later; neither has run on a GPU).
 """
 
 import os
@@ -455,6 +457,71 @@ def load_balancing():
         lb.destroy()
 
 
+def engram():
+    """epx.EngramBuffer: 3 layers of tables sharded over the ranks (layer 1 in pinned host memory),
+    every rank fetches its own random rows (-1 entries among them, a token count of its own, then a
+    second fetch into a given output with 0 tokens on the last rank); layer l read on a second
+    stream after wait_layer(l); all against the full tables gathered with all_gather and indexed."""
+    NL, RPR, ROW, ENT = 3, 48, 128, 4  # rows of 128 bf16 (256 bytes)
+    rows = RPR * SIZE
+    T = [tokens(r) for r in range(SIZE)]
+
+    def shard(layer, r):
+        g = torch.Generator().manual_seed(5000 + 100 * layer + r)
+        return torch.randn(RPR, ROW, generator=g).to(torch.bfloat16)
+
+    def indices(seed, t):
+        g = torch.Generator().manual_seed(seed)
+        idx = torch.randint(-1, rows, (NL, t, ENT), generator=g, dtype=torch.int32)
+        idx[:, :1, :1] = -1  # "no row": zeros
+        return idx.cuda()
+
+    # The reference first (a collective of its own, before any epx call): every layer's full table.
+    full = []
+    for layer in range(NL):
+        parts = [torch.empty(RPR, ROW, dtype=torch.bfloat16, device="cuda") for _ in range(SIZE)]
+        dist.all_gather(parts, shard(layer, RANK).cuda())
+        full.append(torch.cat(parts))
+    torch.cuda.synchronize()
+
+    eb = epx.EngramBuffer(None, NL, rows, (ROW, torch.bfloat16), max(T), ENT, num_ctas=4)
+    try:
+        tables = [shard(layer, RANK).cuda() for layer in range(NL)]
+        tables[1] = tables[1].cpu().pin_memory()
+        for layer, t in enumerate(tables):
+            eb.set_table(layer, t)
+        idx = indices(7000 + RANK, T[RANK])
+        out = eb.fetch(idx)
+        side = torch.cuda.Stream()
+        copies = []
+        for layer in range(NL):
+            eb.wait_layer(layer, side)
+            with torch.cuda.stream(side):
+                copies.append(out[layer].clone())
+        out.record_stream(side)
+        t2 = 0 if RANK == SIZE - 1 and SIZE > 1 else T[RANK]
+        idx2 = indices(8000 + RANK, t2)
+        out2 = torch.full((NL, t2, ENT, ROW), 7, dtype=torch.bfloat16, device="cuda")
+        got2 = eb.fetch(idx2, out=out2)
+        eb.wait_layer(NL - 1)  # the current stream, which ran the fetch: accepted, nothing to wait for
+        torch.cuda.synchronize()
+        eb.check_async_error()
+    finally:
+        eb.destroy()
+    assert got2 is out2, "fetch(out=...) returns out"
+
+    def want(i):
+        w = torch.stack([full[layer][i[layer].clamp(min=0).long()] for layer in range(NL)])
+        return w.masked_fill((i < 0).unsqueeze(-1), 0)
+
+    ref = want(idx)
+    assert out.shape == (NL, T[RANK], ENT, ROW) and out.dtype == torch.bfloat16, (out.shape, out.dtype)
+    for layer in range(NL):
+        assert torch.equal(out[layer], ref[layer]), "layer %d" % layer
+        assert torch.equal(copies[layer], ref[layer]), "layer %d read after wait_layer on a second stream" % layer
+    assert torch.equal(out2, want(idx2)), "second fetch (%d tokens)" % t2
+
+
 def main():
     global RANK, SIZE, E, LE
     RANK, SIZE = moe_layer.init_distributed(port=29533)
@@ -484,6 +551,7 @@ def main():
     case(async_error)
     case(config_mismatch)
     case(load_balancing)
+    case(engram)
     flag = torch.tensor([len(failures)], device="cuda")
     dist.all_reduce(flag)
     dist.destroy_process_group()

@@ -30,16 +30,23 @@ from epx import _abi, _checks, _lib  # noqa: E402
 EP_H = os.path.join(REPO, "host", "include", "epx", "ep.h")
 EP_LL_H = os.path.join(REPO, "host", "include", "epx", "ep_ll.h")
 LB_H = os.path.join(REPO, "host", "include", "epx", "lb.h")
+ENGRAM_H = os.path.join(REPO, "host", "include", "epx", "engram.h")
 
 
 def all_structs():
-    """{name: class} of every mirrored struct (ep.h, ep_ll.h and lb.h)."""
-    return dict(_abi.STRUCTS, **_abi.LL_STRUCTS, **_abi.LB_STRUCTS)
+    """{name: class} of every mirrored struct (ep.h, ep_ll.h, lb.h and engram.h)."""
+    return dict(_abi.STRUCTS, **_abi.LL_STRUCTS, **_abi.LB_STRUCTS, **_abi.ENGRAM_STRUCTS)
 
 
 def read_lb_header():
     """lb.h's structs parsed from the header."""
     with open(LB_H) as f:
+        return header_structs(f.read())
+
+
+def read_engram_header():
+    """engram.h's structs parsed from the header."""
+    with open(ENGRAM_H) as f:
         return header_structs(f.read())
 
 
@@ -95,7 +102,8 @@ def header_structs(text):
 
 
 def probe_source(structs):
-    lines = ["#include <epx/ep.h>", "#include <epx/ep_ll.h>", "#include <epx/lb.h>", "#include <stdio.h>",
+    lines = ["#include <epx/ep.h>", "#include <epx/ep_ll.h>", "#include <epx/lb.h>", "#include <epx/engram.h>",
+             "#include <stdio.h>",
              "#include <stddef.h>", "int main(void) {"]
     for s, fields in structs.items():
         lines.append('  printf("sizeof %s %%zu\\n", sizeof(%s));' % (s, s))
@@ -111,12 +119,14 @@ def probe_source(structs):
               "ncclSystemError", "ncclInternalError", "ncclInvalidArgument", "ncclInvalidUsage",
               "ncclRemoteError", "ncclInProgress", "ncclInt32", "ncclInt64", "ncclFloat32", "ncclBfloat16",
               "ncclFloat8e4m3", "NCCL_UNIQUE_ID_BYTES", "NCCL_EP_LL_SEND", "NCCL_EP_LL_RECV",
-              "NCCL_EP_LL_SEND_RECV", "NCCL_EP_LB_CONFIG_MAGIC", "NCCL_EP_LB_MAX_TENSORS"]
+              "NCCL_EP_LL_SEND_RECV", "NCCL_EP_LB_CONFIG_MAGIC", "NCCL_EP_LB_MAX_TENSORS",
+              "NCCL_EP_ENGRAM_CONFIG_MAGIC", "NCCL_EP_ENGRAM_MAX_LAYERS"]
     for c in consts:
         lines.append('  printf("const %s %%lld\\n", (long long)(%s));' % (c, c))
     for s, macro in (("ncclEpConfig_t", "NCCL_EP_CONFIG_INITIALIZER"),
                      ("ncclEpHandleConfig_t", "NCCL_EP_HANDLE_CONFIG_INITIALIZER"),
-                     ("ncclEpLbConfig_t", "NCCL_EP_LB_CONFIG_INITIALIZER")):
+                     ("ncclEpLbConfig_t", "NCCL_EP_LB_CONFIG_INITIALIZER"),
+                     ("ncclEpEngramConfig_t", "NCCL_EP_ENGRAM_CONFIG_INITIALIZER")):
         lines.append("  { %s v = %s;" % (s, macro))
         for f in structs[s]:
             lines.append('    printf("init %s %s %%lld\\n", (long long)v.%s);' % (s, f, f))
@@ -140,7 +150,7 @@ def run_probe(testcase):
     if not any(os.path.exists(os.path.join(d, "cuda_runtime.h")) for d in dirs):
         testcase.skipTest("cuda_runtime.h not found in %s (set EPX_HEADER_DIRS)" % dirs)
     ht, ll = read_headers()
-    structs = dict(ht, **ll, **read_lb_header())
+    structs = dict(ht, **ll, **read_lb_header(), **read_engram_header())
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "abi_probe.c")
         exe = os.path.join(tmp, "abi_probe")
@@ -193,7 +203,8 @@ class TestAbiLayout(unittest.TestCase):
     def setUp(self):
         self.ht, self.ll = read_headers()
         self.lb = read_lb_header()
-        self.structs = dict(self.ht, **self.ll, **self.lb)
+        self.engram = read_engram_header()
+        self.structs = dict(self.ht, **self.ll, **self.lb, **self.engram)
 
     def test_same_structs_and_field_names(self):
         self.assertEqual(sorted(self.ht), sorted(_abi.STRUCTS), "structs of ep.h and epx/_abi.py STRUCTS differ")
@@ -201,6 +212,8 @@ class TestAbiLayout(unittest.TestCase):
                          "structs of ep_ll.h and epx/_abi.py LL_STRUCTS differ")
         self.assertEqual(len(self.ll), 5)
         self.assertEqual(sorted(self.lb), sorted(_abi.LB_STRUCTS), "structs of lb.h and epx/_abi.py LB_STRUCTS differ")
+        self.assertEqual(sorted(self.engram), sorted(_abi.ENGRAM_STRUCTS),
+                         "structs of engram.h and epx/_abi.py ENGRAM_STRUCTS differ")
         for name, fields in self.structs.items():
             py = [f[0] for f in all_structs()[name]._fields_]
             self.assertEqual(py, fields, "field names/order of %s differ from the header" % name)
@@ -238,7 +251,8 @@ class TestAbiLayout(unittest.TestCase):
                 init.setdefault(row[1], {})[row[2]] = int(row[3])
         for s, make in (("ncclEpConfig_t", _abi.config_initializer),
                         ("ncclEpHandleConfig_t", _abi.handle_config_initializer),
-                        ("ncclEpLbConfig_t", _abi.lb_config_initializer)):
+                        ("ncclEpLbConfig_t", _abi.lb_config_initializer),
+                        ("ncclEpEngramConfig_t", _abi.engram_config_initializer)):
             v = make()
             self.assertEqual(set(init[s]), {f[0] for f in v._fields_})
             for f, want in init[s].items():
@@ -452,16 +466,20 @@ class TestConfigInPython(unittest.TestCase):
 class FakeTensor:
     """Just what epx._checks reads: shape, dtype, device, is_cuda, is_contiguous(), data_ptr()."""
 
-    def __init__(self, shape, dtype, ptr=0x10000, cuda=True, contiguous=True):
+    def __init__(self, shape, dtype, ptr=0x10000, cuda=True, contiguous=True, pinned=False):
         self.shape = tuple(shape)
         self.dtype = "torch." + dtype
         self.is_cuda = cuda
         self.device = "cuda:0" if cuda else "cpu"
         self._contig = contiguous
         self._ptr = ptr
+        self._pinned = pinned
 
     def is_contiguous(self):
         return self._contig
+
+    def is_pinned(self):
+        return self._pinned
 
     def data_ptr(self):
         return self._ptr
@@ -622,6 +640,182 @@ class TestLoadBalancerChecks(unittest.TestCase):
                    "    print('MSG', e)\n")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("MSG epx.LoadBalancer needs PyTorch", r.stdout)
+
+
+
+# --- prototypes (epx/_lib.py) against the headers ------------------------------------------------
+def header_functions(path):
+    """{name: [parameter types]} of every `ncclResult_t ncclEp...(...);` declared in the header."""
+    with open(path) as f:
+        text = strip_comments(f.read())
+    out = {}
+    for name, params in re.findall(r"ncclResult_t\s+(ncclEp\w+)\s*\(([^)]*)\)\s*;", text):
+        types = []
+        for p in params.split(","):
+            p = " ".join(p.split())
+            # Drop the parameter's name: the last identifier, unless the declaration is only a type.
+            m = re.match(r"^(.*?[\s*])(\w+)$", p)
+            types.append(m.group(1).strip() if m else p)
+        out[name] = types
+    return out
+
+
+class _FakeFunction:
+    restype = None
+    argtypes = None
+
+
+class _FakeLib:
+    """Records what _lib._declare sets on each function."""
+
+    def __init__(self):
+        self.functions = {}
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self.functions.setdefault(name, _FakeFunction())
+
+
+def _ctypes_kind(t):
+    if t in (C.c_void_p, C.c_char_p) or (isinstance(t, type) and issubclass(t, C._Pointer)):
+        return "pointer"
+    return {C.c_int: "int", C.c_size_t: "size_t"}.get(t, repr(t))
+
+
+def _c_kind(t):
+    if "*" in t or t in ("ncclComm_t", "cudaStream_t", "ncclEpEngram_t", "ncclEpLb_t"):
+        return "pointer"
+    return {"int": "int", "size_t": "size_t"}.get(t, t)
+
+
+class TestPrototypes(unittest.TestCase):
+    """Every function of engram.h is declared in epx/_lib.py with the header's parameters: their
+    number and, per parameter, int, size_t or a pointer (handles included)."""
+
+    def check_header(self, path):
+        fake = _FakeLib()
+        _lib._declare(fake, "fake")
+        funcs = header_functions(path)
+        self.assertTrue(funcs, path)
+        for name, types in funcs.items():
+            self.assertIn(name, fake.functions, "%s of %s is not declared in epx/_lib.py" % (name, path))
+            f = fake.functions[name]
+            self.assertIs(f.restype, _abi.ncclResult_t, name)
+            self.assertEqual(len(f.argtypes), len(types), "%s: %s" % (name, types))
+            for i, (py, c) in enumerate(zip(f.argtypes, types)):
+                self.assertEqual(_ctypes_kind(py), _c_kind(c), "%s parameter %d (%s)" % (name, i, c))
+
+    def test_engram_h(self):
+        funcs = header_functions(ENGRAM_H)
+        self.assertEqual(sorted(funcs), sorted(["ncclEpEngramGetBufferSizeHint", "ncclEpEngramCreate",
+                                                "ncclEpEngramDestroy", "ncclEpEngramSetTable", "ncclEpEngramFetch",
+                                                "ncclEpEngramWaitLayer", "ncclEpEngramGetAsyncError"]))
+        self.check_header(ENGRAM_H)
+
+
+class TestEngramChecks(unittest.TestCase):
+    """epx.EngramBuffer's Python-side checks (no torch, no GPU): the plan, the config, the row
+    argument, the tables and the fetch's tensors."""
+
+    def test_row_spec_and_plan(self):
+        from epx import engram  # noqa: PLC0415
+        self.assertEqual(engram.row_spec(1024), (1024, 1024, None))
+        self.assertEqual(engram.row_spec((512, "torch.bfloat16")), (1024, 512, "torch.bfloat16"))
+        self.assertEqual(engram.row_spec((3, "torch.float32"))[0], 12)  # libepx refuses 12 (not a multiple of 16)
+        with self.assertRaisesRegex(ValueError, r"\(row_elems, dtype\)"):
+            engram.row_spec((512,))
+        with self.assertRaisesRegex(TypeError, "unsupported dtype"):
+            engram.row_spec((512, "torch.complex64"))
+        with self.assertRaisesRegex(TypeError, "row_bytes must be an int"):
+            engram.row_spec(1024.0)
+        p = engram.make_plan(4, 1 << 20, 1024, 4096, 16)
+        self.assertEqual((p.numLayers, p.numRows, p.rowBytes, p.maxTokens, p.entriesPerToken), (4, 1 << 20, 1024, 4096, 16))
+        p = engram.make_plan(1, 2 ** 40, 16, 1, 1)  # int64 rows pass Python (libepx refuses >= 2^31)
+        self.assertEqual(p.numRows, 2 ** 40)
+        with self.assertRaisesRegex(ValueError, "max_tokens=2147483648 does not fit a C int"):
+            engram.make_plan(4, 1024, 1024, 2 ** 31, 16)
+        with self.assertRaisesRegex(ValueError, "row_bytes=-16 does not fit a C size_t"):
+            engram.make_plan(4, 1024, -16, 8, 16)
+        with self.assertRaisesRegex(TypeError, "num_layers must be an int"):
+            engram.make_plan(True, 1024, 1024, 8, 16)
+
+    def test_config(self):
+        from epx import engram  # noqa: PLC0415
+        c = engram.make_config()
+        d = _abi.engram_config_initializer()
+        self.assertEqual([getattr(c, f) for f, _ in c._fields_], [getattr(d, f) for f, _ in d._fields_])
+        self.assertEqual((c.numCtas, c.chunkBytes), (_abi.NCCL_EP_UNDEF_INT, 0))
+        c = engram.make_config(num_ctas=16, chunk_bytes=4 << 20, timeout_ms=500)
+        self.assertEqual((c.numCtas, c.chunkBytes, c.timeoutMs), (16, 4 << 20, 500))
+        self.assertEqual((c.size, c.magic, c.version),
+                         (C.sizeof(_abi.ncclEpEngramConfig_t), _abi.NCCL_EP_ENGRAM_CONFIG_MAGIC, _abi.EPX_VERSION_CODE))
+        with self.assertRaisesRegex(TypeError, "num_ctas must be an int"):
+            engram.make_config(num_ctas=8.0)
+
+    def test_indices(self):
+        self.assertEqual(_checks.check_engram_indices(FakeTensor((3, 5, 16), "int32"), 3, 8, 16), 5)
+        self.assertEqual(_checks.check_engram_indices(FakeTensor((3, 0, 16), "int32"), 3, 8, 16), 0)
+        with self.assertRaisesRegex(ValueError, "indices has 9 tokens but the EngramBuffer was created with max_tokens=8"):
+            _checks.check_engram_indices(FakeTensor((3, 9, 16), "int32"), 3, 8, 16)
+        with self.assertRaisesRegex(ValueError, r"indices must have shape \[3, \*, 16\], got \[2, 5, 16\]"):
+            _checks.check_engram_indices(FakeTensor((2, 5, 16), "int32"), 3, 8, 16)
+        with self.assertRaisesRegex(TypeError, "indices must have dtype torch.int32, got int64"):
+            _checks.check_engram_indices(FakeTensor((3, 5, 16), "int64"), 3, 8, 16)
+        with self.assertRaisesRegex(ValueError, "indices must be a CUDA tensor"):
+            _checks.check_engram_indices(FakeTensor((3, 5, 16), "int32", cuda=False), 3, 8, 16)
+        with self.assertRaisesRegex(ValueError, "indices is on cuda:0 but the buffer is on cuda:1"):
+            _checks.check_engram_indices(FakeTensor((3, 5, 16), "int32"), 3, 8, 16, device="cuda:1")
+
+    def test_tables(self):
+        # 8 rows per rank of 64 bytes: 32 bf16, 64 uint8 or 16 float32 per row.
+        t = FakeTensor((8, 32), "bfloat16", ptr=0x1000)
+        self.assertEqual(_checks.check_engram_table(t, 8, 64, "bfloat16", "cuda:0"), 0x1000)
+        self.assertEqual(_checks.check_engram_table(FakeTensor((8, 16), "float32"), 8, 64), 0x10000)  # bytes: any dtype
+        pinned = FakeTensor((8, 64), "uint8", ptr=0x2000, cuda=False, pinned=True)
+        self.assertEqual(_checks.check_engram_table(pinned, 8, 64, None, "cuda:0"), 0x2000)
+        cases = [
+            (FakeTensor((8, 32), "bfloat16", cuda=False), ValueError, "pinned CPU tensor"),
+            (FakeTensor((8, 32), "float16"), TypeError, "table must have dtype torch.bfloat16"),
+            (FakeTensor((4, 32), "bfloat16"), ValueError, r"table must have shape \[8, 32\]"),
+            (FakeTensor((8, 16, 2), "bfloat16"), ValueError, "must have shape"),
+            (FakeTensor((8, 32), "bfloat16", ptr=0x1008), ValueError, "16-byte aligned"),
+            (FakeTensor((8, 32), "bfloat16", contiguous=False), ValueError, "contiguous"),
+            (FakeTensor((8, 64), "bfloat16", ptr=0x2008, cuda=False, pinned=True), ValueError, "must have shape"),
+            (None, ValueError, "table is required"),
+            ("table", TypeError, "must be a torch.Tensor"),
+        ]
+        for table, exc, text in cases:
+            with self.assertRaisesRegex(exc, text, msg=repr(table)):
+                _checks.check_engram_table(table, 8, 64, "bfloat16", "cuda:0")
+        with self.assertRaisesRegex(ValueError, "16-byte aligned"):
+            _checks.check_engram_table(FakeTensor((8, 64), "uint8", ptr=0x2008, cuda=False, pinned=True), 8, 64)
+        with self.assertRaisesRegex(ValueError, "table is on cuda:0 but the EngramBuffer is on cuda:1"):
+            _checks.check_engram_table(t, 8, 64, "bfloat16", "cuda:1")
+        with self.assertRaisesRegex(ValueError, "not a whole number of float32"):
+            _checks.check_engram_table(FakeTensor((8, 4), "float32"), 8, 18)
+
+    def test_streams(self):
+        from epx import engram  # noqa: PLC0415
+
+        class S:
+            cuda_stream = 0x1234
+
+        self.assertEqual(engram._stream_handle(S()).value, 0x1234)
+        self.assertEqual(engram._stream_handle(0x99).value, 0x99)
+        with self.assertRaisesRegex(TypeError, "torch.cuda.Stream or an int handle"):
+            engram._stream_handle("s")
+
+    def test_exported_and_needs_torch(self):
+        self.assertIn("EngramBuffer", epx.__all__)
+        r = run_py("import sys; sys.modules['torch'] = None\n"
+                   "import epx\n"
+                   "try:\n"
+                   "    epx.EngramBuffer(None, 4, 1024, 1024, 128, 16)\n"
+                   "except ImportError as e:\n"
+                   "    print('MSG', e)\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("MSG epx.EngramBuffer needs PyTorch", r.stdout)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
   // the randomized suites.
   auto noGpuSuite = [](const std::string& s) {
     return s == "host_api" || s == "random_sampler" || s == "random_bucket_sampler" || s == "random_pp_sampler" ||
-           s == "random_ll_sampler";
+           s == "random_ll_sampler" || s == "random_engram_sampler";
   };
   bool hostOnly = false;
   for (int i = 1; i < argc; ++i) {

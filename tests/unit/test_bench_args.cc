@@ -164,10 +164,10 @@ BOOST_AUTO_TEST_CASE(bucket_and_pp_options) {
   BOOST_TEST(parse({"--algo", "bucket", "--chunk-kib", "64"}).status == 0);
   BOOST_TEST(parse({"--algo", "pp", "--chunk-kib", "1048577"}).status == 2);
   BOOST_TEST(parse({"--algo", "pp", "--chunk-kib", "63"}).status == 2);
-  BOOST_TEST(has(parse({"--chunk-kib", "1024"}), "--chunk-kib applies to --algo bucket, pp and lb only"));
-  BOOST_TEST(has(parse({"--coll-ctas", "4"}), "--coll-ctas applies to --algo bucket, pp and lb only"));
+  BOOST_TEST(has(parse({"--chunk-kib", "1024"}), "--chunk-kib applies to --algo bucket, pp, lb and engram only"));
+  BOOST_TEST(has(parse({"--coll-ctas", "4"}), "--coll-ctas applies to --algo bucket, pp, lb and engram only"));
   BOOST_TEST(has(parse({"--algo", "bucket", "--coll-mib", "0"}), "--coll-mib: '0' is not an integer in [1, 4096]"));
-  BOOST_TEST(has(parse({"--algo", "allreduce"}), "--algo: expected high-throughput, low-latency, bucket, pp or lb"));
+  BOOST_TEST(has(parse({"--algo", "allreduce"}), "--algo: expected high-throughput, low-latency, bucket, pp, lb or engram"));
   BOOST_TEST(parse({"--algo", "bucket", "--gpus", "3"}).status == 0);  // no expert count to divide
   BOOST_TEST(has(parse({"--algo", "pp", "--net-latency-us", "3"}), "--net-latency-us has no effect with --algo pp"));
   BOOST_TEST(has(parse({"--algo", "pp", "--coll-ctas", "33"}), "--coll-ctas: '33' is not an integer in [1, 32]"));

@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <sstream>
 
 namespace epxbench {
@@ -27,7 +29,7 @@ void usage(FILE* f) {
       "Times epx EP dispatch/combine on the local GPUs against a plain NCCL all-to-all dispatcher\n"
       "and the NVLink peer-copy ceiling, and checks the results against the CPU reference; with\n"
       "--algo bucket / pp / lb, the bucket collectives / PP send/recv / expert load balancing against\n"
-      "NCCL's own calls.\n"
+      "NCCL's own calls; with --algo engram, the Engram fetch against its floor.\n"
       "  --gpus N            ranks, 1..64, default all local GPUs; one process drives one GPU per\n"
       "                      rank, at most 8; in multi-process mode (EPX_MP_SIZE/EPX_MP_RANK/\n"
       "                      EPX_MP_ID_FILE, scripts/fake-nodes.sh) the job has EPX_MP_SIZE ranks,\n"
@@ -49,8 +51,8 @@ void usage(FILE* f) {
       "  --idx32             top-k ids as int32 (default int64)\n"
       "  --iters N           timed iterations (default 50)\n"
       "  --warmup N          untimed iterations first (default 10)\n"
-      "  --seed S            routing/data seed (default 1)\n"
-      "  --no-check          skip the correctness check\n"
+      "  --seed S            routing/data seed (default 1; engram: tables and indices)\n"
+      "  --no-check          skip the correctness check (engram: of the first fetch's rows)\n"
       "  --no-baseline       skip the NCCL all-to-all dispatcher\n"
       "  --no-ceiling        skip the NVLink peer-copy ceiling\n"
       "  --no-floor          skip the memory floor (copy engine and plain SM kernels moving each\n"
@@ -58,7 +60,8 @@ void usage(FILE* f) {
       "  --csv FILE          also write one CSV row per measurement to FILE (rank 0)\n"
       "  --net-gbps X        line rate of the NIC between nodes, GB/s per direction per rank, for\n"
       "                      the network floor (default EPX_GIN_EMU_GBPS; unset: no floor)\n"
-      "  --net-latency-us L  one-way latency added to the floor (default EPX_GIN_EMU_LATENCY_US, or 0)\n"
+      "  --net-latency-us L  one-way latency added to the floor (default EPX_GIN_EMU_LATENCY_US, or 0;\n"
+      "                      engram: twice, one round trip per layer)\n"
       "  --ranks-per-node G  ranks per node for the floor (default EPX_MP_RANKS_PER_NODE, or 1 in\n"
       "                      multi-process mode; single process: all ranks on one node)\n"
       "  --algo A            high-throughput (default) | low-latency: ncclEpAlgoLowLatency dispatch\n"
@@ -68,16 +71,29 @@ void usage(FILE* f) {
       "                      NCCL's own calls and, with a network rate, as %% of it | lb: expert load\n"
       "                      balancing, one DeepSeek-V3 expert (3 x 7168 x 2048) to a replica on the\n"
       "                      next rank: weight prefetch FP8 + scales and BF16, FP32 gradient reduction,\n"
-      "                      against an NCCL send/recv ring of the same bytes\n"
+      "                      against an NCCL send/recv ring of the same bytes | engram: the Engram\n"
+      "                      fetch (ncclEpEngramFetch) of uniform random rows from tables sharded over\n"
+      "                      the ranks, time per fetch and per layer (each layer's completion seen\n"
+      "                      through ncclEpEngramWaitLayer) against the floor per layer: the network\n"
+      "                      floor with ranks on other nodes, else the memory floor; rows checked once\n"
       "  --ll-tokens LIST    low-latency: tokens per rank, comma separated (default 1,32,128,256)\n"
       "  --ll-align          low-latency: an NCCL all-reduce of one value before each timed sequence (not\n"
       "                      timed), so that every rank starts it together (default: back to back)\n"
       "  --coll-mib N        bucket: tensor size in MiB, 1..4096 (default 64)\n"
       "  --pp-mib N          pp: message size in MiB, 1..4096 (default 16)\n"
-      "  --chunk-kib N       bucket, pp, lb: the GIN chunk (the objects' config .chunkBytes) in KiB,\n"
-      "                      64..1048576 (default: the library's, 2 MiB bucket and LB, 4 MiB PP)\n"
-      "  --coll-ctas N       bucket, pp, lb: CTAs per kernel, 1..32 (default: the library's, 4 for\n"
-      "                      buckets and PP, 8 for load balancing)\n"
+      "  --chunk-kib N       bucket, pp, lb, engram: the GIN chunk (the objects' config .chunkBytes) in\n"
+      "                      KiB, 64..1048576 (default: the library's, 2 MiB bucket, LB and engram,\n"
+      "                      4 MiB PP)\n"
+      "  --coll-ctas N       bucket, pp, lb, engram: CTAs per kernel, 1..32 (default: the library's, 4\n"
+      "                      for buckets and PP, 8 for load balancing and engram)\n"
+      "  --engram-layers N   engram: layers (tables) per fetch, 1..64 (default 4)\n"
+      "  --engram-tokens T   engram: tokens per rank and fetch, 1..65536 (default 4096)\n"
+      "  --engram-entries E  engram: rows per token and layer, 1..1024 (default 16); tokens x entries\n"
+      "                      at most 2^24\n"
+      "  --engram-row-bytes B\n"
+      "                      engram: bytes per row, a multiple of 16, 16..16777216 (default 1024)\n"
+      "  --engram-rows N     engram: rows of each layer's table, a multiple of the ranks (default\n"
+      "                      1048576 rounded down to a multiple of the ranks)\n"
       "  --host-sync S       how host threads wait for the GPU: auto, spin, yield, blocking (cudaDeviceSchedule*;\n"
       "                      default EPX_HOST_SYNC, else CUDA's auto; yield frees host cores many ranks share)\n"
       "  --version           print epx's version and exit\n"
@@ -176,6 +192,10 @@ constexpr const char* kEpOnly[] = {"--hidden",     "--topk", "--experts",       
 constexpr const char* kBucketOnly[] = {"--coll-mib"};
 constexpr const char* kPpOnly[] = {"--pp-mib"};
 constexpr const char* kCollOnly[] = {"--coll-ctas", "--chunk-kib"};
+constexpr const char* kEngramOnly[] = {"--engram-layers", "--engram-tokens", "--engram-entries", "--engram-row-bytes",
+                                       "--engram-rows"};
+// Of kEpOnly, the ones --algo engram takes too (its indices and check, its floor).
+constexpr const char* kEngramAlso[] = {"--no-check", "--seed", "--ranks-per-node", "--net-latency-us"};
 
 const char* algoName(Algo a) {
   switch (a) {
@@ -184,6 +204,7 @@ const char* algoName(Algo a) {
     case Algo::Bucket: return "bucket";
     case Algo::Pp: return "pp";
     case Algo::Lb: return "lb";
+    case Algo::Engram: return "engram";
   }
   return "?";
 }
@@ -272,7 +293,8 @@ Options parseArgs(int argc, char** argv) {
       else if (v == "bucket") o.algo = Algo::Bucket;
       else if (v == "pp") o.algo = Algo::Pp;
       else if (v == "lb") o.algo = Algo::Lb;
-      else bad("--algo: expected high-throughput, low-latency, bucket, pp or lb, got '" + v + "'");
+      else if (v == "engram") o.algo = Algo::Engram;
+      else bad("--algo: expected high-throughput, low-latency, bucket, pp, lb or engram, got '" + v + "'");
     } else if (!std::strcmp(a, "--ll-tokens")) {
       o.llTokens = toIntList(a, val(), 0, 4096);
     } else if (!std::strcmp(a, "--ll-align")) {
@@ -285,6 +307,18 @@ Options parseArgs(int argc, char** argv) {
       o.chunkBytes = size_t(toInt(a, val(), 64, 1 << 20)) << 10;
     } else if (!std::strcmp(a, "--coll-ctas")) {
       o.collCtas = int(toInt(a, val(), 1, kMaxCollCtas));
+    } else if (!std::strcmp(a, "--engram-layers")) {
+      o.engramLayers = int(toInt(a, val(), 1, 64));  // NCCL_EP_ENGRAM_MAX_LAYERS
+    } else if (!std::strcmp(a, "--engram-tokens")) {
+      o.engramTokens = int(toInt(a, val(), 1, 65536));
+    } else if (!std::strcmp(a, "--engram-entries")) {
+      o.engramEntries = int(toInt(a, val(), 1, 1024));
+    } else if (!std::strcmp(a, "--engram-row-bytes")) {
+      const char* v = val();
+      o.engramRowBytes = size_t(toInt(a, v, 16, 1L << 24));
+      if (o.engramRowBytes % 16) bad(std::string(a) + ": '" + v + "' is not a multiple of 16");
+    } else if (!std::strcmp(a, "--engram-rows")) {
+      o.engramRows = toInt(a, val(), 1, 2147483647L);  // global row numbers are int32
     } else if (!std::strcmp(a, "--host-sync")) {
       std::string v = val();
       if (!isHostSyncName(v)) bad("--host-sync: expected auto, spin, yield or blocking, got '" + v + "'");
@@ -324,14 +358,24 @@ Options parseArgs(int argc, char** argv) {
     if (o.algo != Algo::HighThroughput && wasGiven(name)) bad(name + withAlgo);
   for (const char* name : kLowLatencyOnly)
     if (!o.lowLatency() && wasGiven(name)) bad(std::string(name) + " applies to --algo low-latency only");
+  auto engramAlso = [](const char* name) {
+    return std::find_if(std::begin(kEngramAlso), std::end(kEngramAlso),
+                        [&](const char* x) { return !std::strcmp(x, name); }) != std::end(kEngramAlso);
+  };
   for (const char* name : kEpOnly)
-    if (o.collectives() && wasGiven(name)) bad(name + withAlgo);
+    if (o.collectives() && wasGiven(name) && !(o.algo == Algo::Engram && engramAlso(name))) bad(name + withAlgo);
   for (const char* name : kBucketOnly)
     if (o.algo != Algo::Bucket && wasGiven(name)) bad(std::string(name) + " applies to --algo bucket only");
   for (const char* name : kPpOnly)
     if (o.algo != Algo::Pp && wasGiven(name)) bad(std::string(name) + " applies to --algo pp only");
   for (const char* name : kCollOnly)
-    if (!o.collectives() && wasGiven(name)) bad(std::string(name) + " applies to --algo bucket, pp and lb only");
+    if (!o.collectives() && wasGiven(name))
+      bad(std::string(name) + " applies to --algo bucket, pp, lb and engram only");
+  for (const char* name : kEngramOnly)
+    if (o.algo != Algo::Engram && wasGiven(name)) bad(std::string(name) + " applies to --algo engram only");
+  if (int64_t(o.engramTokens) * o.engramEntries > (int64_t(1) << 24))
+    bad("--engram-tokens " + std::to_string(o.engramTokens) + " x --engram-entries " + std::to_string(o.engramEntries) +
+        " is more than 2^24 rows per layer (engram.h)");
   if (o.topk > o.experts)
     bad("--topk " + std::to_string(o.topk) + " must not exceed --experts " + std::to_string(o.experts));
   if (o.hidden % 8) bad("--hidden " + std::to_string(o.hidden) + " must be a multiple of 8");

@@ -16,7 +16,7 @@ constexpr int kMaxRanks = 8;
 constexpr double kNicMinGBps = 0.001;
 constexpr double kNicMaxGBps = 10000.0;
 
-enum class Algo { HighThroughput, LowLatency, Bucket, Pp, Lb };
+enum class Algo { HighThroughput, LowLatency, Bucket, Pp, Lb, Engram };
 // Largest numCtas of a bucket or PP channel (bucket.h / pp.h; device kBucketMaxCtas, kPpMaxCtas).
 constexpr int kMaxCollCtas = 32;
 
@@ -51,18 +51,28 @@ struct Options {
   // --algo: EP dispatch/combine high-throughput (default) or low-latency (ncclEpAlgoLowLatency,
   // ep_ll.h, at llTokens per rank: ll_bench.h), or the bucket collectives / PP send/recv
   // (coll_bench.h: a collBytes FP32 tensor, ppBytes messages, collCtas CTAs per kernel), or expert
-  // load balancing (lb.h: one DeepSeek-V3 expert's weights and gradients to a replica on the next rank).
+  // load balancing (lb.h: one DeepSeek-V3 expert's weights and gradients to a replica on the next rank),
+  // or the Engram fetch (engram.h, engram_bench.h: engram* below, collCtas and chunkBytes).
   Algo algo = Algo::HighThroughput;
   bool lowLatency() const { return algo == Algo::LowLatency; }
-  bool collectives() const { return algo == Algo::Bucket || algo == Algo::Pp || algo == Algo::Lb; }
+  bool collectives() const {
+    return algo == Algo::Bucket || algo == Algo::Pp || algo == Algo::Lb || algo == Algo::Engram;
+  }
   std::vector<int> llTokens = {1, 32, 128, 256};
   // Low-latency: an NCCL all-reduce of one value before each timed dispatch/combine sequence (not
   // timed), so that the ranks start it together instead of where the previous one left them.
   bool llAlign = false;
   size_t collBytes = size_t(64) << 20;
   size_t ppBytes = size_t(16) << 20;
-  size_t chunkBytes = 0;  // bucket, PP and LB GIN chunk; 0: the library's default
-  int collCtas = 0;  // 0: the object's library default (bucket and PP 4, load balancing 8)
+  size_t chunkBytes = 0;  // bucket, PP, LB and Engram GIN chunk; 0: the library's default
+  int collCtas = 0;  // 0: the object's library default (bucket and PP 4, load balancing and Engram 8)
+  // --algo engram (ncclEpEngramPlan_t): layers, rows of each layer's table (0: 2^20 rounded down to
+  // a multiple of the ranks), row bytes, and per rank tokens x entries rows per layer and fetch.
+  int engramLayers = 4;
+  long long engramRows = 0;
+  size_t engramRowBytes = 1024;
+  int engramTokens = 4096;
+  int engramEntries = 16;
   // How host threads wait for the GPU (cudaSetDeviceFlags before any context exists): auto
   // (CUDA's default), spin, yield or blocking; empty = EPX_HOST_SYNC or CUDA's default
   // (epx/testing/multigpu.h, setHostSync).

@@ -27,6 +27,8 @@
 #include "epx/topology/estimate.h"
 #include "epx_runner.h"
 #include "coll_bench.h"
+#include "engram_bench.h"
+#include "engram_work.h"
 #include "ll_bench.h"
 #include "memory_floor.h"
 #include "peer_copy.h"
@@ -178,6 +180,8 @@ bool rankShapeFits(const Options& opt, bool mp, int n) {
   else if (perNode > n || n % perNode)
     why = "ranks per node " + std::to_string(perNode) + " (--ranks-per-node / EPX_MP_RANKS_PER_NODE) does not divide the " +
           std::to_string(n) + " ranks";
+  else if (opt.algo == Algo::Engram)
+    engramShapeOf(opt, n, &why);  // its rows over the ranks
   if (!why.empty()) std::fprintf(stderr, "epx-bench: %s\n", why.c_str());
   return why.empty();
 }
@@ -280,6 +284,7 @@ int run(const Options& opt) {
   }
   epx::testing::MultiGpu& mg = *mgp;
   if (opt.lowLatency()) return runLowLatency(opt, mg, n, ranksPerNode, printer);
+  if (opt.algo == Algo::Engram) return runEngram(opt, mg, n, ranksPerNode, printer);
   if (opt.collectives()) return runCollectives(opt, mg, n, printer);
   std::vector<bool> local(size_t(n), false);
   for (int r : mg.localRanks()) local[size_t(r)] = true;

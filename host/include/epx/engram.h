@@ -18,9 +18,10 @@
  * Fetch: indices is a device array of int32 [numLayers][numTokens][entriesPerToken] (global row
  * numbers); output a device array [numLayers][numTokens][entriesPerToken][rowBytes] that receives
  * each named row's bytes. Index -1 means "no row": its output row is zeroed. An index outside
- * [-1, numRows) is never used to address memory: its output row is zeroed too and the first such
- * index is reported by ncclEpEngramGetAsyncError (ncclInvalidArgument, naming the layer, token,
- * entry and value). Collective and stream-ordered: every rank fetches (0 tokens is allowed;
+ * [-1, numRows) is never used to address memory: its output row is zeroed too and one such index
+ * (of the first layer that has one; the first report stays until the object is destroyed) is
+ * reported by ncclEpEngramGetAsyncError (ncclInvalidArgument, naming the layer, token, entry and
+ * value). Collective and stream-ordered: every rank fetches (0 tokens is allowed;
  * indices and output may then be NULL), since the owners serve the rows; numTokens may differ
  * between ranks.
  * How the rows move: per layer, one kernel on `stream`. Each rank sends each owner the list of
@@ -33,6 +34,8 @@
  * Layers: layer l's kernel runs after layer l - 1's on `stream`; ncclEpEngramWaitLayer(l, s) makes
  * stream s wait for layer l only (an event recorded after its kernel), so layer l's consumers run
  * while layers > l are on the wire. A stream that waits on a layer before any fetch does not wait.
+ * Under stream capture, wait on the layers inside the same capture: the events then join the graph;
+ * a replayed graph's fetch is waited for by waiting on the graph's stream.
  * No call after ncclEpEngramCreate allocates or synchronizes with the host: graph-capturable (the
  * waits of ncclEpEngramWaitLayer join the streams into the capture, as any event wait does).
  * Device waits are bounded by cfg.timeoutMs and name the peer (ncclEpEngramGetAsyncError).

@@ -13,11 +13,15 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "baseline.h"
 #include "data.h"
 #include "peer_copy.h"
 #include "coll_bench.h"
+#include "engram_bench.h"
+#include "engram_work.h"
+#include "epx/ref/engram_ref.h"
 #include "ll_bench.h"
 #include "memory_floor.h"
 #include "randgen.h"
@@ -76,6 +80,69 @@ int runLowLatency(const Options&, epx::testing::MultiGpu&, int, int, bool) {
 int runCollectives(const Options&, epx::testing::MultiGpu&, int, bool) {
   std::fprintf(stderr, "epx_bench_mock: --algo bucket / pp is not mocked\n");
   return 2;
+}
+
+// Engram: no ncclEpEngram* in the ncclEp mock. The host logic runs as the real bench runs it (shape,
+// indices, floor, the printed lines, the check of fetched rows against the pattern), with the CPU
+// reference (epx::ref::engramFetch) as the fetch and times made up from the floor (1.1 x per layer).
+int runEngram(const Options& opt, epx::testing::MultiGpu& mg, int n, int ranksPerNode, bool printer) {
+  std::string why;
+  const EngramBenchShape s = engramShapeOf(opt, n, &why);
+  if (!why.empty()) {
+    std::fprintf(stderr, "epx-bench: %s\n", why.c_str());
+    return 2;
+  }
+  const int ctas = opt.collCtas > 0 ? opt.collCtas : 8;
+  std::vector<std::vector<int32_t>> all(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) all[size_t(r)] = engramIndices(s, opt.seed, r);
+  const double outBytes = double(s.rowsPerLayer()) * double(s.rowBytes);
+  const EngramFloor floor = ranksPerNode < n ? engramNetFloor(engramNetTraffic(s, all, ranksPerNode), opt.netGBps, opt.netLatencyUs)
+                                             : engramMemFloor(s.layers, outBytes, 10.0, 12.0, ctas);
+  if (printer) printEngramHeader(s, opt, ranksPerNode, ctas, floor);
+  bool failed = false;
+  if (opt.check) {
+    epx::ref::EngramShape rs;
+    rs.nRanks = n;
+    rs.layers = s.layers;
+    rs.numRows = s.numRows;
+    rs.rowBytes = s.rowBytes;
+    rs.tokens = s.tokens;
+    rs.entries = s.entries;
+    const uint64_t words = s.rowBytes / 4;
+    std::vector<std::vector<std::vector<uint8_t>>> shards(size_t(n), std::vector<std::vector<uint8_t>>(size_t(s.layers)));
+    for (int r = 0; r < n; ++r)
+      for (int l = 0; l < s.layers; ++l) {
+        auto& b = shards[size_t(r)][size_t(l)];
+        b.resize(size_t(s.rowsPerRank()) * s.rowBytes);
+        for (uint64_t w = 0; w < uint64_t(s.rowsPerRank()) * words; ++w) {
+          const uint32_t v = engramWord(engramTableKey(opt.seed, l), uint64_t(r) * s.rowsPerRank() * words + w);
+          std::memcpy(b.data() + w * 4, &v, 4);
+        }
+      }
+    for (int r : mg.localRanks()) {
+      const epx::ref::EngramResult got = epx::ref::engramFetch(rs, shards, all[size_t(r)]);
+      for (int l = 0; l < s.layers && !failed; ++l) {
+        const std::string m = engramCheckLayer(s, opt.seed, l, all[size_t(r)],
+                                               got.out.data() + size_t(l) * size_t(s.rowsPerLayer()) * s.rowBytes);
+        if (!m.empty()) std::printf("# engram check: FAILED on rank %d: %s\n", r, m.c_str());
+        failed = !m.empty();
+      }
+    }
+    if (printer && !failed) std::printf("# engram check: OK (mock: the CPU reference's rows)\n");
+  }
+  EngramTimes t;
+  double done = 0;
+  for (int l = 0; l < s.layers; ++l) {
+    const double us = floor.layerUs.empty() ? 100.0 : 1.1 * floor.layerUs[size_t(l)];
+    done += us;
+    t.doneUs.push_back(done);
+    t.layerUs.push_back(us);
+  }
+  if (printer) {
+    printEngramTimes(s, t, floor);
+    std::printf("# result: %s\n", failed ? "FAILED (see the lines above)" : opt.check ? "all checks OK" : "not checked");
+  }
+  return failed ? 1 : 0;
 }
 
 // Memory floor: no kernels to time here; byte counts as the real one reports them.

@@ -54,10 +54,12 @@ struct EngramLayout {
   }
 };
 
-// Rows per network chunk: whole rows within chunkBytes, at least one.
-EPX_HD int engramChunkRows(uint64_t chunkBytes, uint64_t rowBytes) {
+// Rows per network chunk: whole rows within chunkBytes, at least one, at most the rows one fetch
+// layer can ask for (a small plan does not stage more than it can send).
+EPX_HD int engramChunkRows(uint64_t chunkBytes, uint64_t rowBytes, int maxRequests) {
   const uint64_t r = chunkBytes / rowBytes;
-  return r < 1 ? 1 : (r > uint64_t(1) << 30 ? 1 << 30 : int(r));
+  const uint64_t cap = maxRequests > 0 ? uint64_t(maxRequests) : 1;
+  return r < 1 ? 1 : int(r < cap ? r : cap);
 }
 
 inline EngramLayout layoutEngram(int64_t numRows, uint64_t rowBytes, int maxTokens, int entries, int nRanks,
@@ -68,7 +70,7 @@ inline EngramLayout layoutEngram(int64_t numRows, uint64_t rowBytes, int maxToke
   l.maxRequests = maxTokens * entries;
   l.entries = entries;
   l.requestStride = int(alignUp(uint64_t(kEngramHeaderInts) + uint64_t(l.maxRequests), 4));
-  l.chunkRows = engramChunkRows(chunkBytes, rowBytes);
+  l.chunkRows = engramChunkRows(chunkBytes, rowBytes, l.maxRequests);
   RegionCursor cur;
   const uint64_t lists = uint64_t(nRanks) * uint64_t(l.requestStride) * 4;
   l.flags = cur.take(uint64_t(kNumFlagKinds) * uint64_t(nRanks) * 4, kWindowRegionAlign);
