@@ -206,13 +206,10 @@ extern "C" ncclResult_t ncclEpBucketCreate(ncclComm_t comm, const ncclEpBucketTe
   if (!out) return fail(ncclInvalidArgument, who("bucket is NULL"));
   *out = nullptr;
   if (!comm) return fail(ncclInvalidArgument, who("comm is NULL"));
-  int runtime = 0;
-  if (ncclGetVersion(&runtime) != ncclSuccess) return fail(ncclSystemError, who("ncclGetVersion failed"));
-  if (std::string v = epx::checkNcclVersion(runtime, NCCL_VERSION_CODE); !v.empty()) return fail(ncclInvalidUsage, who(v));
   auto* b = new ncclEpBucket;
-  if (std::string e = epx::linkQuery(comm, &b->link); !e.empty()) {
+  if (ncclResult_t r = epx::linkStart(comm, kWho, &b->link); r != ncclSuccess) {
     delete b;
-    return fail(ncclInternalError, who(e));
+    return r;
   }
   std::vector<epx::dev::BucketTensorPlan> plan;
   std::string e = normalizeConfig(config, &b->cfg);
@@ -221,16 +218,11 @@ extern "C" ncclResult_t ncclEpBucketCreate(ncclComm_t comm, const ncclEpBucketTe
     delete b;
     return fail(ncclInvalidArgument, who(e));
   }
-  const epx::BucketAgreed mine = epx::makeBucketAgreed(b->plan.data(), numTensors, b->cfg, EPX_VERSION_CODE);
-  std::vector<epx::BucketAgreed> all(size_t(b->link.nRanks), mine);
-  if (ncclResult_t r = epx::linkGather(comm, b->link.rank, b->link.nRanks, &mine, sizeof(mine), all.data(), kWho);
+  if (ncclResult_t r = epx::linkAgree(b->link, epx::makeBucketAgreed(b->plan.data(), numTensors, b->cfg, EPX_VERSION_CODE),
+                                      epx::checkBucketAgreement, kWho);
       r != ncclSuccess) {
     delete b;
     return r;
-  }
-  if (e = epx::checkBucketAgreement(all); !e.empty()) {
-    delete b;
-    return fail(ncclInvalidUsage, who(e));
   }
   b->bl = epx::dev::layoutBucket(plan.data(), numTensors, b->link.nRanks, b->link.network());
   cudaError_t ce;

@@ -131,28 +131,20 @@ extern "C" ncclResult_t ncclEpEngramCreate(ncclComm_t comm, const ncclEpEngramPl
   if (!out) return fail(ncclInvalidArgument, who("engram is NULL"));
   *out = nullptr;
   if (!comm) return fail(ncclInvalidArgument, who("comm is NULL"));
-  int runtime = 0;
-  if (ncclGetVersion(&runtime) != ncclSuccess) return fail(ncclSystemError, who("ncclGetVersion failed"));
-  if (std::string v = epx::checkNcclVersion(runtime, NCCL_VERSION_CODE); !v.empty()) return fail(ncclInvalidUsage, who(v));
   auto* e = new ncclEpEngram;
-  if (std::string err = epx::linkQuery(comm, &e->link); !err.empty()) {
+  if (ncclResult_t r = epx::linkStart(comm, kWho, &e->link); r != ncclSuccess) {
     delete e;
-    return fail(ncclInternalError, who(err));
+    return r;
   }
   if (ncclResult_t r = checkAll(plan, config, e->link, &e->plan, &e->cfg, kWho); r != ncclSuccess) {
     delete e;
     return r;
   }
-  const epx::EngramAgreed mine = epx::makeEngramAgreed(e->plan, e->cfg, EPX_VERSION_CODE);
-  std::vector<epx::EngramAgreed> all(size_t(e->link.nRanks), mine);
-  if (ncclResult_t r = epx::linkGather(comm, e->link.rank, e->link.nRanks, &mine, sizeof(mine), all.data(), kWho);
+  if (ncclResult_t r = epx::linkAgree(e->link, epx::makeEngramAgreed(e->plan, e->cfg, EPX_VERSION_CODE),
+                                      epx::checkEngramAgreement, kWho);
       r != ncclSuccess) {
     delete e;
     return r;
-  }
-  if (std::string err = epx::checkEngramAgreement(all); !err.empty()) {
-    delete e;
-    return fail(ncclInvalidUsage, who(err));
   }
   e->l = layoutOf(e->plan, e->cfg, e->link);
   e->tables.assign(size_t(e->plan.numLayers), nullptr);

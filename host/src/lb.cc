@@ -179,28 +179,20 @@ extern "C" ncclResult_t ncclEpLbCreate(ncclComm_t comm, const ncclEpLbPlan_t* pl
   if (!out) return fail(ncclInvalidArgument, who("lb is NULL"));
   *out = nullptr;
   if (!comm) return fail(ncclInvalidArgument, who("comm is NULL"));
-  int runtime = 0;
-  if (ncclGetVersion(&runtime) != ncclSuccess) return fail(ncclSystemError, who("ncclGetVersion failed"));
-  if (std::string v = epx::checkNcclVersion(runtime, NCCL_VERSION_CODE); !v.empty()) return fail(ncclInvalidUsage, who(v));
   auto* b = new ncclEpLb;
-  if (std::string e = epx::linkQuery(comm, &b->link); !e.empty()) {
+  if (ncclResult_t r = epx::linkStart(comm, kWho, &b->link); r != ncclSuccess) {
     delete b;
-    return fail(ncclInternalError, who(e));
+    return r;
   }
   if (ncclResult_t r = checkAll(plan, config, b->link, &b->plan, &b->cfg, kWho); r != ncclSuccess) {
     delete b;
     return r;
   }
-  const epx::LbAgreed mine = epx::makeLbAgreed(b->plan, b->cfg, EPX_VERSION_CODE);
-  std::vector<epx::LbAgreed> all(size_t(b->link.nRanks), mine);
-  if (ncclResult_t r = epx::linkGather(comm, b->link.rank, b->link.nRanks, &mine, sizeof(mine), all.data(), kWho);
+  if (ncclResult_t r = epx::linkAgree(b->link, epx::makeLbAgreed(b->plan, b->cfg, EPX_VERSION_CODE),
+                                      epx::checkLbAgreement, kWho);
       r != ncclSuccess) {
     delete b;
     return r;
-  }
-  if (std::string e = epx::checkLbAgreement(all); !e.empty()) {
-    delete b;
-    return fail(ncclInvalidUsage, who(e));
   }
   b->l = layoutOf(b->plan, b->cfg, b->link);
   cudaError_t ce;

@@ -8,6 +8,7 @@
 
 #include "core/async_error.h"
 #include "core/errors.h"
+#include "core/nccl_version.h"
 #include "devcomm.h"
 #include "window.h"
 #include "epx/device/launch.h"
@@ -78,6 +79,15 @@ ncclResult_t linkGather(ncclComm_t comm, int rank, int nRanks, const void* mine,
   if (dev) cudaFree(dev);
   cudaStreamDestroy(stream);
   return result;
+}
+
+ncclResult_t linkStart(ncclComm_t comm, const char* who, WindowLink* l) {
+  int runtime = 0;
+  if (ncclGetVersion(&runtime) != ncclSuccess) return fail(ncclSystemError, std::string(who) + ": ncclGetVersion failed");
+  if (std::string v = checkNcclVersion(runtime, NCCL_VERSION_CODE); !v.empty())
+    return fail(ncclInvalidUsage, std::string(who) + ": " + v);
+  if (std::string e = linkQuery(comm, l); !e.empty()) return fail(ncclInternalError, std::string(who) + ": " + e);
+  return ncclSuccess;
 }
 
 std::string linkQuery(ncclComm_t comm, WindowLink* l) {

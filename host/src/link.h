@@ -10,7 +10,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "core/errors.h"
 #include "core/window_plan.h"
 #include "epx/device/link_args.h"
 #include "epx/device/session_args.h"
@@ -64,6 +66,16 @@ struct WindowLink {
   dev::AsyncError* errorDev = nullptr;
   bool network() const { return lsaSize < nRanks; }
 };
+
+// The first step of every object's create: the loaded NCCL can run this build (ncclInvalidUsage
+// naming both versions) and comm described into *l (ncclInternalError when NCCL cannot). Errors
+// read "<who>: <reason>".
+ncclResult_t linkStart(ncclComm_t comm, const char* who, WindowLink* l);
+
+// Collective over l.comm, after the object's local checks: gathers every rank's `mine` and hands
+// them to agree(all), "" or why the ranks differ (then ncclInvalidUsage "<who>: <reason>").
+template <class Agreed, class Agree>
+ncclResult_t linkAgree(const WindowLink& l, const Agreed& mine, Agree agree, const char* who);
 
 // Queries comm (rank, size, device, LSA team) into `l` without allocating: what a caller needs to
 // size its window. "" or the reason.
@@ -122,5 +134,14 @@ struct SessionState {
   void release();
   dev::SessionArgs args(int nCtas) const { return {state, arrived, nCtas}; }
 };
+
+template <class Agreed, class Agree>
+ncclResult_t linkAgree(const WindowLink& l, const Agreed& mine, Agree agree, const char* who) {
+  std::vector<Agreed> all(size_t(l.nRanks), mine);
+  if (ncclResult_t r = linkGather(l.comm, l.rank, l.nRanks, &mine, sizeof(mine), all.data(), who); r != ncclSuccess)
+    return r;
+  if (std::string e = agree(all); !e.empty()) return fail(ncclInvalidUsage, std::string(who) + ": " + e);
+  return ncclSuccess;
+}
 
 }  // namespace epx

@@ -107,30 +107,20 @@ extern "C" ncclResult_t ncclEpPpChannelCreate(ncclComm_t comm, const ncclEpPpCon
   if (!out) return fail(ncclInvalidArgument, std::string(kWho) + ": channel is NULL");
   *out = nullptr;
   if (!comm) return fail(ncclInvalidArgument, std::string(kWho) + ": comm is NULL");
-  int runtime = 0;
-  if (ncclGetVersion(&runtime) != ncclSuccess) return fail(ncclSystemError, std::string(kWho) + ": ncclGetVersion failed");
-  if (std::string v = epx::checkNcclVersion(runtime, NCCL_VERSION_CODE); !v.empty())
-    return fail(ncclInvalidUsage, std::string(kWho) + ": " + v);
   auto* ch = new ncclEpPpChannel;
+  if (ncclResult_t r = epx::linkStart(comm, kWho, &ch->link); r != ncclSuccess) {
+    delete ch;
+    return r;
+  }
   if (std::string e = normalizeConfig(config, &ch->cfg); !e.empty()) {
     delete ch;
     return fail(ncclInvalidArgument, std::string(kWho) + ": " + e);
   }
-  if (std::string e = epx::linkQuery(comm, &ch->link); !e.empty()) {
-    delete ch;
-    return fail(ncclInternalError, std::string(kWho) + ": " + e);
-  }
   const epx::PpAgreed mine{EPX_VERSION_CODE, ch->cfg.slots, ch->cfg.numCtas, ch->cfg.timeoutMs, ch->cfg.maxBytes,
                            ch->cfg.chunkBytes};
-  std::vector<epx::PpAgreed> all(size_t(ch->link.nRanks), mine);
-  if (ncclResult_t r = epx::linkGather(comm, ch->link.rank, ch->link.nRanks, &mine, sizeof(mine), all.data(), kWho);
-      r != ncclSuccess) {
+  if (ncclResult_t r = epx::linkAgree(ch->link, mine, epx::checkPpAgreement, kWho); r != ncclSuccess) {
     delete ch;
     return r;
-  }
-  if (std::string e = epx::checkPpAgreement(all); !e.empty()) {
-    delete ch;
-    return fail(ncclInvalidUsage, std::string(kWho) + ": " + e);
   }
   ch->pl = epx::ppLayout(ch->cfg, ch->link.nRanks, ch->link.lsaSize);
   const epx::LinkRequest req = ppRequest(ch->pl, ch->cfg, ch->link.nRanks);

@@ -67,13 +67,7 @@ std::vector<EngramLayerTraffic> engramNetTraffic(const EngramBenchShape& s,
   const int n = s.nRanks;
   std::vector<EngramLayerTraffic> t(size_t(s.layers));
   for (auto& x : t) x.inBytes.assign(size_t(n), 0.0), x.outBytes.assign(size_t(n), 0.0);
-  epx::ref::EngramShape rs;
-  rs.nRanks = n;
-  rs.layers = s.layers;
-  rs.numRows = s.numRows;
-  rs.rowBytes = s.rowBytes;
-  rs.tokens = s.tokens;
-  rs.entries = s.entries;
+  const epx::ref::EngramShape rs = s.ref();
   for (int a = 0; a < n; ++a) {  // a: the requester; rows[l][b]: rows it reads from owner b
     const auto rows = epx::ref::engramRowsPerOwner(rs, allIndices[size_t(a)]);
     for (int l = 0; l < s.layers; ++l)

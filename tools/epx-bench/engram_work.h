@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "args.h"
+#include "epx/ref/engram_ref.h"
 #include "randgen.h"
 
 namespace epxbench {
@@ -44,6 +45,17 @@ struct EngramBenchShape {
   int entries = 0;      // rows per token and layer
   int64_t rowsPerRank() const { return numRows / nRanks; }
   int64_t rowsPerLayer() const { return int64_t(tokens) * entries; }  // of one rank's fetch
+  // The CPU reference's view of the same shape.
+  epx::ref::EngramShape ref() const {
+    epx::ref::EngramShape r;
+    r.nRanks = nRanks;
+    r.layers = layers;
+    r.numRows = numRows;
+    r.rowBytes = rowBytes;
+    r.tokens = tokens;
+    r.entries = entries;
+    return r;
+  }
 };
 
 // The shape of this run: the options' sizes at nRanks ranks; --engram-rows 0 takes the default

@@ -101,13 +101,7 @@ int runEngram(const Options& opt, epx::testing::MultiGpu& mg, int n, int ranksPe
   if (printer) printEngramHeader(s, opt, ranksPerNode, ctas, floor);
   bool failed = false;
   if (opt.check) {
-    epx::ref::EngramShape rs;
-    rs.nRanks = n;
-    rs.layers = s.layers;
-    rs.numRows = s.numRows;
-    rs.rowBytes = s.rowBytes;
-    rs.tokens = s.tokens;
-    rs.entries = s.entries;
+    const epx::ref::EngramShape rs = s.ref();
     const uint64_t words = s.rowBytes / 4;
     std::vector<std::vector<std::vector<uint8_t>>> shards(size_t(n), std::vector<std::vector<uint8_t>>(size_t(s.layers)));
     for (int r = 0; r < n; ++r)
