@@ -68,6 +68,7 @@ def _declare(lib, path):
         "ncclEpLowLatencyCombine": (R, [V, P(_abi.ncclEpLowLatencyCombineInputs_t),
                                         P(_abi.ncclEpLowLatencyCombineOutputs_t), C.c_int, V]),
         # lb.h
+        "ncclEpLbGetBufferSizeHint": (R, [V, P(_abi.ncclEpLbPlan_t), P(_abi.ncclEpLbConfig_t), P(C.c_size_t)]),
         "ncclEpLbCreate": (R, [V, P(_abi.ncclEpLbPlan_t), P(_abi.ncclEpLbConfig_t), P(V)]),
         "ncclEpLbDestroy": (R, [V]),
         "ncclEpLbGetSlots": (R, [V, C.c_int, P(V)]),
