@@ -112,18 +112,23 @@ __device__ void buildRequests(const EngramArgs& a, const Transport& t, RequestTa
 }
 
 // Rows [r0, r1) of a request list gathered from this rank's table into dst (row k - r0 at
-// dst + (k - r0) * rowBytes), one warp per row; `warp` of `warps` in the group that shares them.
+// dst + (k - r0) * rowBytes): blocks of kWarp rows, block b to warp b % warps of the `warps` that
+// share them (this one is `warp`), every lane reading one list entry.
 __device__ void gatherRows(char* dst, const int32_t* list, int r0, int r1, const EngramArgs& a, int warp, int warps) {
   const EngramLayout& l = a.l;
   const int lane = int(threadIdx.x) % kWarp;
-  for (int k = r0 + warp; k < r1; k += warps) {
-    const int32_t lr = ldI32Volatile(list + k);
-    char* out = dst + uint64_t(k - r0) * l.rowBytes;
-    if (lr < 0 || int64_t(lr) >= l.rowsPerRank) {  // never from a well-formed list
-      warpZero16(out, int(l.rowBytes), lane);
-      continue;
+  const uint32_t vecs = uint32_t(l.rowBytes / kVecBytes);
+  for (int k0 = r0 + warp * kWarp; k0 < r1; k0 += warps * kWarp) {
+    const int k = k0 + lane, n = r1 - k0 < kWarp ? r1 - k0 : kWarp;
+    const char* src = nullptr;
+    char* out = nullptr;
+    if (k < r1) {
+      const int32_t lr = ldI32Volatile(list + k);
+      out = dst + uint64_t(k - r0) * l.rowBytes;
+      // A local row outside the shard never comes from a well-formed list: zeroed, never read.
+      if (lr >= 0 && int64_t(lr) < l.rowsPerRank) src = a.table + uint64_t(lr) * l.rowBytes;
     }
-    warpCopy16</*kPeerSrc=*/false>(out, a.table + uint64_t(lr) * l.rowBytes, int(l.rowBytes), lane);
+    warpCopyRowBlock</*kPeerSrc=*/false>(src, out, n, vecs, lane);
   }
 }
 
@@ -209,14 +214,22 @@ __device__ void receive(const EngramArgs& a, const Transport& t, OpSession& ses)
   for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x)
     atomicAdd(&total, ldI32Volatile(reinterpret_cast<const int32_t*>(local + l.requestOffset(p)) + kEngramHeaderRows));
   __syncthreads();
+  // Receive rows to their output positions, then the rows of -1 and bad indices zeroed: blocks of
+  // kWarp rows per warp (warpCopyRowBlock).
   const int32_t* positions = reinterpret_cast<const int32_t*>(local + l.positions);
-  for (int j = gw; j < total; j += warps) {
-    const int32_t pos = ldI32Volatile(positions + j);
-    warpCopy16</*kPeerSrc=*/true>(a.output + uint64_t(pos) * l.rowBytes, local + l.recvOffset(j), int(l.rowBytes), lane);
+  const uint32_t vecs = uint32_t(l.rowBytes / kVecBytes);
+  for (int j0 = gw * kWarp; j0 < total; j0 += warps * kWarp) {
+    const int j = j0 + lane, n = total - j0 < kWarp ? total - j0 : kWarp;
+    const char* src = j < total ? local + l.recvOffset(j) : nullptr;
+    char* dst = j < total ? a.output + uint64_t(ldI32Volatile(positions + j)) * l.rowBytes : nullptr;
+    warpCopyRowBlock</*kPeerSrc=*/true>(src, dst, n, vecs, lane);
   }
   const int n = a.numTokens * l.entries;
-  for (int i = gw; i < n; i += warps)
-    if (!validRow(a.indices[i], l, c.nRanks)) warpZero16(a.output + uint64_t(i) * l.rowBytes, int(l.rowBytes), lane);
+  for (int i0 = gw * kWarp; i0 < n; i0 += warps * kWarp) {
+    const int i = i0 + lane, m = n - i0 < kWarp ? n - i0 : kWarp;
+    char* dst = i < n && !validRow(a.indices[i], l, c.nRanks) ? a.output + uint64_t(i) * l.rowBytes : nullptr;
+    warpCopyRowBlock</*kPeerSrc=*/false>(nullptr, dst, m, vecs, lane);
+  }
 }
 
 __global__ void __launch_bounds__(kCollThreads, 1) engramKernel(const __grid_constant__ EngramArgs a) {

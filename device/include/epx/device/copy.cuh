@@ -254,4 +254,36 @@ __device__ __forceinline__ void warpZero16(char* dst, int bytes, int lane) {
   for (int i = lane; i < (bytes >> 4); i += kWarp) stNa(d + i, z);
 }
 
+// One warp moves up to kWarp whole rows of `vecsPerRow` 16-byte vectors: row j (< n) from
+// srcs[j] to dsts[j], where lane j holds row j's pointers (null source: the row is zeroed; null
+// destination: the row is skipped). The
+// rows' vectors are walked as one range, kRowUnroll per lane at a time with every load issued
+// before the stores, so short rows (1 KiB: two vectors per lane) keep as many loads in flight as
+// long ones. `kPeerSrc`: sources written by a peer or another CTA (volatile loads), else
+// read-only for the kernel (non-coherent loads).
+constexpr int kRowUnroll = 8;
+template <bool kPeerSrc>
+__device__ __forceinline__ void warpCopyRowBlock(const char* src, char* dst, int n, uint32_t vecsPerRow, int lane) {
+  const uint32_t total = uint32_t(n) * vecsPerRow;
+  const unsigned long long s = reinterpret_cast<unsigned long long>(src), d = reinterpret_cast<unsigned long long>(dst);
+  for (uint32_t base = 0; base < total; base += kRowUnroll * kWarp) {
+    int4 v[kRowUnroll];
+    int4* to[kRowUnroll];
+#pragma unroll
+    for (int u = 0; u < kRowUnroll; ++u) {
+      const uint32_t i = base + uint32_t(u * kWarp + lane);
+      const uint32_t row = (i < total ? i : total - 1) / vecsPerRow, e = i - row * vecsPerRow;
+      const auto* from = reinterpret_cast<const int4*>(__shfl_sync(0xffffffffu, s, int(row)));
+      int4* into = reinterpret_cast<int4*>(__shfl_sync(0xffffffffu, d, int(row)));
+      const bool live = i < total && into != nullptr;
+      v[u] = make_int4(0, 0, 0, 0);
+      if (live && from) v[u] = kPeerSrc ? ldVolatile(from + e) : ldNc(from + e);
+      to[u] = live ? into + e : nullptr;
+    }
+#pragma unroll
+    for (int u = 0; u < kRowUnroll; ++u)
+      if (to[u]) stNa(to[u], v[u]);
+  }
+}
+
 }  // namespace epx::dev
