@@ -39,6 +39,7 @@
  * No call after ncclEpEngramCreate allocates or synchronizes with the host: graph-capturable (the
  * waits of ncclEpEngramWaitLayer join the streams into the capture, as any event wait does).
  * Device waits are bounded by cfg.timeoutMs and name the peer (ncclEpEngramGetAsyncError).
+ * Communicators of up to 1024 ranks.
  * Reference: host/ref/include/epx/ref/engram_ref.h.
  */
 #ifndef EPX_ENGRAM_H_
@@ -63,7 +64,7 @@ typedef struct ncclEpEngram* ncclEpEngram_t;
 typedef struct {
   int numLayers;       /* 1 .. NCCL_EP_ENGRAM_MAX_LAYERS */
   int64_t numRows;     /* rows of every layer's table, a positive multiple of the rank count, < 2^31 */
-  size_t rowBytes;     /* > 0, a multiple of 16 */
+  size_t rowBytes;     /* > 0, a multiple of 16, at most 1 GiB */
   int maxTokens;       /* tokens per fetch on any rank, >= 1 */
   int entriesPerToken; /* rows per token and layer, >= 1; maxTokens * entriesPerToken <= 2^24 */
 } ncclEpEngramPlan_t;

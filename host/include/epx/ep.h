@@ -256,8 +256,8 @@ const char* ncclEpGetLastError(void);
  * one loaded in the process (*runtimeVersion, ncclGetVersion), codes as NCCL_VERSION_CODE (22809 =
  * 2.28.9). ncclSuccess when the loaded NCCL can run this build: a build on 2.28.9 headers runs on
  * 2.28.9 only; a build on 2.30+ headers on the same or a newer NCCL 2.x. Otherwise ncclInvalidUsage
- * and ncclEpGetLastError names both versions and what to do (group, bucket and PP channel creation
- * refuse with the same reason). Both outputs are set in either case. */
+ * and ncclEpGetLastError names both versions and what to do (every ncclEp*Create refuses with the
+ * same reason). Both outputs are set in either case. */
 ncclResult_t ncclEpGetNcclVersions(int* runtimeVersion, int* buildVersion);
 
 /*

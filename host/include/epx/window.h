@@ -12,6 +12,7 @@
  *   ncclEpWindowPlanAddGroup(comm, &epConfig, &plan);              local: no communication
  *   ncclEpWindowPlanAddBucket(comm, tensors, n, &bucketConfig, &plan);
  *   ncclEpWindowPlanAddPpChannel(comm, &ppConfig, &plan);
+ *   ncclEpWindowPlanAddLb / ncclEpWindowPlanAddEngram (lb.h, engram.h objects)
  *   ncclEpWindowCreate(comm, &plan);                               collective; before the objects
  *   ... ncclEpGroupCreate / ncclEpBucketCreate / ncclEpPpChannelCreate on comm ...
  *   ... their destroys ...
