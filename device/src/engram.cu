@@ -10,8 +10,9 @@
 //   serve      once every requester's list arrived: for network requesters, chunks of chunkRows
 //              rows (chunk item i over the call: CTA i % nCtas) gathered from the table into one of
 //              the CTA's two stage buffers and put with +1 on the requester's rows word; for NVLink
-//              requesters (and this rank), every warp of the grid stores rows straight into the
-//              requester's receive rows; then each CTA adds 1 to every NVLink requester's rows word;
+//              requesters, every warp of the grid stores rows straight into the requester's
+//              receive rows (this rank's own rows: into their output positions); then each CTA
+//              adds 1 to every NVLink requester's rows word;
 //   receive    once every owner's rows arrived (NVLink: all its CTAs; network: its chunks, counted
 //              from this rank's own request headers): every warp copies receive rows to their output
 //              positions, and output rows of index -1 or of bad indices are zeroed;
@@ -112,9 +113,11 @@ __device__ void buildRequests(const EngramArgs& a, const Transport& t, RequestTa
 }
 
 // Rows [r0, r1) of a request list gathered from this rank's table into dst (row k - r0 at
-// dst + (k - r0) * rowBytes): blocks of kWarp rows, block b to warp b % warps of the `warps` that
-// share them (this one is `warp`), every lane reading one list entry.
-__device__ void gatherRows(char* dst, const int32_t* list, int r0, int r1, const EngramArgs& a, int warp, int warps) {
+// dst + (k - r0) * rowBytes), or, with `positions` (this rank's own request), straight into
+// a.output at row positions[k]: blocks of kWarp rows, block b to warp b % warps of the `warps`
+// that share them (this one is `warp`), every lane reading one list entry.
+__device__ void gatherRows(char* dst, const int32_t* list, int r0, int r1, const EngramArgs& a, int warp, int warps,
+                           const int32_t* positions = nullptr) {
   const EngramLayout& l = a.l;
   const int lane = int(threadIdx.x) % kWarp;
   const uint32_t vecs = uint32_t(l.rowBytes / kVecBytes);
@@ -124,7 +127,7 @@ __device__ void gatherRows(char* dst, const int32_t* list, int r0, int r1, const
     char* out = nullptr;
     if (k < r1) {
       const int32_t lr = ldI32Volatile(list + k);
-      out = dst + uint64_t(k - r0) * l.rowBytes;
+      out = positions ? a.output + uint64_t(ldI32Volatile(positions + k)) * l.rowBytes : dst + uint64_t(k - r0) * l.rowBytes;
       // A local row outside the shard never comes from a well-formed list: zeroed, never read.
       if (lr >= 0 && int64_t(lr) < l.rowsPerRank) src = a.table + uint64_t(lr) * l.rowBytes;
     }
@@ -177,12 +180,16 @@ __device__ void serve(const EngramArgs& a, const Transport& t, OpSession& ses) {
       buffer = (buffer + 1) % kEngramStageBuffers;
     }
   }
-  // NVLink requesters and this rank: every warp of the grid stores rows into their receive rows.
+  // NVLink requesters: every warp of the grid stores rows into their receive rows; this rank's
+  // own rows go straight to their output positions (its CTA 0 built them before its arrival).
   for (int p = 0; p < c.nRanks && !ses.abort; ++p) {
     if (!t.lsa(p)) continue;
-    char* base = p == c.rank ? local : t.lsaBase(p);
+    const bool self = p == c.rank;
+    char* base = self ? local : t.lsaBase(p);
     const Request r = readRequest(base + l.requestOffset(c.rank), l);
-    gatherRows(base + l.recvOffset(r.recvRow), r.list, 0, r.rows, a, me * kWarpsPerCta + warp, nCtas * kWarpsPerCta);
+    const int32_t* positions = self ? reinterpret_cast<const int32_t*>(local + l.positions) + r.recvRow : nullptr;
+    gatherRows(base + l.recvOffset(r.recvRow), r.list, 0, r.rows, a, me * kWarpsPerCta + warp, nCtas * kWarpsPerCta,
+               positions);
   }
   // Every put of this CTA left its stage buffers (the next layer reuses them; destroy may follow).
   if (t.hasGin())
@@ -214,14 +221,16 @@ __device__ void receive(const EngramArgs& a, const Transport& t, OpSession& ses)
   for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x)
     atomicAdd(&total, ldI32Volatile(reinterpret_cast<const int32_t*>(local + l.requestOffset(p)) + kEngramHeaderRows));
   __syncthreads();
-  // Receive rows to their output positions, then the rows of -1 and bad indices zeroed: blocks of
-  // kWarp rows per warp (warpCopyRowBlock).
+  // Receive rows to their output positions (but this rank's own, already there), then the rows of
+  // -1 and bad indices zeroed: blocks of kWarp rows per warp (warpCopyRowBlock).
   const int32_t* positions = reinterpret_cast<const int32_t*>(local + l.positions);
+  const Request own = readRequest(local + l.requestOffset(c.rank), l);
   const uint32_t vecs = uint32_t(l.rowBytes / kVecBytes);
   for (int j0 = gw * kWarp; j0 < total; j0 += warps * kWarp) {
     const int j = j0 + lane, n = total - j0 < kWarp ? total - j0 : kWarp;
     const char* src = j < total ? local + l.recvOffset(j) : nullptr;
-    char* dst = j < total ? a.output + uint64_t(ldI32Volatile(positions + j)) * l.rowBytes : nullptr;
+    const bool copy = j < total && (j < own.recvRow || j >= own.recvRow + own.rows);
+    char* dst = copy ? a.output + uint64_t(ldI32Volatile(positions + j)) * l.rowBytes : nullptr;
     warpCopyRowBlock</*kPeerSrc=*/true>(src, dst, n, vecs, lane);
   }
   const int n = a.numTokens * l.entries;
