@@ -17,10 +17,7 @@ ncclResult_t checkLlHandle(const ncclEpHandle* h, const char* what) {
   if (!h->ll)
     return fail(ncclInvalidUsage, std::string(what) + ": the handle belongs to a high-throughput group; create the "
                                                       "group with algorithm = ncclEpAlgoLowLatency");
-  if (*reinterpret_cast<const volatile int*>(&h->group->link.error->timeout.code) != 0)
-    return fail(ncclRemoteError, std::string(what) + ": the group had a device-side timeout (see "
-                                                     "ncclEpGroupGetAsyncError); destroy and recreate it");
-  return ncclSuccess;
+  return epx::linkCheckUsable(h->group->link, what, "group", "ncclEpGroupGetAsyncError");
 }
 
 epx::LlHandleView view(const ncclEpHandle* h) { return {&h->group->cfg, h->group->link.nRanks, &h->llState, &h->group->llCalls}; }

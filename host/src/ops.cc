@@ -22,10 +22,7 @@ ncclResult_t launchFailed(const char* what, cudaError_t e) {
 
 // Refuses new work once a device-side timeout was recorded: peers are out of step after one.
 ncclResult_t checkHealthy(const ncclEpGroup* g, const char* what) {
-  if (*reinterpret_cast<const volatile int*>(&g->link.error->timeout.code) != 0)
-    return fail(ncclRemoteError, std::string(what) + ": the group had a device-side timeout (see "
-                                                     "ncclEpGroupGetAsyncError); destroy and recreate it");
-  return ncclSuccess;
+  return epx::linkCheckUsable(g->link, what, "group", "ncclEpGroupGetAsyncError");
 }
 
 // High-throughput calls on a handle of a low-latency group.
