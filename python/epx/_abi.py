@@ -253,7 +253,8 @@ class ncclEpLbPlan_t(C.Structure):
     ]
 
 
-class ncclEpLbConfig_t(C.Structure):
+class _ChunkedCollConfig(C.Structure):
+    """The config layout that lb.h and engram.h share: header, numCtas, timeoutMs, chunkBytes."""
     _fields_ = [
         ("size", C.c_size_t),
         ("magic", C.c_uint),
@@ -263,6 +264,16 @@ class ncclEpLbConfig_t(C.Structure):
         ("chunkBytes", C.c_size_t),
     ]
 
+    @classmethod
+    def initializer(cls, magic):
+        """The header's INITIALIZER: size, magic, version set; numCtas and timeoutMs undefined,
+        chunkBytes 0 (the library's default)."""
+        return cls(C.sizeof(cls), magic, EPX_VERSION_CODE, NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT, 0)
+
+
+class ncclEpLbConfig_t(_ChunkedCollConfig):
+    pass
+
 
 LB_STRUCTS = {
     "ncclEpLbPlan_t": ncclEpLbPlan_t,
@@ -271,10 +282,8 @@ LB_STRUCTS = {
 
 
 def lb_config_initializer():
-    """NCCL_EP_LB_CONFIG_INITIALIZER: size, magic, version set; numCtas and timeoutMs undefined,
-    chunkBytes 0 (the library's default)."""
-    return ncclEpLbConfig_t(C.sizeof(ncclEpLbConfig_t), NCCL_EP_LB_CONFIG_MAGIC, EPX_VERSION_CODE,
-                            NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT, 0)
+    """NCCL_EP_LB_CONFIG_INITIALIZER."""
+    return ncclEpLbConfig_t.initializer(NCCL_EP_LB_CONFIG_MAGIC)
 
 
 # --- engram.h (Engram: embedding-like tables sharded over the ranks) -----------------------------
@@ -293,15 +302,8 @@ class ncclEpEngramPlan_t(C.Structure):
     ]
 
 
-class ncclEpEngramConfig_t(C.Structure):
-    _fields_ = [
-        ("size", C.c_size_t),
-        ("magic", C.c_uint),
-        ("version", C.c_uint),
-        ("numCtas", C.c_int),
-        ("timeoutMs", C.c_int),
-        ("chunkBytes", C.c_size_t),
-    ]
+class ncclEpEngramConfig_t(_ChunkedCollConfig):
+    pass
 
 
 ENGRAM_STRUCTS = {
@@ -311,10 +313,8 @@ ENGRAM_STRUCTS = {
 
 
 def engram_config_initializer():
-    """NCCL_EP_ENGRAM_CONFIG_INITIALIZER: size, magic, version set; numCtas and timeoutMs undefined,
-    chunkBytes 0 (the library's default)."""
-    return ncclEpEngramConfig_t(C.sizeof(ncclEpEngramConfig_t), NCCL_EP_ENGRAM_CONFIG_MAGIC, EPX_VERSION_CODE,
-                                NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT, 0)
+    """NCCL_EP_ENGRAM_CONFIG_INITIALIZER."""
+    return ncclEpEngramConfig_t.initializer(NCCL_EP_ENGRAM_CONFIG_MAGIC)
 
 
 # Every mirrored structure of ep.h, by its C name (the layout test walks this and LL_STRUCTS).
