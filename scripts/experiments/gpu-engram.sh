@@ -18,11 +18,11 @@ for step in ${EPX_ENGRAM_STEPS:-fn2 bench8 rank1 fn8 bench2}; do
       echo "1 rank: exit $?"; grep -E "random_engram:|error|Test case .* did not" "$OUT/engram-1rank.txt" | head -20 ;;
     fn*)
       n=${step#fn}
-      scripts/gpu-fn-suites.sh "$n" 100 engram:random_engram EPX_RANDOM_SECONDS=10
+      scripts/gpu-fn-suites.sh "$n" 90 engram:random_engram EPX_RANDOM_SECONDS=8
       grep -hE "random_engram:|error" "$OUT/fn$n-engram:random_engram/rank0.log" | head -20 ;;
     bench*)
       n=${step#bench}
-      scripts/gpu-fn-bench.sh "$n" 90 engram --algo engram ${EPX_ENGRAM_BENCH_ARGS:-}
+      scripts/gpu-fn-bench.sh "$n" 80 engram --algo engram ${EPX_ENGRAM_BENCH_ARGS:-}
       grep -vE '^\s*$' "$OUT/bench-fn$n-engram.txt" | tail -16 ;;
   esac
 done
