@@ -1,10 +1,12 @@
 """What epx's Python objects over a native libepx object share (epx.Buffer, epx.LoadBalancer,
 epx.EngramBuffer): `with` support and destroy() at garbage collection, and reading the object's
-async error."""
+async error; for the collective objects on a torch.distributed group (LoadBalancer, EngramBuffer)
+also the group, the communicator (borrowed from torch or an own one), creation and destruction."""
 
 import ctypes as C
 
-from . import _abi, _lib
+from . import _abi, _comm, _lib
+from ._errors import EpAsyncError
 
 
 class NativeObject:
@@ -29,3 +31,70 @@ def async_error(getter, ptr):
     msg = C.create_string_buffer(1024)
     _lib.check(getter(ptr, C.byref(code), msg, len(msg)))
     return code.value, msg.value.decode("utf-8", "replace")
+
+
+class GroupObject(NativeObject):
+    """A native object created collectively over a torch.distributed group. Subclasses call
+    _bind_group, then _create, and define destroy() with _release; get_async_error() is theirs."""
+
+    _what = "epx object"  # the class's public name, in errors
+
+    def _import_torch(self):
+        """(torch, torch.distributed), or ImportError naming what needs them."""
+        try:
+            import torch  # noqa: PLC0415
+            import torch.distributed as dist  # noqa: PLC0415
+        except ImportError as e:
+            raise ImportError("%s needs PyTorch (torch with CUDA and torch.distributed), which cannot be imported: %s"
+                              % (self._what, e), name=getattr(e, "name", None)) from e
+        return torch, dist
+
+    def _bind_group(self, group):
+        """group (None: the default group), rank, num_ranks and this rank's device; returns torch."""
+        torch, dist = self._import_torch()
+        if group is None:
+            group = dist.group.WORLD
+        self.group = group
+        self.rank = dist.get_rank(group)
+        self.num_ranks = dist.get_world_size(group)
+        self.device = torch.device("cuda", torch.cuda.current_device())
+        return torch
+
+    def _create(self, create, use_group_comm):
+        """self._ptr from create(lib, comm, byref(handle)) (a ncclEp*Create call) on the group's NCCL
+        communicator (borrowed from torch, else an own one, destroyed again if the creation fails)."""
+        self._clib = _lib.lib()  # after torch: libepx then shares torch's libnccl/libcudart
+        comm = _comm.borrow_comm(self.group) if use_group_comm else 0
+        if not comm:
+            self._own_comm = _comm.OwnComm(self.group)
+            comm = self._own_comm.ptr
+        self.comm_borrowed = self._own_comm is None
+        h = C.c_void_p()
+        try:
+            _lib.check(create(self._clib, C.c_void_p(comm), C.byref(h)))
+        except BaseException:
+            if self._own_comm:
+                self._own_comm.destroy()
+                self._own_comm = None
+            raise
+        self._ptr = h.value
+
+    def _native(self):
+        if not self._ptr:
+            raise RuntimeError("this %s was destroyed" % self._what)
+        return self._ptr
+
+    def _release(self, destroy):
+        """destroy(lib, ptr) of the native object once (collective), then the own communicator."""
+        if self._ptr:
+            p, self._ptr = self._ptr, None
+            _lib.check(destroy(self._clib, p))
+        if self._own_comm:
+            self._own_comm.destroy()
+            self._own_comm = None
+
+    def check_async_error(self):
+        """Raise EpAsyncError for a device-side error (get_async_error())."""
+        code, msg = self.get_async_error()
+        if code != _abi.ncclSuccess:
+            raise EpAsyncError(code, msg)

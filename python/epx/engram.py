@@ -23,8 +23,7 @@ reference to each one set, so they stay alive while it may read them.
 
 import ctypes as C
 
-from . import _abi, _checks, _comm, _lib, _native
-from ._errors import EpAsyncError
+from . import _abi, _checks, _lib, _native
 
 
 def _check_int(name, v, lo, hi, what):
@@ -87,29 +86,21 @@ def _stream_handle(stream):
     return C.c_void_p(int(handle))
 
 
-class EngramBuffer(_native.NativeObject):
+class EngramBuffer(_native.GroupObject):
     """The Engram fetch over `group` (None: the default group). Creating it is collective."""
+
+    _what = "epx.EngramBuffer"
 
     def __init__(self, group, num_layers, num_rows, row_bytes, max_tokens, entries_per_token, num_ctas=None,
                  chunk_bytes=None, timeout_ms=None, use_group_comm=True):
         self._ptr = None  # first: __del__ (destroy) runs even when __init__ raises
         self._own_comm = None
         self._tables = []
-        try:
-            import torch  # noqa: PLC0415
-            import torch.distributed as dist  # noqa: PLC0415
-        except ImportError as e:
-            raise ImportError("epx.EngramBuffer needs PyTorch (torch with CUDA and torch.distributed), which "
-                              "cannot be imported: %s" % e, name=getattr(e, "name", None)) from e
+        self._import_torch()
         nbytes, elems, dtype = row_spec(row_bytes)
         plan = make_plan(num_layers, num_rows, nbytes, max_tokens, entries_per_token)
         cfg = make_config(num_ctas, chunk_bytes, timeout_ms)
-        if group is None:
-            group = dist.group.WORLD
-        self.group = group
-        self.rank = dist.get_rank(group)
-        self.num_ranks = dist.get_world_size(group)
-        self.device = torch.device("cuda", torch.cuda.current_device())
+        torch = self._bind_group(group)
         self.num_layers = num_layers
         self.num_rows = num_rows
         self.rows_per_rank = num_rows // self.num_ranks if self.num_ranks else 0
@@ -119,41 +110,16 @@ class EngramBuffer(_native.NativeObject):
         self.max_tokens = max_tokens
         self.entries_per_token = entries_per_token
         self._dtype_name = None if dtype is None else _checks.name_of_dtype(dtype)
-        lib = _lib.lib()  # after torch: libepx then shares torch's libnccl/libcudart
-        self._clib = lib
-        comm = _comm.borrow_comm(group) if use_group_comm else 0
-        if not comm:
-            self._own_comm = _comm.OwnComm(group)
-            comm = self._own_comm.ptr
-        self.comm_borrowed = self._own_comm is None
-        h = C.c_void_p()
-        try:
-            _lib.check(lib.ncclEpEngramCreate(C.c_void_p(comm), C.byref(plan), C.byref(cfg), C.byref(h)))
-        except BaseException:
-            if self._own_comm:
-                self._own_comm.destroy()
-                self._own_comm = None
-            raise
-        self._ptr = h.value
+        self._create(lambda lib, comm, h: lib.ncclEpEngramCreate(comm, C.byref(plan), C.byref(cfg), h), use_group_comm)
         self._tables = [None] * num_layers
-
-    def _native(self):
-        if not self._ptr:
-            raise RuntimeError("this epx.EngramBuffer was destroyed")
-        return self._ptr
 
     def destroy(self):
         """Destroy the native object (collective; waits for the device), drop the tables' references
         and an own communicator."""
-        if self._ptr:
-            p, self._ptr = self._ptr, None
-            try:
-                _lib.check(self._clib.ncclEpEngramDestroy(p))
-            finally:
-                self._tables = []
-        if self._own_comm:
-            self._own_comm.destroy()
-            self._own_comm = None
+        try:
+            self._release(lambda lib, p: lib.ncclEpEngramDestroy(p))
+        finally:
+            self._tables = []
 
     close = destroy
 
@@ -213,9 +179,3 @@ class EngramBuffer(_native.NativeObject):
     def get_async_error(self):
         """(code, message) of the device-side error; code 0 when none. Does not synchronize."""
         return _native.async_error(_lib.lib().ncclEpEngramGetAsyncError, self._native())
-
-    def check_async_error(self):
-        """Raise EpAsyncError for a device-side error (a timeout naming the peer, an index out of range)."""
-        code, msg = self.get_async_error()
-        if code != _abi.ncclSuccess:
-            raise EpAsyncError(code, msg)

@@ -19,8 +19,7 @@ e // num_local_experts; its rows in `weights` / `grads` are at e % num_local_exp
 
 import ctypes as C
 
-from . import _abi, _checks, _comm, _lib, _native
-from ._errors import EpAsyncError
+from . import _abi, _checks, _lib, _native
 from .window import window_tensor
 
 
@@ -52,65 +51,33 @@ def make_plan(num_experts, num_slots, weight_row_bytes, grad_row_elems):
     return p
 
 
-class LoadBalancer(_native.NativeObject):
+class LoadBalancer(_native.GroupObject):
     """Expert load balancing over `group` (None: the default group). Creating it is collective."""
+
+    _what = "epx.LoadBalancer"
 
     def __init__(self, group, num_experts, num_slots, weight_row_bytes=(), grad_row_elems=(), num_ctas=0,
                  timeout_ms=10000, chunk_bytes=0, use_group_comm=True):
         self._ptr = None  # first: __del__ (destroy) runs even when __init__ raises
         self._own_comm = None
-        try:
-            import torch  # noqa: PLC0415
-            import torch.distributed as dist  # noqa: PLC0415
-        except ImportError as e:
-            raise ImportError("epx.LoadBalancer needs PyTorch (torch with CUDA and torch.distributed), which "
-                              "cannot be imported: %s" % e, name=getattr(e, "name", None)) from e
+        self._import_torch()
         plan = make_plan(num_experts, num_slots, weight_row_bytes, grad_row_elems)
         cfg = _abi.lb_config_initializer()
         if num_ctas:
             cfg.numCtas = int(num_ctas)
         cfg.timeoutMs = int(timeout_ms)
         cfg.chunkBytes = int(chunk_bytes)
-        if group is None:
-            group = dist.group.WORLD
-        self.group = group
-        self.rank = dist.get_rank(group)
-        self.num_ranks = dist.get_world_size(group)
-        self.device = torch.device("cuda", torch.cuda.current_device())
+        self._bind_group(group)
         self.num_experts = num_experts
         self.num_slots = num_slots
         self.num_local_experts = num_experts // self.num_ranks if self.num_ranks else 0
         self.weight_row_bytes = list(plan.weightRowBytes[:plan.numWeightTensors])
         self.grad_row_elems = list(plan.gradRowElems[:plan.numGradTensors])
-        lib = _lib.lib()  # after torch: libepx then shares torch's libnccl/libcudart
-        self._clib = lib
-        comm = _comm.borrow_comm(group) if use_group_comm else 0
-        if not comm:
-            self._own_comm = _comm.OwnComm(group)
-            comm = self._own_comm.ptr
-        h = C.c_void_p()
-        try:
-            _lib.check(lib.ncclEpLbCreate(C.c_void_p(comm), C.byref(plan), C.byref(cfg), C.byref(h)))
-        except BaseException:
-            if self._own_comm:
-                self._own_comm.destroy()
-                self._own_comm = None
-            raise
-        self._ptr = h.value
-
-    def _native(self):
-        if not self._ptr:
-            raise RuntimeError("this epx.LoadBalancer was destroyed")
-        return self._ptr
+        self._create(lambda lib, comm, h: lib.ncclEpLbCreate(comm, C.byref(plan), C.byref(cfg), h), use_group_comm)
 
     def destroy(self):
         """Destroy the native object (collective; waits for the device) and an own communicator."""
-        if self._ptr:
-            p, self._ptr = self._ptr, None
-            _lib.check(self._clib.ncclEpLbDestroy(p))
-        if self._own_comm:
-            self._own_comm.destroy()
-            self._own_comm = None
+        self._release(lambda lib, p: lib.ncclEpLbDestroy(p))
 
     # --- the slots (views of the window, valid while the object lives) -----------------------------
     def slot_weights(self, t, dtype=None):
@@ -161,9 +128,3 @@ class LoadBalancer(_native.NativeObject):
     def get_async_error(self):
         """(code, message) of the device-side error; code 0 when none. Does not synchronize."""
         return _native.async_error(_lib.lib().ncclEpLbGetAsyncError, self._native())
-
-    def check_async_error(self):
-        """Raise EpAsyncError for a device-side error (a timeout naming the peer, a bad mapping entry)."""
-        code, msg = self.get_async_error()
-        if code != _abi.ncclSuccess:
-            raise EpAsyncError(code, msg)
