@@ -29,16 +29,9 @@ namespace {
 
 constexpr int kWarpsPerCta = kCollThreads / kWarp;
 
-__device__ __forceinline__ int32_t ldI32Volatile(const int32_t* p) { return *reinterpret_cast<const volatile int32_t*>(p); }
-
 __device__ __forceinline__ bool validRow(int32_t v, const EngramLayout& l, int nRanks) {
   return v >= 0 && int64_t(v) < l.rowsPerRank * nRanks;
 }
-
-// Every network requester sends one request list per layer.
-struct OnePerPeer {
-  __device__ uint32_t operator()(int) const { return 1u; }
-};
 
 // Network chunks owner p sends this rank in this op: the rows of this rank's request header to p.
 struct RowChunks {

@@ -98,11 +98,6 @@ struct PrefetchPuts {
   }
 };
 
-// Every network peer sends one "done reading" per reduction.
-struct OnePerPeer {
-  __device__ uint32_t operator()(int) const { return 1u; }
-};
-
 __device__ void prefetch(const LbArgs& a, const Transport& t, OpSession& ses, MappingScan& scan) {
   const LinkArgs& c = a.link;
   const int nCtas = int(gridDim.x), me = int(blockIdx.x);

@@ -53,6 +53,7 @@ __device__ __forceinline__ void ctaCopyBytes(char* dst, const char* src, uint64_
 }
 
 __device__ __forceinline__ float ldF32Volatile(const float* p) { return *reinterpret_cast<const volatile float*>(p); }
+__device__ __forceinline__ int32_t ldI32Volatile(const int32_t* p) { return *reinterpret_cast<const volatile int32_t*>(p); }
 __device__ __forceinline__ float ldBf16Volatile(const uint16_t* p) {
   return __uint_as_float(uint32_t(*reinterpret_cast<const volatile uint16_t*>(p)) << 16);
 }

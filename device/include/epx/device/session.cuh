@@ -32,6 +32,11 @@ struct GinRows {
   }
 };
 
+// Every network source signals once per op (load balancing's "done reading", Engram's request).
+struct OnePerPeer {
+  __device__ uint32_t operator()(int) const { return 1u; }
+};
+
 struct OpSession {
   uint32_t seq;
   int abort;
