@@ -11,7 +11,6 @@
 
 #include "core/coll_config.h"
 #include "core/errors.h"
-#include "core/nccl_version.h"
 #include "epx/device/coll_launch.h"
 #include "epx/window.h"
 #include "link.h"

@@ -10,7 +10,6 @@
 #include "core/async_error.h"
 #include "core/config.h"
 #include "core/errors.h"
-#include "core/nccl_version.h"
 #include "epx/device/launch.h"
 #include "internal.h"
 #include "link.h"
@@ -123,15 +122,12 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
   if (!out) return fail(ncclInvalidArgument, "ncclEpGroupCreate: group is NULL");
   *out = nullptr;
   if (!comm) return fail(ncclInvalidArgument, "ncclEpGroupCreate: comm is NULL");
-  int runtime = 0;
-  if (ncclGetVersion(&runtime) != ncclSuccess) return fail(ncclSystemError, "ncclEpGroupCreate: ncclGetVersion failed");
-  if (std::string v = epx::checkNcclVersion(runtime, NCCL_VERSION_CODE); !v.empty())
-    return fail(ncclInvalidUsage, "ncclEpGroupCreate: " + v);
   auto* g = new ncclEpGroup;
-  // The communicator's size, this rank, its device (made current) and its LSA team (link.h).
-  if (std::string e = epx::linkQuery(comm, &g->link); !e.empty()) {
+  // The runtime NCCL; the communicator's size, this rank, its device (made current) and its LSA
+  // team (link.h).
+  if (ncclResult_t r = epx::linkStart(comm, "ncclEpGroupCreate", &g->link); r != ncclSuccess) {
     delete g;
-    return fail(ncclInternalError, "ncclEpGroupCreate: " + e);
+    return r;
   }
   epx::WindowLink& l = g->link;
   std::string err = epx::normalizeConfig(config, l.nRanks, &g->cfg);
