@@ -4,63 +4,24 @@
 // parseArgs exits on an error: each case runs in a forked child whose stdout/stderr are captured.
 #include <boost/test/unit_test.hpp>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "args.h"
+#include "args_in_child.h"
 #include "../../plugin/rig/nic_pacer.h"  // the plugin's rate bounds, which args.h mirrors
 
 namespace {
 
-struct Outcome {
-  int status = -1;     // exit status of the child (0: parseArgs returned)
-  std::string output;  // its stdout and stderr
-};
+using epxbench::testing::has;
+using Outcome = epxbench::testing::ParseOutcome;
 
-// Runs parseArgs(argv) in a child with the environment variables in `env` set ("" = unset) and
-// the EPX_MP_* / EPX_GIN_EMU_* / EPX_HOST_SYNC variables unset unless given.
-Outcome parse(std::vector<std::string> args, std::vector<std::pair<std::string, std::string>> env = {}) {
-  int fds[2];
-  BOOST_REQUIRE(::pipe(fds) == 0);
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  BOOST_REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::close(fds[0]);
-    ::dup2(fds[1], 1);
-    ::dup2(fds[1], 2);
-    for (const char* v : {"EPX_MP_SIZE", "EPX_MP_RANK", "EPX_MP_ID_FILE", "EPX_MP_RANKS_PER_NODE", "EPX_GIN_EMU_GBPS",
-                          "EPX_GIN_EMU_LATENCY_US", "EPX_HOST_SYNC"})
-      ::unsetenv(v);
-    for (const auto& [k, v] : env)
-      if (v.empty()) ::unsetenv(k.c_str());
-      else ::setenv(k.c_str(), v.c_str(), 1);
-    args.insert(args.begin(), "epx-bench");
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    epxbench::parseArgs(int(args.size()), argv.data());
-    std::fflush(nullptr);
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  Outcome o;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) o.output.append(buf, size_t(n));
-  ::close(fds[0]);
-  int ws = 0;
-  BOOST_REQUIRE(::waitpid(pid, &ws, 0) == pid);
-  o.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-  return o;
+// parseArgs(args) in a child with `env` (args_in_child.h).
+Outcome parse(std::vector<std::string> args, const std::vector<std::pair<std::string, std::string>>& env = {}) {
+  return epxbench::testing::parseInChild(std::move(args), env, [](const epxbench::Options&) {});
 }
-
-bool has(const Outcome& o, const std::string& s) { return o.output.find(s) != std::string::npos; }
 
 }  // namespace
 

@@ -62,6 +62,21 @@ std::string engramCheckLayer(const EngramBenchShape& s, uint64_t seed, int layer
   return first + " (" + std::to_string(bad) + " of " + std::to_string(perLayer) + " rows differ)";
 }
 
+std::vector<std::vector<std::vector<uint8_t>>> engramShards(const EngramBenchShape& s, uint64_t seed) {
+  const uint64_t words = s.rowBytes / 4, shardWords = uint64_t(s.rowsPerRank()) * words;
+  std::vector<std::vector<std::vector<uint8_t>>> shards(size_t(s.nRanks), std::vector<std::vector<uint8_t>>(size_t(s.layers)));
+  for (int r = 0; r < s.nRanks; ++r)
+    for (int l = 0; l < s.layers; ++l) {
+      auto& b = shards[size_t(r)][size_t(l)];
+      b.resize(size_t(shardWords) * 4);
+      for (uint64_t w = 0; w < shardWords; ++w) {
+        const uint32_t v = engramWord(engramTableKey(seed, l), uint64_t(r) * shardWords + w);
+        std::memcpy(b.data() + w * 4, &v, 4);
+      }
+    }
+  return shards;
+}
+
 std::vector<EngramLayerTraffic> engramNetTraffic(const EngramBenchShape& s,
                                                  const std::vector<std::vector<int32_t>>& allIndices, int ranksPerNode) {
   const int n = s.nRanks;

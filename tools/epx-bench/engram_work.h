@@ -64,6 +64,10 @@ struct EngramBenchShape {
 constexpr int64_t kEngramDefaultRows = int64_t(1) << 20;
 EngramBenchShape engramShapeOf(const Options& opt, int nRanks, std::string* why);
 
+// Every rank's shard of every layer filled from the pattern, [rank][layer][rowsPerRank * rowBytes]:
+// the tables as the CPU reference (epx::ref::engramFetch) takes them.
+std::vector<std::vector<std::vector<uint8_t>>> engramShards(const EngramBenchShape& s, uint64_t seed);
+
 // Rank `rank`'s indices, [layers][tokens][entries] (the same in every process).
 std::vector<int32_t> engramIndices(const EngramBenchShape& s, uint64_t seed, int rank);
 

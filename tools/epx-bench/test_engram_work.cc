@@ -4,15 +4,13 @@
 #define BOOST_TEST_MODULE epx_bench_engram
 #include <boost/test/unit_test.hpp>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cstdlib>
 #include <cstring>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "args_in_child.h"
 #include "engram_work.h"
 #include "epx/ref/engram_ref.h"
 
@@ -33,74 +31,24 @@ EngramBenchShape shape(int nRanks, int layers, int64_t rows, uint64_t rowBytes, 
 
 // What a correct fetch returns on rank `rank`: the CPU reference over tables of the pattern.
 std::vector<uint8_t> referenceFetch(const EngramBenchShape& s, uint64_t seed, const std::vector<int32_t>& idx) {
-  epx::ref::EngramShape rs;
-  rs.nRanks = s.nRanks;
-  rs.layers = s.layers;
-  rs.numRows = s.numRows;
-  rs.rowBytes = s.rowBytes;
-  rs.tokens = s.tokens;
-  rs.entries = s.entries;
-  const uint64_t words = s.rowBytes / 4;
-  std::vector<std::vector<std::vector<uint8_t>>> shards(size_t(s.nRanks), std::vector<std::vector<uint8_t>>(size_t(s.layers)));
-  for (int r = 0; r < s.nRanks; ++r)
-    for (int l = 0; l < s.layers; ++l) {
-      auto& b = shards[size_t(r)][size_t(l)];
-      b.resize(size_t(s.rowsPerRank()) * s.rowBytes);
-      for (uint64_t w = 0; w < uint64_t(s.rowsPerRank()) * words; ++w) {
-        const uint32_t v = engramWord(engramTableKey(seed, l), uint64_t(r) * uint64_t(s.rowsPerRank()) * words + w);
-        std::memcpy(b.data() + w * 4, &v, 4);
-      }
-    }
-  return epx::ref::engramFetch(rs, shards, idx).out;
+  return epx::ref::engramFetch(s.ref(), engramShards(s, seed), idx).out;
 }
 
-struct Parsed {
-  int status = -1;
-  std::string output;
-};
+using testing::has;
 
-// parseArgs(args) in a child (EPX_MP_* / EPX_GIN_EMU_* unset): its exit status (0: it returned) and output.
-Parsed parse(std::vector<std::string> args) {
-  int fds[2];
-  BOOST_REQUIRE(::pipe(fds) == 0);
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  BOOST_REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::close(fds[0]);
-    ::dup2(fds[1], 1);
-    ::dup2(fds[1], 2);
-    for (const char* v : {"EPX_MP_SIZE", "EPX_MP_RANK", "EPX_MP_ID_FILE", "EPX_MP_RANKS_PER_NODE", "EPX_GIN_EMU_GBPS",
-                          "EPX_GIN_EMU_LATENCY_US", "EPX_HOST_SYNC"})
-      ::unsetenv(v);
-    args.insert(args.begin(), "epx-bench");
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const Options o = parseArgs(int(args.size()), argv.data());
+// parseArgs(args) in a child (args_in_child.h) that prints the engram options it parsed.
+testing::ParseOutcome parse(std::vector<std::string> args) {
+  return testing::parseInChild(std::move(args), {}, [](const Options& o) {
     std::printf("layers=%d rows=%lld rowBytes=%zu tokens=%d entries=%d ctas=%d chunk=%zu lat=%g\n", o.engramLayers,
                 o.engramRows, o.engramRowBytes, o.engramTokens, o.engramEntries, o.collCtas, o.chunkBytes,
                 o.netLatencyUs);
-    std::fflush(nullptr);
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  Parsed p;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) p.output.append(buf, size_t(n));
-  ::close(fds[0]);
-  int ws = 0;
-  BOOST_REQUIRE(::waitpid(pid, &ws, 0) == pid);
-  p.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-  return p;
+  });
 }
-
-bool has(const Parsed& p, const std::string& s) { return p.output.find(s) != std::string::npos; }
 
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(engram_options) {
-  Parsed p = parse({"--algo", "engram"});
+  testing::ParseOutcome p = parse({"--algo", "engram"});
   BOOST_TEST(p.status == 0, p.output);
   BOOST_TEST(has(p, "layers=4 rows=0 rowBytes=1024 tokens=4096 entries=16 ctas=0 chunk=0 lat=0"), p.output);
   p = parse({"--algo", "engram", "--engram-layers", "2", "--engram-rows", "1024", "--engram-row-bytes", "512",

@@ -102,17 +102,7 @@ int runEngram(const Options& opt, epx::testing::MultiGpu& mg, int n, int ranksPe
   bool failed = false;
   if (opt.check) {
     const epx::ref::EngramShape rs = s.ref();
-    const uint64_t words = s.rowBytes / 4;
-    std::vector<std::vector<std::vector<uint8_t>>> shards(size_t(n), std::vector<std::vector<uint8_t>>(size_t(s.layers)));
-    for (int r = 0; r < n; ++r)
-      for (int l = 0; l < s.layers; ++l) {
-        auto& b = shards[size_t(r)][size_t(l)];
-        b.resize(size_t(s.rowsPerRank()) * s.rowBytes);
-        for (uint64_t w = 0; w < uint64_t(s.rowsPerRank()) * words; ++w) {
-          const uint32_t v = engramWord(engramTableKey(opt.seed, l), uint64_t(r) * s.rowsPerRank() * words + w);
-          std::memcpy(b.data() + w * 4, &v, 4);
-        }
-      }
+    const auto shards = engramShards(s, opt.seed);
     for (int r : mg.localRanks()) {
       const epx::ref::EngramResult got = epx::ref::engramFetch(rs, shards, all[size_t(r)]);
       for (int l = 0; l < s.layers && !failed; ++l) {
