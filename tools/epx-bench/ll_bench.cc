@@ -90,6 +90,29 @@ struct Times {
 
 }  // namespace
 
+// With a 0-token line and a network floor: what each call costs over the 0-token call of its dtype
+// (the protocol's and the test rig's fixed cost per call: headers, signals and the rig's
+// per-operation latency, no rows), against the floor of its rows. On the one-GPU rig that fixed
+// cost is mostly the rig's (docs/low-latency.md, "The rig's own floor"), so this is what epx adds
+// for the data.
+template <class Line>
+void printOverFixedCost(const std::vector<Line>& lines) {
+  const Line* zero[2] = {nullptr, nullptr};
+  for (const Line& l : lines)
+    if (l.tokens == 0) zero[l.fp8] = &l;
+  bool any = false;
+  for (const Line& l : lines) {
+    const Line* z = zero[l.fp8];
+    if (!z || l.tokens == 0 || l.floorD <= 0 || l.floorC <= 0) continue;
+    if (!any)
+      std::printf("# over the 0-token call (the fixed cost per call, no rows) against the rows' floor:\n"
+                  "%7s %5s %9s %7s %9s %7s\n", "tokens", "dtype", "D-0_us", "D-0/flr", "C-0_us", "C-0/flr");
+    any = true;
+    const double d = l.disp - z->disp, cm = l.comb - z->comb;
+    std::printf("%7d %5s %9.1f %7.2f %9.1f %7.2f\n", l.tokens, l.fp8 ? "fp8" : "bf16", d, d / l.floorD, cm, cm / l.floorC);
+  }
+}
+
 int runLowLatency(const Options& opt, epx::testing::MultiGpu& mg, int n, int ranksPerNode, bool printer) {
   const int maxT = std::max(1, *std::max_element(opt.llTokens.begin(), opt.llTokens.end()));
   const int H = opt.hidden, K = opt.topk, E = opt.experts, Le = E / n, rowsPer = n * maxT;
@@ -120,6 +143,13 @@ int runLowLatency(const Options& opt, epx::testing::MultiGpu& mg, int n, int ran
     BENCH_EP(ncclEpGroupCreate(c.comm, &cfg, &groups[size_t(c.rank)]));
   });
   int rc = 0;
+  // Per (tokens, dtype) line: dispatch / combine µs and their floors, for the summary over the
+  // 0-token call (the rig's fixed cost per call) after the table.
+  struct Line {
+    int tokens, fp8;
+    double disp, comb, floorD, floorC;
+  };
+  std::vector<Line> lines;
   for (int T : opt.llTokens)
     for (int fp8 : {0, 1}) {
       const auto routing = makeRouting(n, T, K, E, opt.seed * 131 + uint64_t(T));
@@ -228,7 +258,9 @@ int runLowLatency(const Options& opt, epx::testing::MultiGpu& mg, int n, int ran
       std::snprintf(label, sizeof(label), "%5d %5s", T, fp8 ? "fp8" : "bf16");
       gin.print(label);
       std::fflush(stdout);
+      lines.push_back(Line{T, fp8, disp, comb, floorD, floorC});
     }
+  if (printer) printOverFixedCost(lines);
   mg.run([&](const epx::testing::RankContext& c) { BENCH_EP(ncclEpGroupDestroy(groups[size_t(c.rank)])); });
   return rc;
 }
