@@ -41,6 +41,23 @@ BOOST_AUTO_TEST_CASE(valid_command_lines_parse) {
   BOOST_TEST(parse({"--help"}).status == 0);
 }
 
+BOOST_AUTO_TEST_CASE(option_equals_value_is_option_space_value) {
+  const Outcome o = epxbench::testing::parseInChild(
+      {"--algo=low-latency", "--hidden=7168", "--ll-tokens=0,128", "--sms", "8"}, {}, [](const epxbench::Options& opt) {
+        std::printf("low-latency %d hidden %d tokens %zu sms %d\n", int(opt.lowLatency()), opt.hidden, opt.llTokens.size(),
+                    opt.sms.empty() ? -1 : opt.sms[0]);
+      });
+  BOOST_TEST(o.status == 0);
+  BOOST_TEST(has(o, "low-latency 1 hidden 7168 tokens 2 sms 8"), o.output);
+  Outcome n = parse({"--no-check=1"});
+  BOOST_TEST(n.status == 2);
+  BOOST_TEST(has(n, "--no-check takes no value, got '--no-check=1'"), n.output);
+  n = parse({"--bogus=3"});
+  BOOST_TEST(n.status == 2);
+  BOOST_TEST(has(n, "unknown option '--bogus'"), n.output);
+  BOOST_TEST(parse({"--hidden="}).status == 2);  // an empty value is not a number
+}
+
 BOOST_AUTO_TEST_CASE(low_latency_hidden_must_be_a_multiple_of_128) {
   const Outcome o = parse({"--algo", "low-latency", "--hidden", "7000"});
   BOOST_TEST(o.status == 2);

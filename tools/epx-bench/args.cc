@@ -76,7 +76,8 @@ void usage(FILE* f) {
       "                      the ranks, time per fetch and per layer (each layer's completion seen\n"
       "                      through ncclEpEngramWaitLayer) against the floor per layer: the network\n"
       "                      floor with ranks on other nodes, else the memory floor; rows checked once\n"
-      "  --ll-tokens LIST    low-latency: tokens per rank, comma separated (default 1,32,128,256)\n"
+      "  --ll-tokens LIST    low-latency: tokens per rank, comma separated, each 0..4096 (default\n"
+      "                      1,32,128,256); 0 times the fixed cost of a call (no rows)\n"
       "  --ll-align          low-latency: an NCCL all-reduce of one value before each timed sequence (not\n"
       "                      timed), so that every rank starts it together (default: back to back)\n"
       "  --coll-mib N        bucket: tensor size in MiB, 1..4096 (default 64)\n"
@@ -213,9 +214,21 @@ Options parseArgs(int argc, char** argv) {
   Options o;
   std::vector<std::string> given;  // option names, in order
   for (int i = 1; i < argc; ++i) {
-    const char* a = argv[i];
+    // "--opt=value" is "--opt value".
+    std::string name = argv[i];
+    const char* inlineValue = nullptr;
+    bool inlineUsed = false;
+    if (const size_t eq = name.find('='); name.rfind("--", 0) == 0 && eq != std::string::npos) {
+      inlineValue = argv[i] + eq + 1;
+      name.resize(eq);
+    }
+    const char* a = name.c_str();
     given.push_back(a);
     auto val = [&]() -> const char* {
+      if (inlineValue) {
+        inlineUsed = true;
+        return inlineValue;
+      }
       if (i + 1 >= argc) bad(std::string(a) + " needs a value");
       return argv[++i];
     };
@@ -328,6 +341,7 @@ Options parseArgs(int argc, char** argv) {
     } else {
       bad(std::string("unknown option '") + a + "'");
     }
+    if (inlineValue && !inlineUsed) bad(std::string(a) + " takes no value, got '" + argv[i] + "'");
   }
   // Network floor defaults from the GIN plugin's NIC emulation settings.
   // Same ranges as the plugin (docs/plugins.md): a rate of 0 is "off" (no floor), and a latency
