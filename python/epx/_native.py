@@ -33,6 +33,27 @@ def async_error(getter, ptr):
     return code.value, msg.value.decode("utf-8", "replace")
 
 
+def import_torch(what, hint=""):
+    """(torch, torch.distributed), or ImportError naming `what` needs them (then `hint`)."""
+    try:
+        import torch  # noqa: PLC0415
+        import torch.distributed as dist  # noqa: PLC0415
+    except ImportError as e:
+        raise ImportError("%s needs PyTorch (torch with CUDA and torch.distributed), which cannot be imported: %s%s"
+                          % (what, e, hint), name=getattr(e, "name", None)) from e
+    return torch, dist
+
+
+def bind_group(obj, group, torch, dist):
+    """obj.group (None: the default group), obj.rank, obj.num_ranks and obj.device (this rank's)."""
+    if group is None:
+        group = dist.group.WORLD
+    obj.group = group
+    obj.rank = dist.get_rank(group)
+    obj.num_ranks = dist.get_world_size(group)
+    obj.device = torch.device("cuda", torch.cuda.current_device())
+
+
 class GroupObject(NativeObject):
     """A native object created collectively over a torch.distributed group. Subclasses call
     _bind_group, then _create, and define destroy() with _release; get_async_error() is theirs."""
@@ -41,23 +62,12 @@ class GroupObject(NativeObject):
 
     def _import_torch(self):
         """(torch, torch.distributed), or ImportError naming what needs them."""
-        try:
-            import torch  # noqa: PLC0415
-            import torch.distributed as dist  # noqa: PLC0415
-        except ImportError as e:
-            raise ImportError("%s needs PyTorch (torch with CUDA and torch.distributed), which cannot be imported: %s"
-                              % (self._what, e), name=getattr(e, "name", None)) from e
-        return torch, dist
+        return import_torch(self._what)
 
     def _bind_group(self, group):
         """group (None: the default group), rank, num_ranks and this rank's device; returns torch."""
         torch, dist = self._import_torch()
-        if group is None:
-            group = dist.group.WORLD
-        self.group = group
-        self.rank = dist.get_rank(group)
-        self.num_ranks = dist.get_world_size(group)
-        self.device = torch.device("cuda", torch.cuda.current_device())
+        bind_group(self, group, torch, dist)
         return torch
 
     def _create(self, create, use_group_comm):

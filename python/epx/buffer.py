@@ -189,13 +189,8 @@ class Buffer(_native.NativeObject):
     def __init__(self, group, max_tokens_per_rank, hidden, num_experts, topk, fp8=False, sm_budget=0,
                  timeout_ms=10000, exact_combine=False, algorithm="auto", use_group_comm=True):
         self._group_ptr = None  # first: __del__ (destroy) runs even when __init__ raises
-        try:
-            import torch  # noqa: PLC0415
-            import torch.distributed as dist  # noqa: PLC0415
-        except ImportError as e:
-            raise ImportError("epx.Buffer needs PyTorch (torch with CUDA and torch.distributed), which "
-                              "cannot be imported: %s. Install torch; epx.Buffer.get_buffer_size_hint "
-                              "works without it." % e, name=getattr(e, "name", None)) from e
+        torch, dist = _native.import_torch("epx.Buffer", ". Install torch; epx.Buffer.get_buffer_size_hint "
+                                                         "works without it.")
 
         self._own_comm = None
         self._pool = {}
@@ -209,18 +204,13 @@ class Buffer(_native.NativeObject):
         self.low_latency_shape = None
         cfg = _make_config(max_tokens_per_rank, hidden, num_experts, topk, fp8, sm_budget, timeout_ms,
                            exact_combine, algorithm)
-        if group is None:
-            group = dist.group.WORLD
-        self.group = group
-        self.rank = dist.get_rank(group)
-        self.num_ranks = dist.get_world_size(group)
-        self.device = torch.device("cuda", torch.cuda.current_device())
+        _native.bind_group(self, group, torch, dist)
         lib = _lib.lib()  # after torch: libepx then shares torch's libnccl/libcudart
         self._clib = lib  # the library that owns this buffer's native objects (destroy() uses it)
-        comm = _comm.borrow_comm(group) if use_group_comm else 0
+        comm = _comm.borrow_comm(self.group) if use_group_comm else 0
         self.comm_borrowed = bool(comm)
         if not comm:
-            self._own_comm = _comm.OwnComm(group)
+            self._own_comm = _comm.OwnComm(self.group)
             comm = self._own_comm.ptr
         self._cfg = cfg
         self.max_tokens_per_rank = max_tokens_per_rank
