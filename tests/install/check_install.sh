@@ -32,12 +32,15 @@ if [ -f "$so" ]; then
   [ "$(readlink "$prefix/lib/libnccl-tuner-epx.so")" = libnccl-net-epx.so ] \
     || fail "$prefix/lib/libnccl-tuner-epx.so is not a link to libnccl-net-epx.so"
 fi
-# libepx exports its C API, plus the window setup its GPU transport test drives (host/libepx.map);
-# no other C++ symbol of epx's (they could clash with an application's).
+# libepx exports its C API, plus the C++ functions host/libepx.map names (the window setup its GPU
+# transport test drives); no other C++ symbol of epx's (they could clash with an application's).
 lib=$(ls "$prefix"/lib/libepx.so.* 2>/dev/null | head -1)
 [ -n "$lib" ] || fail "no libepx.so.* in $prefix/lib"
+map=$(dirname "$0")/../../host/libepx.map
+named=$(grep -oE 'epx::[A-Za-z_]+' "$map" | sed 's/^epx:://' | paste -sd'|')
+[ -n "$named" ] || fail "no epx:: names in $map"
 extra=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^ncclEp' | c++filt |
-        grep -Ev '^epx::(linkQuery|linkOpen|linkArgs|linkBarrier|linkQuiesce|linkClose|ginGetUnsupported)(\[|\()' || true)
+        grep -Ev "^epx::($named)(\[|\()" || true)
 [ -z "$extra" ] || fail "$lib exports symbols outside its C API: $(head -5 <<<"$extra" | tr '\n' ' ')"
 nm -D --defined-only "$lib" | grep -qw ncclEpGroupCreate || fail "$lib does not export ncclEpGroupCreate"
 "$prefix/bin/epx-topo" --help > /dev/null || fail "installed epx-topo --help failed (exit $?)"
