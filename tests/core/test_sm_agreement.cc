@@ -109,7 +109,7 @@ BOOST_AUTO_TEST_CASE(every_reference_topology_gives_one_count) {
         if (c.sms >= 0 && extra.empty()) BOOST_TEST(e["sms"].get<int>() == c.sms);
       }
     }
-  BOOST_TEST(withRdma > 0);  // the hybrid (RDMA-bound) branch is among the compared cases
+  BOOST_TEST(withRdma > 0);  // the RDMA-bound direct branch is among the compared cases
 }
 
 BOOST_AUTO_TEST_CASE(rate_variables_parse_or_warn) {

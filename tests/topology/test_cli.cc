@@ -310,8 +310,11 @@ BOOST_AUTO_TEST_CASE(two_h200_nv18_no_nic_gives_28_sms_0_qps) {
   BOOST_TEST(j["estimate"]["scaleup_ranks"] == 2);
   BOOST_TEST(j["estimate"]["sms"] == 28);
   BOOST_TEST(j["estimate"]["qps"] == 0);
+  BOOST_TEST(j["estimate"]["hybrid"].is_null());  // one node: nothing to forward
+  BOOST_TEST(j["estimate"]["network_rows_per_token"] == 0.0);
   Run t = run("--nccl-xml " + xml);
   BOOST_TEST(t.out.find("SMs 28, QPs 0 (no RDMA: NVLink-only EP)") != std::string::npos, t.out);
+  BOOST_TEST(t.out.find("hybrid") == std::string::npos, t.out);
 }
 
 BOOST_AUTO_TEST_CASE(nccl_vm_dump_with_hidden_nvswitch_target_keeps_nvlinks) {
@@ -372,7 +375,10 @@ BOOST_AUTO_TEST_CASE(pci_only_file_says_what_it_assumed) {
   BOOST_TEST(t.out.find("  NIC    name ") != std::string::npos, t.out);  // the NIC table's header
   BOOST_TEST(t.out.find("400 Gb/s (assumed)") != std::string::npos, t.out);
   BOOST_TEST(t.out.find("RDMA 400.0 Gb/s per GPU (ASSUMED) -> 50.0 GB/s") != std::string::npos, t.out);
-  BOOST_TEST(t.out.find("SMs 12, QPs 129\n") != std::string::npos, t.out);
+  BOOST_TEST(t.out.find("SMs 4, QPs 4 (direct)\n  SMs 12, QPs 129 (hybrid: through rail peers, then NVLink)\n"
+                        "  network rows per token (uniform routing): direct 1.81, hybrid 1.00 (45 % fewer)\n") !=
+                 std::string::npos,
+             t.out);
   BOOST_TEST(t.out.find("QPs 0") == std::string::npos, t.out);
   BOOST_TEST(t.out.find("warning: ASSUMED NIC rate 400 Gb/s for 8 port(s)") != std::string::npos, t.out);
   BOOST_TEST(t.out.find("warning: NVLink unknown for 8 GPU(s)") != std::string::npos, t.out);
@@ -387,8 +393,13 @@ BOOST_AUTO_TEST_CASE(pci_only_file_says_what_it_assumed) {
   BOOST_TEST(j["assumptions"][0]["devices"].size() == 8u);
   BOOST_TEST(j["assumptions"][1]["what"] == "gpu_nvlink");
   BOOST_TEST(j["warnings"].size() == 2u);
-  BOOST_TEST(j["estimate"]["sms"] == 12);
-  BOOST_TEST(j["estimate"]["qps"] == 129);
+  BOOST_TEST(j["estimate"]["sms"] == 4);
+  BOOST_TEST(j["estimate"]["qps"] == 4);
+  BOOST_TEST(j["estimate"]["forwarding"] == "direct");
+  BOOST_TEST(j["estimate"]["hybrid"]["sms"] == 12);
+  BOOST_TEST(j["estimate"]["hybrid"]["qps"] == 129);
+  BOOST_TEST(j["estimate"]["network_rows_per_token"].get<double>() == 1.807, boost::test_tools::tolerance(0.001));
+  BOOST_TEST(j["estimate"]["hybrid"]["network_rows_per_token"].get<double>() == 0.9965, boost::test_tools::tolerance(0.001));
   BOOST_TEST(j["estimate"]["scaleout_ranks"] == 2);
   // A dump with real rates assumes nothing.
   auto d = jsonOf(run("--json --nccl-xml " + fx("ibmcloud_gx3d-h100x8_nccl-topo.xml")));

@@ -88,11 +88,16 @@ BOOST_AUTO_TEST_CASE(azure_ndv5_classes_only) {
   BOOST_TEST(t.numa[0].affinity == "00000000,0000ffff,ffffffff");
 
   // What epx-topo estimates from it: NVLink unknown (0), 400 Gb/s per GPU, 2 ranks x 2 nodes,
-  // the RDMA-bound case of docs/topology.md: 12 SMs, 129 QPs (before: 4 SMs, 0 QPs).
+  // the RDMA-bound cases of docs/topology.md: direct 4 SMs, 4 QPs; hybrid 12 SMs, 129 QPs (without
+  // the assumed rate: 4 SMs, 0 QPs).
   EpxEpShape shape;
   shape.numScaleupRanks = 2;
   shape.numScaleoutRanks = 2;
   EpxResourceEstimate e = epxEstimateEpResources(0.0, epxNicGBps(t.nics[0].speedGbps), 132, shape);
+  BOOST_TEST(e.sms == 4);
+  BOOST_TEST(e.qps == 4);
+  shape.forwarding = EpxForwarding::kHybrid;
+  e = epxEstimateEpResources(0.0, epxNicGBps(t.nics[0].speedGbps), 132, shape);
   BOOST_TEST(e.sms == 12);
   BOOST_TEST(e.qps == 129);
 }

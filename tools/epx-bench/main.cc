@@ -161,8 +161,9 @@ NetCopies netCopies(const BenchShape& s, int ranksPerNode, const std::vector<epx
   for (int r = 0; r < s.nRanks; ++r) direct += double(p.directNetworkTokens[size_t(r)]), hybrid += double(p.hybridNetworkTokens[size_t(r)]);
   if (p.routedTokens > 0) c.direct = direct / double(p.routedTokens), c.hybrid = hybrid / double(p.routedTokens);
   const int nodes = g.nodes();
-  c.uniformDirect = epx::topo::epxExpectedGroupsTouched(s.experts, s.topk, s.nRanks) * (1.0 - 1.0 / nodes);
-  c.uniformHybrid = epx::topo::epxExpectedGroupsTouched(s.experts, s.topk, nodes) * (1.0 - 1.0 / nodes);
+  using epx::topo::EpxForwarding;
+  c.uniformDirect = epx::topo::epxExpectedNetworkRows(s.experts, s.topk, s.nRanks, nodes, EpxForwarding::kDirect);
+  c.uniformHybrid = epx::topo::epxExpectedNetworkRows(s.experts, s.topk, s.nRanks, nodes, EpxForwarding::kHybrid);
   return c;
 }
 

@@ -231,6 +231,12 @@ std::string toJson(const Report& r) {
                 {"scaleout_ranks", r.shape.numScaleoutRanks},
                 {"experts", r.shape.numExperts},
                 {"topk", r.shape.numTopk},
+                {"forwarding", "direct"},
+                {"network_rows_per_token", e.networkRowsPerToken},
+                {"hybrid", r.hasHybrid() ? json{{"sms", r.hybridEstimate.sms},
+                                                {"qps", r.hybridEstimate.qps},
+                                                {"network_rows_per_token", r.hybridEstimate.networkRowsPerToken}}
+                                         : json(nullptr)},
                 {"model", "DeepEP V2 get_theoretical_num_sms/qps; docs/topology.md"}};
   doc.member("estimate", estimate);
   // What the input did not say and epx assumed (PCI-only NCCL files); also among the warnings.

@@ -187,10 +187,17 @@ void printDetails(const Report& r, std::string& out) {
   for (const GpuRail& g : r.rails.gpus) nicsOfUnknownRate |= !g.nics.empty();
   nicsOfUnknownRate &= r.nicGbpsPerGpu <= 0;
   put(out, "  SMs %d, QPs %d%s\n", e.sms, e.qps,
-      e.qps != 0             ? ""
+      r.hasHybrid()          ? " (direct)"
+      : e.qps != 0           ? ""
       : nicsOfUnknownRate    ? " (RDMA NICs of unknown rate: see the warnings)"
       : r.nvlinkLinks == 0   ? " (no RDMA)"
                              : " (no RDMA: NVLink-only EP)");
+  if (r.hasHybrid()) {
+    const auto& h = r.hybridEstimate;
+    put(out, "  SMs %d, QPs %d (hybrid: through rail peers, then NVLink)\n", h.sms, h.qps);
+    put(out, "  network rows per token (uniform routing): direct %.2f, hybrid %.2f (%.0f %% fewer)\n",
+        e.networkRowsPerToken, h.networkRowsPerToken, 100.0 * (1.0 - h.networkRowsPerToken / e.networkRowsPerToken));
+  }
   if (noScaleup && e.nicGBps <= 0)
     put(out, "  no NVLink between the GPUs (or NVLink unknown, see warnings): no link bandwidth to size for,\n"
              "  so the SM count is the floor (%d); with NVLink known it follows the link count\n", kMinSms);

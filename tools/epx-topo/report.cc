@@ -54,6 +54,9 @@ Report buildReport(Topology topo, const SlPolicy& sl, const EstimateInputs& in) 
   r.shape.numScaleoutRanks = in.nodes > 0 ? in.nodes : (r.nicGbpsPerGpu > 0 ? 2 : 1);
   r.estimated = !t.gpus.empty();
   r.estimate = epxEstimateEpResources(epxNvlinkGBps(r.nvlinkLinks), epxNicGBps(r.nicGbpsPerGpu), in.numSMs, r.shape);
+  EpxEpShape hybrid = r.shape;
+  hybrid.forwarding = EpxForwarding::kHybrid;
+  r.hybridEstimate = epxEstimateEpResources(epxNvlinkGBps(r.nvlinkLinks), epxNicGBps(r.nicGbpsPerGpu), in.numSMs, hybrid);
   return r;
 }
 

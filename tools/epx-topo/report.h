@@ -29,7 +29,9 @@ struct Report {
   EpxEpShape shape;
   int nvlinkLinks = 0;      ///< most NVLinks of any GPU
   double nicGbpsPerGpu = 0; ///< smallest per-GPU share of rail bandwidth, Gb/s
-  EpxResourceEstimate estimate;
+  EpxResourceEstimate estimate;        ///< direct forwarding (libepx's high-throughput kernels)
+  EpxResourceEstimate hybridEstimate;  ///< hybrid forwarding; meaningful when hasHybrid()
+  bool hasHybrid() const { return estimated && shape.numScaleoutRanks > 1 && estimate.nicGBps > 0; }
   bool estimated = false;   ///< false without a GPU: there is no EP to size (no estimate printed)
 };
 

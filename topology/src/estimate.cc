@@ -26,6 +26,12 @@ double epxExpectedGroupsTouched(int experts, int topk, int groups) {
   return groups * (1.0 - missAll);
 }
 
+double epxExpectedNetworkRows(int experts, int topk, int ranks, int nodes, EpxForwarding forwarding) {
+  if (nodes <= 1) return 0.0;
+  const int groups = forwarding == EpxForwarding::kHybrid ? nodes : ranks;
+  return epxExpectedGroupsTouched(experts, topk, groups) * (1.0 - 1.0 / nodes);
+}
+
 double epxNvlinkGBps(int links) { return links > 0 ? links * kNvlinkLinkGBps * kNvlinkEfficiency : 0.0; }
 
 double epxNicGBps(double rateGbps) { return rateGbps > 0 ? rateGbps / 8.0 : 0.0; }
@@ -40,8 +46,9 @@ EpxResourceEstimate epxEstimateEpResources(double nvlinkGBps, double nicGBps, in
   const double topkAll = epxExpectedGroupsTouched(shape.numExperts, shape.numTopk, R);
 
   // Per token copy sent: SM reads and writes (HBM) and link traffic, relative units.
+  const bool hybrid = S > 1 && shape.forwarding == EpxForwarding::kHybrid;
   double smRead = 1.0 / topkAll, smWrite = 0, rdma = 0, nvlink = 0;
-  if (S > 1) {  // hybrid: NVLink inside a node, RDMA between nodes, forwarding in between
+  if (hybrid) {  // NVLink inside a node, RDMA to rail peers, forwarding in between
     const double topkNodes = epxExpectedGroupsTouched(shape.numExperts, shape.numTopk, S);
     smWrite += 1.0 / topkAll;                             // into the send buffer
     smWrite += (1.0 / topkAll) * (topkNodes / S);         // local-node bypass
@@ -49,9 +56,10 @@ EpxResourceEstimate epxEstimateEpResources(double nvlinkGBps, double nicGBps, in
     smRead += topkNodes / topkAll;                        // forwarders read RDMA arrivals
     smWrite += 1.0;                                       // and write them over NVLink
     nvlink += 1.0 - 1.0 / U;
-  } else {      // direct: every peer is an NVLink peer
+  } else {       // direct: each copy written once (an NVLink store or a network staging row)
     smWrite += 1.0;
-    nvlink += 1.0 - 1.0 / U;
+    nvlink += (1.0 / S) * (1.0 - 1.0 / U);  // to the other ranks of the own node
+    rdma += 1.0 - 1.0 / S;                  // to every rank of another node
   }
 
   // Bottleneck link: the larger traffic/bandwidth ratio.
@@ -69,8 +77,9 @@ EpxResourceEstimate epxEstimateEpResources(double nvlinkGBps, double nicGBps, in
   r.sms = n;
 
   if (r.nicGBps <= 0) r.qps = 0;                                  // NVLink-only EP: no RDMA
-  else if (S > 1) r.qps = std::min(n * 16 + 1, kMaxHybridQps);    // one per SM × channel, + notify
+  else if (hybrid) r.qps = std::min(n * 16 + 1, kMaxHybridQps);  // one per SM × channel, + notify
   else r.qps = std::min(n, kMaxDirectQps);                        // few QPs, less doorbell ringing
+  r.networkRowsPerToken = epxExpectedNetworkRows(shape.numExperts, shape.numTopk, R, S, shape.forwarding);
   return r;
 }
 

@@ -34,6 +34,13 @@ struct EpxResourceEstimate {
   int qps = 0;            ///< RDMA QPs per peer connection; 0 without RDMA
   double nvlinkGBps = 0;  ///< NVLink bandwidth used, GB/s per direction
   double nicGBps = 0;     ///< RDMA bandwidth used, GB/s per direction
+  double networkRowsPerToken = 0;  ///< token rows a rank puts on the network per token (uniform routing); 0 on one node
+};
+
+/// How a token reaches the GPUs of another node.
+enum class EpxForwarding {
+  kDirect,  ///< one network copy per destination rank on another node (libepx's high-throughput kernels)
+  kHybrid,  ///< one network copy per destination node, to the rail peer, which forwards it over NVLink (DeepEP V2's multi-node model)
 };
 
 /// EP group geometry the estimate assumes.
@@ -43,6 +50,7 @@ struct EpxEpShape {
   int numExperts = 256;
   int numTopk = 8;
   bool preferOverlapWithCompute = true;  ///< false raises the count to 64 (DeepEP's rule)
+  EpxForwarding forwarding = EpxForwarding::kDirect;  ///< alike on one node
 };
 
 /// Expected number of groups a token's top-k experts touch under uniform routing, `numExperts`
@@ -50,6 +58,11 @@ struct EpxEpShape {
 /// is the distinct destination ranks per token (direct mode's copies), with groups = nodes the
 /// distinct destination nodes (hybrid mode's network copies, the own node included).
 double epxExpectedGroupsTouched(int numExperts, int topk, int groups);
+
+/// Token rows a rank puts on the network per token under uniform routing, `ranks` split into
+/// `nodes` equal nodes: direct T(ranks)·(1 − 1/nodes) (every destination rank on another node),
+/// hybrid T(nodes)·(1 − 1/nodes) (every other destination node once). 0 with one node.
+double epxExpectedNetworkRows(int numExperts, int topk, int ranks, int nodes, EpxForwarding forwarding);
 
 /// NVLink GB/s per direction from a link count: links × 26.562 × 0.9.
 double epxNvlinkGBps(int links);
