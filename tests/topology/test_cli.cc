@@ -170,6 +170,12 @@ BOOST_AUTO_TEST_CASE(tree_and_matrix_flags_select_sections) {
   BOOST_TEST(m.code == 0);
   BOOST_TEST(m.out.find("Legend") != std::string::npos);
   BOOST_TEST(m.out.find("Machine") == std::string::npos);
+  // A file without GPUs (the p5 PCI dump) has no matrix rows: one line says so, no empty header.
+  Run none = run("--matrix --nccl-xml " + fx("aws-ofi-nccl_p5.48xl-topo.xml"));
+  BOOST_TEST(none.code == 0);
+  BOOST_TEST(none.out.find("GPU matrix: no GPU (") != std::string::npos, none.out);
+  BOOST_TEST(none.out.find("Legend") == std::string::npos, none.out);
+  BOOST_TEST(none.out.find("NUMA\n") == std::string::npos, none.out);
 }
 
 BOOST_AUTO_TEST_CASE(export_nccl_topo_writes_a_loadable_file) {

@@ -119,6 +119,10 @@ void printTree(const Report& r, std::string& out) {
 
 void printMatrix(const Report& r, std::string& out) {
   const Topology& t = r.topo;
+  if (t.gpus.empty()) {  // rows are GPUs: nothing to draw (the NICs are in the tree and the NIC table)
+    put(out, "\nGPU matrix: no GPU (%zu RDMA NIC port(s))\n", t.nics.size());
+    return;
+  }
   out += "\n       ";
   for (const Gpu& g : t.gpus) put(out, "%-7s", ("GPU" + std::to_string(g.index)).c_str());
   for (const Nic& n : t.nics) put(out, "%-7s", ("NIC" + std::to_string(n.index)).c_str());
