@@ -17,6 +17,7 @@ enum LlHalf : int { kLlHalfSend = 1, kLlHalfRecv = 2 };
 struct LlState {
   uint32_t seq[kLlNumOps];       // last op sent
   uint32_t sentCtas[kLlNumOps];  // CTAs done with the current send half (the last one signals)
+  uint32_t roundCtas[kLlSendRounds];  // CTAs done with a dispatch send round (the last one puts it)
   uint32_t recvCtas[kLlNumOps];  // CTAs done with the current receive half (the last one frees the bank)
 };
 
