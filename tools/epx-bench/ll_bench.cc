@@ -61,25 +61,42 @@ double maxNetRows(const std::vector<epx::ref::LlRouting>& all, int K, int E, int
 }
 
 // GIN operations one call posts on the busiest rank (what ll_dispatch.cu / ll_combine.cu post):
-// dispatch, per destination rank on another node, one put-with-signal of its header and rows;
-// combine (staged, not zero-copy), per source rank on another node, one put-with-signal of its rows
-// (a bare signal when none).
+// dispatch, per destination rank on another node, one put-with-signal per send round that has rows
+// for it (the rank's tokens in kSendRounds contiguous shares), round 0 always (its header); combine
+// (staged, not zero-copy), per source rank on another node, one put-with-signal of its rows (a bare
+// signal when none).
+constexpr int kSendRounds = 4;  // ll_layout.h kLlSendRounds
 struct GinOps {
   double dispatch = 0, combine = 0;
 };
 GinOps ginOps(const std::vector<epx::ref::LlRouting>& all, int K, int E, int nRanks, int ranksPerNode) {
+  epx::ref::LlShape s;
+  s.nRanks = nRanks;
+  s.topk = K;
+  s.numExperts = E;
+  const int Le = E / nRanks;
   GinOps g;
   for (int r = 0; r < nRanks; ++r) {
+    const int T = all[size_t(r)].numTokens;
+    std::vector<char> rows(size_t(kSendRounds) * nRanks, 0);  // [round][destination] any row
+    for (int q = 0; q < kSendRounds; ++q) {
+      const int begin = q * (T / kSendRounds) + std::min(q, T % kSendRounds);
+      const int end = begin + T / kSendRounds + (q < T % kSendRounds ? 1 : 0);
+      for (int t = begin; t < end; ++t)
+        for (int k = 0; k < K; ++k) {
+          const int e = epx::ref::llSlotExpert(s, all[size_t(r)], t, k);
+          if (e >= 0) rows[size_t(q) * nRanks + e / Le] = 1;
+        }
+    }
     double disp = 0, comb = 0;
     for (int d = 0; d < nRanks; ++d) {
       if (d / ranksPerNode == r / ranksPerNode) continue;
-      disp += 1;  // header + rows, put-with-signal
+      for (int q = 0; q < kSendRounds; ++q) disp += q == 0 || rows[size_t(q) * nRanks + d];
       comb += 1;  // rows, put-with-signal
     }
     g.dispatch = std::max(g.dispatch, disp);
     g.combine = std::max(g.combine, comb);
   }
-  (void)K;
   return g;
 }
 
