@@ -63,7 +63,7 @@ struct SendSmem {  // dynamic shared memory of the send half, E = numExperts, pe
   int* total;      // [kLlSendRounds][E] pairs of round r's tokens per expert
   int* before;     // [kLlSendRounds][E] pairs of round r's tokens before this CTA's share of it
   int* pref;       // [kLlSendRounds][E + 1] exclusive prefix of total[r] over experts (llStageRow)
-  int* stage;      // [E + 1] first staging row of each expert over all rounds in expert order (combine)
+  int* stage;      // [E + 1] rows to the experts before e over all rounds (destination d starts at stage[d * Le])
   int* warpStart;  // [kWarps][E] first slot of each warp's tokens of the round
   __device__ SendSmem(int* s, int E)
       : total(s), before(s + kLlSendRounds * E), pref(s + 2 * kLlSendRounds * E),
@@ -180,8 +180,15 @@ __device__ void sendRound(const LlDispatchArgs& a, const LlSession& ses, const S
     const int e = a.r.tokExpert[size_t(t) * K + k];
     if (e < 0) continue;
     const int slot = a.r.tokSlot[size_t(t) * K + k], d = e / Le;
-    char* msg = tr.lsa(d) ? tr.lsaBase(d) + l.recvMsg(bank, e % Le, c.rank, slot, fp8)
-                          : tr.localBase() + l.stageMsg(llStageRow(sm.pref, E, Le, r, e, slot - sm.slotBase(r, e, E)), d, fp8);
+    char* msg;
+    if (tr.lsa(d)) {
+      msg = tr.lsaBase(d) + l.recvMsg(bank, e % Le, c.rank, slot, fp8);
+    } else {
+      const int row = llStageRow(sm.pref, E, Le, r, e, slot - sm.slotBase(r, e, E));
+      msg = tr.localBase() + l.stageMsg(row, d, fp8);
+      // Where the row lands at d, and so where d's combine returns it.
+      if (lane == 0) a.r.tokLanding[size_t(t) * K + k] = row - sm.stage[d * Le];
+    }
     if (lane < 2) reinterpret_cast<int*>(msg + l.metaOffset(fp8))[lane] = lane == 0 ? t : k;
     sendRow(a, l, t, msg, lane);
   }
@@ -250,9 +257,11 @@ __device__ void sendHalf(const LlDispatchArgs& a, LlSession& ses, uint32_t seq, 
     sm.stage[e] = s;
   }
   __syncthreads();
-  // Combine finds a GIN expert's returned rows by this prefix (its packing: local expert, slot).
-  if (gin && blockIdx.x == 0)
-    for (int e = threadIdx.x; e <= E; e += kThreads) a.r.stageStart[e] = sm.stage[e];
+  // Combine waits for each GIN expert rank's rounds by these counts (that rank returns our rows of
+  // round q in its round q).
+  if (blockIdx.x == 0)
+    for (int i = threadIdx.x; i < kLlSendRounds * c.nRanks; i += kThreads)
+      a.r.roundRows[i] = llRoundRowsTo(sm.pref, E, Le, i / c.nRanks, i % c.nRanks);
   // The rounds: every CTA stages its part, the last one to finish puts the round on the wire.
   // Rounds without tokens are skipped by every CTA alike, except round 0 (the header).
   for (int r = 0; r < kLlSendRounds; ++r) {
@@ -260,7 +269,7 @@ __device__ void sendHalf(const LlDispatchArgs& a, LlSession& ses, uint32_t seq, 
     if (r > 0 && round.end == round.begin) continue;
     const Share share = shareOf(round.end - round.begin, gridDim.x, blockIdx.x);
     sendRound(a, ses, sm, r, Share{round.begin + share.begin, round.begin + share.end}, bank);
-    if (lastCtaOf(&a.g.state->roundCtas[r]) && gin && !ses.abort && !timedOut(c.error)) postRound(a, ses, sm, r, bank);
+    if (lastCtaOf(&a.g.state->roundCtas[kLlDispatch][r]) && gin && !ses.abort && !timedOut(c.error)) postRound(a, ses, sm, r, bank);
   }
   // The last CTA announces the NVLink rows, after every CTA's stores: (rows + 1) per expert by a
   // release add.
@@ -284,7 +293,7 @@ __device__ void recvHalf(const LlDispatchArgs& a, LlSession& ses, uint32_t seq, 
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, bank = llBankOf(seq);
   const bool fp8 = a.fp8 != 0;
   const int rowsPer = l.rowsPerExpert();
-  const uint32_t arriveBase = llDispatchArriveBase(seq);
+  const uint32_t arriveBase = llRoundArriveBase(seq);
   RecvSmem sm(smem, Le, R);
   uint32_t* seen = a.g.countSeen + size_t(bank) * E;
   // Rows per (local expert, source): NVLink sources' count words (all their rows are there), network
@@ -381,6 +390,7 @@ __device__ void recvHalf(const LlDispatchArgs& a, LlSession& ses, uint32_t seq, 
       a.r.expertCount[le] = sm.leCount[le];
     }
     for (int i = threadIdx.x; i < Le * (R + 1); i += kThreads) a.r.srcStart[i] = sm.srcStart[i];
+    for (int i = threadIdx.x; i < kLlSendRounds * E; i += kThreads) a.r.roundCount[i] = sm.rcount[i];
   }
   if (!lastCtaOf(&a.g.state->recvCtas[kLlDispatch])) return;
   if (ses.abort || timedOut(c.error)) return;
@@ -417,8 +427,9 @@ size_t dispatchSmem(int numExperts, int localExperts, int nRanks) {
 cudaError_t llPrepareKernels() {
   // The largest dynamic shared memory any LL group needs (kMaxExperts experts), set once at group
   // creation so that launches (possibly under graph capture) need no attribute call.
-  return cudaFuncSetAttribute(llDispatchKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              int(llDispatchSmem(kMaxExperts, 1)));
+  const cudaError_t ce = cudaFuncSetAttribute(llDispatchKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              int(llDispatchSmem(kMaxExperts, 1)));
+  return ce == cudaSuccess ? llPrepareCombineKernel() : ce;
 }
 
 cudaError_t launchLlDispatch(const LlDispatchArgs& args, int nCtas, cudaStream_t stream) {

@@ -296,8 +296,8 @@ BOOST_AUTO_TEST_CASE(reference_rows_follow_source_then_token_order) {
 // destination one put per posted round (round 0: header + rows) moves them into the source's area
 // of the bank, each adding llRoundSignal; the receiver, from the header (llLandingRow), finds the
 // reference's rows in output order once llArrivedBy of their round has landed. Combine: the expert
-// rank's packed return (local expert, then slot) lands where the source looks (its expert-order
-// staging prefix), inside the expert rank's rows of combineRecv.
+// rank returns each row in the source's round, packed as it landed, and the source reads it at
+// the landing index it kept (tokLanding), inside the expert rank's rows of combineRecv.
 BOOST_AUTO_TEST_CASE(ll_gin_landing_matches_reference) {
   const int R = 4, T = 9, K = 3, E = 16, Le = E / R, H = 256, NR = dev::kLlSendRounds;
   GroupConfig g;
@@ -318,14 +318,15 @@ BOOST_AUTO_TEST_CASE(ll_gin_landing_matches_reference) {
     for (int i = 0; i < all[r].numTokens * K; ++i) all[r].topkIdx.push_back(int64_t(rng() % (E + 2)) - 1);
   }
   struct Msg {
-    int src, token, k;
+    int src, token, k, landing;  // landing: the source's tokLanding (where combine returns the row)
   };
   for (bool fp8 : {false, true})
     for (int bank = 0; bank < dev::kLlBanks; ++bank) {
       std::vector<std::map<uint64_t, Msg>> win(R);                                  // [dst] landed messages
+      std::vector<std::vector<int>> roundRows(R, std::vector<int>(size_t(NR) * R));  // [src][round][dst]
       std::vector<std::vector<int>> hdr(R, std::vector<int>(size_t(R) * NR * Le));  // [dst][src][round][le]
       std::vector<std::vector<uint32_t>> signal(R, std::vector<uint32_t>(R, 0));    // [dst][src] arrival word
-      std::vector<std::vector<int>> stage(R, std::vector<int>(E + 1, 0));           // [src] stageStart
+      std::vector<std::vector<int>> stage(R, std::vector<int>(E + 1, 0));           // [src] rows to experts < e
       for (int src = 0; src < R; ++src) {
         const ref::LlRouting& rt = all[src];
         std::vector<int> count(E, 0), total(size_t(NR) * E, 0), pref(size_t(NR) * (E + 1), 0);
@@ -353,11 +354,12 @@ BOOST_AUTO_TEST_CASE(ll_gin_landing_matches_reference) {
             const int row = dev::llStageRow(pref.data(), E, Le, r, e, slotOf[size_t(t) * K + k] - before);
             const uint64_t off = l.stageMsg(row, e / Le, fp8);
             BOOST_TEST(off + l.msgBytes(fp8) <= l.combineRecv);
-            BOOST_TEST(staged.emplace(off, Msg{src, t, k}).second);
+            const int landing = row - dev::llDestFirstRow(pref.data(), E, e / Le * Le);
+            BOOST_TEST(staged.emplace(off, Msg{src, t, k, landing}).second);
           }
         for (int d = 0; d < R; ++d) {
           int rows[dev::kLlSendRounds];
-          for (int q = 0; q < NR; ++q) rows[q] = dev::llRoundRowsTo(pref.data(), E, Le, q, d);
+          for (int q = 0; q < NR; ++q) rows[q] = roundRows[src][size_t(q) * R + d] = dev::llRoundRowsTo(pref.data(), E, Le, q, d);
           const int first = dev::llDestFirstRow(pref.data(), E, d * Le);
           BOOST_TEST(first == stage[src][d * Le]);
           for (int q = 0; q < NR; ++q)
@@ -391,19 +393,25 @@ BOOST_AUTO_TEST_CASE(ll_gin_landing_matches_reference) {
           std::vector<ref::LlRow> got;
           for (int src = 0; src < R; ++src) {
             const int* h = &hdr[r][size_t(src) * NR * Le];
-            int slot = 0, packed = 0;  // packed: the (le, slot) position of combine's return
-            for (int j = 0; j < le; ++j)
-              for (int q = 0; q < NR; ++q) packed += h[q * Le + j];
-            for (int q = 0; q < NR; ++q)
-              for (int jr = 0; jr < h[q * Le + le]; ++jr, ++slot) {
-                const auto it = win[r].find(l.ginRecvMsg(bank, src, dev::llLandingRow(h, Le, q, le, jr), fp8));
+            int roundFirst = 0;  // the combine's round-q put to src covers [roundFirst, + its rows)
+            for (int q = 0; q < NR; ++q) {
+              int rowsQ = 0;
+              for (int x = 0; x < Le; ++x) rowsQ += h[q * Le + x];
+              // What src waits for per round (its own dispatch rows to r) is what r returns.
+              BOOST_TEST(roundRows[src][size_t(q) * R + r] == rowsQ);
+              for (int jr = 0; jr < h[q * Le + le]; ++jr) {
+                const int idx = dev::llLandingRow(h, Le, q, le, jr);
+                const auto it = win[r].find(l.ginRecvMsg(bank, src, idx, fp8));
                 BOOST_REQUIRE(it != win[r].end());
                 got.push_back({it->second.src, it->second.token, it->second.k});
-                const int e = r * Le + le;
-                BOOST_TEST(stage[src][e] - stage[src][r * Le] + slot == packed + slot);
-                BOOST_TEST(l.ginCombineRecvRow(bank, r, packed + slot) + l.rowBytes <=
+                // Combine: r returns this row at idx in round q; src reads it at its tokLanding.
+                BOOST_TEST(it->second.landing == idx);
+                BOOST_TEST((idx >= roundFirst && idx < roundFirst + rowsQ));
+                BOOST_TEST(l.ginCombineRecvRow(bank, r, idx) + l.rowBytes <=
                            l.combineRecvRow(bank, (r + 1) * Le - 1, T - 1) + l.rowBytes);
               }
+              roundFirst += rowsQ;
+            }
           }
           BOOST_TEST((got == want.rows[size_t(le)]));
         }
@@ -433,7 +441,7 @@ BOOST_AUTO_TEST_CASE(ll_round_signals_add_up_per_op) {
     BOOST_TEST(posted == 1 + __builtin_popcount(unsigned(mask) & ~1u));
   }
   // The word's base before op #seq: kLlSendRounds per earlier op on the same bank.
-  for (uint32_t seq = 1; seq < 10; ++seq) BOOST_TEST(dev::llDispatchArriveBase(seq) == (seq - 1) / 2 * uint32_t(NR));
+  for (uint32_t seq = 1; seq < 10; ++seq) BOOST_TEST(dev::llRoundArriveBase(seq) == (seq - 1) / 2 * uint32_t(NR));
 }
 
 BOOST_AUTO_TEST_CASE(fp8_e4m3_cast_is_round_to_nearest_even_and_saturating) {

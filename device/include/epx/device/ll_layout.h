@@ -22,16 +22,20 @@
 //   combineRecv   [2 bank][numExperts][maxTokens] BF16 rows at the source rank: expert e's output
 //                 for the token in slot `slot` of e (NVLink experts); for a GIN expert rank r the
 //                 bank's Le * maxTokens rows of r's experts are r's landing area: the rows packed
-//                 in this rank's dispatch staging order (ginCombineRecvRow)
+//                 as this rank's dispatch rows landed at r (send round, local expert, slot:
+//                 llLandingRow), so round q's rows return in round q (ginCombineRecvRow)
 //   combineSend   [Le][nRanks * maxTokens] BF16 rows: the zero-copy combine input (dispatch output
-//                 layout); otherwise GIN staging of combine, packed by source rank, then local
-//                 expert, then slot (combineStageRow), one put per source rank
+//                 layout); otherwise GIN staging of combine, packed by source rank, then as the
+//                 source's dispatch rows landed here (combineStageRow), one put per source rank and
+//                 send round of that source's dispatch
 //
 // Synchronization words (LSA: u32 in the flags region; GIN: signal with the same index), all
 // cumulative, never reset, indexed after the high-throughput words (protocol.h):
 //   count(bank, le, src)  dispatch, LSA source: src adds (rows it sent to local expert le) + 1 once
 //                         per op on that bank; the receiver keeps its running total per word (LlState)
-//   combineArrive(bank, src)  combine: src adds 1 per op on that bank after all its rows for us
+//   combineArrive(bank, src)  combine: an NVLink src adds 1 per op on that bank after all its rows
+//                         for us; a GIN src kLlSendRounds over its round puts (as dispatchArrive,
+//                         with our dispatch's rows to src per round)
 //   dispatchArrive(bank, src) dispatch, GIN source: src adds kLlSendRounds per op on that bank
 //                         over its puts of that op (llRoundSignal; each signal is applied after
 //                         its put's data, and one source's puts to one rank land in order)
@@ -120,9 +124,10 @@ struct LlLayout {
   EPX_HD uint64_t combineSendRow(int le, int row) const {
     return combineSend + (uint64_t(le) * nRanks * uint64_t(maxTokens) + row) * rowBytes;
   }
-  // Row `idx` of GIN expert rank r's landing area in `bank` (rows packed in this rank's staging order).
+  // Row `idx` of GIN expert rank r's landing area in `bank` (rows packed as this rank's dispatch rows
+  // landed at r: llLandingRow).
   EPX_HD uint64_t ginCombineRecvRow(int bank, int r, int idx) const { return combineRecvRow(bank, r * localExperts, idx); }
-  // Row `idx` of the packed GIN combine staging (source rank, local expert, slot).
+  // Row `idx` of the packed GIN combine staging (source rank, then send round, local expert, slot).
   EPX_HD uint64_t combineStageRow(int idx) const { return combineSendRow(0, idx); }
   // Rows of one local expert in the dispatch output (and the combine input).
   EPX_HD int rowsPerExpert() const { return nRanks * maxTokens; }
@@ -198,8 +203,9 @@ EPX_HD uint32_t llArrivedBy(const int* rows, int r) {
 EPX_HD int llBankOf(uint32_t seq) { return int(seq & 1u); }
 // Value of a combineArrive word once op #seq (on bank seq & 1) has arrived: ops so far on that bank.
 EPX_HD uint32_t llArriveTarget(uint32_t seq) { return (seq + 1u) >> 1; }
-// A dispatchArrive word before op #seq's puts: kLlSendRounds per earlier op on that bank.
-EPX_HD uint32_t llDispatchArriveBase(uint32_t seq) { return (llArriveTarget(seq) - 1u) * uint32_t(kLlSendRounds); }
+// A GIN arrival word (dispatchArrive, combineArrive) before op #seq's puts: kLlSendRounds per earlier
+// op on that bank.
+EPX_HD uint32_t llRoundArriveBase(uint32_t seq) { return (llArriveTarget(seq) - 1u) * uint32_t(kLlSendRounds); }
 // A sender may put op #seq once the receiver's free word allows it with depth kLlBanks
 // (protocol.h mayWrite: the receiver consumed op seq - 2, the bank's previous op).
 
