@@ -59,49 +59,29 @@ __device__ __forceinline__ void countToken(const LlDispatchArgs& a, int t, int* 
   }
 }
 
-struct SendSmem {  // dynamic shared memory of the send half, E = numExperts, per send round r
-  int* total;      // [kLlSendRounds][E] pairs of round r's tokens per expert
-  int* before;     // [kLlSendRounds][E] pairs of round r's tokens before this CTA's share of it
-  int* pref;       // [kLlSendRounds][E + 1] exclusive prefix of total[r] over experts (llStageRow)
-  int* stage;      // [E + 1] rows to the experts before e over all rounds (destination d starts at stage[d * Le])
-  int* warpStart;  // [kWarps][E] first slot of each warp's tokens of the round
-  __device__ SendSmem(int* s, int E)
-      : total(s), before(s + kLlSendRounds * E), pref(s + 2 * kLlSendRounds * E),
-        stage(pref + kLlSendRounds * (E + 1)), warpStart(stage + E + 1) {}
-  __host__ __device__ static size_t bytes(int E) {
-    return (size_t(3 * kLlSendRounds + 1 + kWarps) * E + kLlSendRounds + 1) * sizeof(int);
-  }
-  // Slots of expert e taken by the rounds before r.
-  __device__ int slotBase(int r, int e, int E) const {
-    int n = 0;
-    for (int q = 0; q < r; ++q) n += total[q * E + e];
-    return n;
-  }
+struct SendSmem {  // dynamic shared memory of the send half, E = numExperts
+  int* before;     // [E] pairs of tokens before this CTA's first token
+  int* total;      // [E] pairs of all tokens
+  int* stage;      // [E + 1] exclusive prefix of total: first staging row of each expert
+  int* warpStart;  // [kWarps][E] first slot of each warp's tokens
+  __device__ explicit SendSmem(int* s, int E) : before(s), total(s + E), stage(s + 2 * E), warpStart(s + 3 * E + 1) {}
+  __host__ __device__ static size_t bytes(int E) { return (size_t(3 + kWarps) * E + 1) * sizeof(int); }
 };
 
-struct RecvSmem {   // dynamic shared memory of the receive half; i = le * nRanks + src
+struct RecvSmem {   // dynamic shared memory of the receive half
   int* count;       // [Le * nRanks] rows from each (local expert, source)
-  int* rcount;      // [kLlSendRounds][Le * nRanks] of them in each send round (NVLink sources: round 0)
-  int* ginOff;      // [kLlSendRounds][Le * nRanks] GIN source: landing index of its first row of the round
-  int* roundStart;  // [kLlSendRounds][Le * nRanks + 1] exclusive prefix of rcount[r] over i
-  int* srcRows;     // [nRanks][kLlSendRounds] a GIN source's rows per round (its header's sums)
+  int* ginOff;      // [Le * nRanks] GIN source: first message of (local expert, source) in its landing area
   int* srcStart;    // [Le][nRanks + 1] exclusive prefix over sources
   int* leCount;     // [Le]
   int* leStart;     // [Le + 1] exclusive prefix over local experts (flattened rows)
   __device__ RecvSmem(int* s, int Le, int R)
-      : count(s), rcount(count + Le * R), ginOff(rcount + kLlSendRounds * Le * R),
-        roundStart(ginOff + kLlSendRounds * Le * R), srcRows(roundStart + kLlSendRounds * (Le * R + 1)),
-        srcStart(srcRows + R * kLlSendRounds), leCount(srcStart + Le * (R + 1)), leStart(leCount + Le) {}
-  __host__ __device__ static size_t bytes(int Le, int R) {
-    const size_t E = size_t(Le) * R;
-    return ((1 + 3 * kLlSendRounds) * E + kLlSendRounds + size_t(R) * kLlSendRounds + size_t(Le) * (R + 1) + 2 * Le + 1) *
-           sizeof(int);
-  }
+      : count(s), ginOff(s + Le * R), srcStart(s + 2 * Le * R), leCount(srcStart + Le * (R + 1)), leStart(leCount + Le) {}
+  __host__ __device__ static size_t bytes(int Le, int R) { return (2 * size_t(Le) * R + size_t(Le) * (R + 1) + 2 * Le + 1) * sizeof(int); }
 };
 
-// Writes token t's row as a message at dst: payload (BF16 copy, or FP8 cast with one scale per 128
-// channels) and scales. Every lane of the warp.
-__device__ void sendRow(const LlDispatchArgs& a, const LlLayout& l, int t, char* dst, int lane) {
+// Writes token t's row as a message to each of n destinations (dsts[j]: message base): payload
+// (BF16 copy, or FP8 cast with one scale per 128 channels) and scales. Every lane of the warp.
+__device__ void sendRow(const LlDispatchArgs& a, const LlLayout& l, int t, char* const* dsts, int n, int lane) {
   const int vecs = a.shape.hidden / 8;  // 16-byte BF16 vectors of the row
   const int4* src = reinterpret_cast<const int4*>(a.x + size_t(t) * a.shape.hidden);
   const bool fp8 = a.fp8 != 0;
@@ -111,7 +91,8 @@ __device__ void sendRow(const LlDispatchArgs& a, const LlLayout& l, int t, char*
     const bool active = i < vecs;  // hidden % 128 == 0: a 16-lane block is all active or all not
     const int4 v = active ? ldNc(src + i) : make_int4(0, 0, 0, 0);
     if (!fp8) {
-      if (active) stNa(reinterpret_cast<int4*>(dst) + i, v);
+      if (active)
+        for (int j = 0; j < n; ++j) stNa(reinterpret_cast<int4*>(dsts[j]) + i, v);
       continue;
     }
     float m = absMax8(v);
@@ -120,25 +101,36 @@ __device__ void sendRow(const LlDispatchArgs& a, const LlLayout& l, int t, char*
     const float scale = llFp8Scale(m, a.roundScale != 0);
     const uint2 q = castFp8x8(v, __frcp_rn(scale));
     if (!active) continue;
-    reinterpret_cast<uint2*>(dst)[i] = q;
-    if ((lane & 15) == 0) reinterpret_cast<float*>(dst + scaleOff)[i / 16] = scale;
+    for (int j = 0; j < n; ++j) {
+      reinterpret_cast<uint2*>(dsts[j])[i] = q;
+      if ((lane & 15) == 0) reinterpret_cast<float*>(dsts[j] + scaleOff)[i / 16] = scale;
+    }
   }
 }
 
-// Send round r of `seq` (tokens `round`, this CTA's part `mine`): slots, then the messages, one
-// (token, top-k slot) per warp at a time. Every thread of the CTA.
-__device__ void sendRound(const LlDispatchArgs& a, const LlSession& ses, const SendSmem& sm, int r, Share mine,
-                          int bank) {
+__device__ void sendHalf(const LlDispatchArgs& a, LlSession& ses, uint32_t seq, int* smem, char* (&dsts)[kWarps][kMaxTopk]) {
   const LinkArgs& c = a.link;
   const EpShape& sh = a.shape;
   const Transport& tr = ses.t;
   const LlLayout& l = a.g.l;
-  const int E = sh.numExperts, Le = sh.localExperts, K = sh.topk;
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const bool fp8 = a.fp8 != 0;
+  const int E = sh.numExperts, Le = sh.localExperts, K = sh.topk, T = a.numTokens;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, bank = llBankOf(seq);
+  const bool fp8 = a.fp8 != 0, gin = tr.hasGin();
+  SendSmem sm(smem, E);
+  // Staging rows may still be read by this rank's earlier GIN puts (any CTA posted them).
+  if (gin && !tr.completeGinCounters(tr.counterBase(), gridDim.x)) ses.abort = true;
+  ses.waitFree(kLlDispatch, seq, kPhaseLlDispatchFree);
+
+  const Share mine = shareOf(T, gridDim.x, blockIdx.x);
+  for (int e = threadIdx.x; e < E; e += kThreads) sm.before[e] = sm.total[e] = 0;
   for (int i = threadIdx.x; i < kWarps * E; i += kThreads) sm.warpStart[i] = 0;
   __syncthreads();
-  // Each warp's contiguous part of this CTA's tokens of the round, in token order: slot within the warp.
+  // Pass 1: pairs per expert of all tokens, and of the tokens before this CTA's.
+  for (int t = threadIdx.x; t < T; t += kThreads) {
+    countToken(a, t, sm.total);
+    if (t < mine.begin) countToken(a, t, sm.before);
+  }
+  // Pass 2: each warp's contiguous part of this CTA's tokens, in token order: slot within the warp.
   const Share part = shareOf(mine.end - mine.begin, kWarps, warp);
   int* hist = sm.warpStart + warp * E;
   for (int t = mine.begin + part.begin; t < mine.begin + part.end; ++t) {
@@ -154,130 +146,62 @@ __device__ void sendRound(const LlDispatchArgs& a, const LlSession& ses, const S
     }
   }
   __syncthreads();
-  // Slot bases: every warp's part starts after the earlier rounds', the earlier CTAs' and the
-  // earlier warps' pairs.
+  // Slot bases: every warp's part starts after the earlier warps' and the earlier CTAs' pairs.
   for (int e = threadIdx.x; e < E; e += kThreads) {
-    int run = sm.slotBase(r, e, E) + sm.before[r * E + e];
+    int run = sm.before[e];
     for (int w = 0; w < kWarps; ++w) {
       const int h = sm.warpStart[w * E + e];
       sm.warpStart[w * E + e] = run;
       run += h;
     }
   }
+  if (gin && warp == 0) warpExclusiveScan(sm.total, sm.stage, E, lane);
   __syncthreads();
-  for (int t = mine.begin + part.begin; t < mine.begin + part.end; ++t) {
-    if (lane >= K) continue;
-    const size_t i = size_t(t) * K + lane;
-    const int e = a.r.tokExpert[i];
-    if (e >= 0) a.r.tokSlot[i] = sm.warpStart[warp * E + e] + a.r.tokSlot[i];
-  }
-  __syncthreads();
-  if (ses.abort) return;
-  // Messages: NVLink destinations straight into their receive rows, network ones into staging.
-  const int pairs = (mine.end - mine.begin) * K;
-  for (int p = warp; p < pairs; p += kWarps) {
-    const int t = mine.begin + p / K, k = p % K;
-    const int e = a.r.tokExpert[size_t(t) * K + k];
-    if (e < 0) continue;
-    const int slot = a.r.tokSlot[size_t(t) * K + k], d = e / Le;
-    char* msg;
-    if (tr.lsa(d)) {
-      msg = tr.lsaBase(d) + l.recvMsg(bank, e % Le, c.rank, slot, fp8);
-    } else {
-      const int row = llStageRow(sm.pref, E, Le, r, e, slot - sm.slotBase(r, e, E));
-      msg = tr.localBase() + l.stageMsg(row, d, fp8);
-      // Where the row lands at d, and so where d's combine returns it.
-      if (lane == 0) a.r.tokLanding[size_t(t) * K + k] = row - sm.stage[d * Le];
-    }
-    if (lane < 2) reinterpret_cast<int*>(msg + l.metaOffset(fp8))[lane] = lane == 0 ? t : k;
-    sendRow(a, l, t, msg, lane);
-  }
-}
-
-// The last CTA of send round r: one put per network destination of the round's rows (round 0:
-// with the header of every round's counts, even when empty), each adding llRoundSignal.
-__device__ void postRound(const LlDispatchArgs& a, const LlSession& ses, const SendSmem& sm, int r, int bank) {
-  const LinkArgs& c = a.link;
-  const Transport& tr = ses.t;
-  const LlLayout& l = a.g.l;
-  const int E = a.shape.numExperts, Le = a.shape.localExperts;
-  const bool fp8 = a.fp8 != 0;
-  for (int d = threadIdx.x; d < c.nRanks; d += kThreads) {
-    if (tr.lsa(d)) continue;
-    int rows[kLlSendRounds];
-    for (int q = 0; q < kLlSendRounds; ++q) rows[q] = llRoundRowsTo(sm.pref, E, Le, q, d);
-    if (!llRoundPosted(rows, r)) continue;
-    const int first = llDestFirstRow(sm.pref, E, d * Le);
-    const int from = llStageRow(sm.pref, E, Le, r, d * Le, 0);
-    uint64_t src = l.stageMsg(from, d, fp8), dst = l.ginRecvMsg(bank, c.rank, from - first, fp8);
-    uint64_t bytes = uint64_t(rows[r]) * l.msgBytes(fp8);
-    if (r == 0) {
-      int* hdr = reinterpret_cast<int*>(tr.localBase() + l.hdrStage(d, first, fp8));
-      for (int q = 0; q < kLlSendRounds; ++q)
-        for (int le = 0; le < Le; ++le) hdr[q * Le + le] = sm.total[q * E + d * Le + le];
-      src -= l.hdrBytes();
-      dst -= l.hdrBytes();
-      bytes += l.hdrBytes();
-    }
-    tr.putSignalWord(d, dst, src, bytes, l.dispatchArriveWord(bank, c.rank), llRoundSignal(rows, r),
-                     dataContextOf(d, c.ginContexts));
-  }
-}
-
-__device__ void sendHalf(const LlDispatchArgs& a, LlSession& ses, uint32_t seq, int* smem) {
-  const LinkArgs& c = a.link;
-  const EpShape& sh = a.shape;
-  const Transport& tr = ses.t;
-  const LlLayout& l = a.g.l;
-  const int E = sh.numExperts, Le = sh.localExperts, T = a.numTokens;
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, bank = llBankOf(seq);
-  const bool gin = tr.hasGin();
-  SendSmem sm(smem, E);
-  // Staging rows may still be read by this rank's earlier GIN puts (any CTA posted them).
-  if (gin && !tr.completeGinCounters(tr.counterBase(), gridDim.x)) ses.abort = true;
-  ses.waitFree(kLlDispatch, seq, kPhaseLlDispatchFree);
-
-  for (int i = threadIdx.x; i < 2 * kLlSendRounds * E; i += kThreads) sm.total[i] = 0;  // total, before
-  __syncthreads();
-  // Pairs per expert of every round's tokens, and of the round's tokens before this CTA's share.
-  for (int r = 0; r < kLlSendRounds; ++r) {
-    const Share round = shareOf(T, kLlSendRounds, r);
-    const int mineBegin = round.begin + shareOf(round.end - round.begin, gridDim.x, blockIdx.x).begin;
-    for (int t = round.begin + threadIdx.x; t < round.end; t += kThreads) {
-      countToken(a, t, sm.total + r * E);
-      if (t < mineBegin) countToken(a, t, sm.before + r * E);
+  // Combine finds a GIN expert's returned rows in this staging order.
+  if (gin && blockIdx.x == 0)
+    for (int e = threadIdx.x; e <= E; e += kThreads) a.r.stageStart[e] = sm.stage[e];
+  // Pass 3: messages.
+  if (!ses.abort) {
+    for (int t = mine.begin + part.begin; t < mine.begin + part.end; ++t) {
+      int e = -1, slot = -1;
+      if (lane < K) {
+        e = a.r.tokExpert[size_t(t) * K + lane];
+        if (e >= 0) {
+          slot = sm.warpStart[warp * E + e] + a.r.tokSlot[size_t(t) * K + lane];
+          a.r.tokSlot[size_t(t) * K + lane] = slot;
+        }
+      }
+      const uint32_t valid = __ballot_sync(kFull, e >= 0);
+      if (e >= 0) {
+        const int d = e / Le;
+        char* msg = tr.lsa(d) ? tr.lsaBase(d) + l.recvMsg(bank, e % Le, c.rank, slot, fp8)
+                              : tr.localBase() + l.stageMsg(sm.stage[e] + slot, d, fp8);
+        dsts[warp][__popc(valid & ((1u << lane) - 1u))] = msg;
+        int* meta = reinterpret_cast<int*>(msg + l.metaOffset(fp8));
+        meta[0] = t;
+        meta[1] = lane;
+      }
+      __syncwarp();
+      sendRow(a, l, t, dsts[warp], __popc(valid), lane);
+      __syncwarp();
     }
   }
-  __syncthreads();
-  if (warp < kLlSendRounds) warpExclusiveScan(sm.total + warp * E, sm.pref + warp * (E + 1), E, lane);
-  __syncthreads();
-  for (int e = threadIdx.x; e <= E; e += kThreads) {
-    int s = 0;
-    for (int r = 0; r < kLlSendRounds; ++r) s += sm.pref[r * (E + 1) + e];
-    sm.stage[e] = s;
-  }
-  __syncthreads();
-  // Combine waits for each GIN expert rank's rounds by these counts (that rank returns our rows of
-  // round q in its round q).
-  if (blockIdx.x == 0)
-    for (int i = threadIdx.x; i < kLlSendRounds * c.nRanks; i += kThreads)
-      a.r.roundRows[i] = llRoundRowsTo(sm.pref, E, Le, i / c.nRanks, i % c.nRanks);
-  // The rounds: every CTA stages its part, the last one to finish puts the round on the wire.
-  // Rounds without tokens are skipped by every CTA alike, except round 0 (the header).
-  for (int r = 0; r < kLlSendRounds; ++r) {
-    const Share round = shareOf(T, kLlSendRounds, r);
-    if (r > 0 && round.end == round.begin) continue;
-    const Share share = shareOf(round.end - round.begin, gridDim.x, blockIdx.x);
-    sendRound(a, ses, sm, r, Share{round.begin + share.begin, round.begin + share.end}, bank);
-    if (lastCtaOf(&a.g.state->roundCtas[kLlDispatch][r]) && gin && !ses.abort && !timedOut(c.error)) postRound(a, ses, sm, r, bank);
-  }
-  // The last CTA announces the NVLink rows, after every CTA's stores: (rows + 1) per expert by a
-  // release add.
+  // The last CTA announces the rows, after them. LSA: (rows + 1) per expert by a release add after
+  // every CTA's stores. GIN: per destination rank one put of its header and rows carrying the
+  // arrival signal (applied after the data).
   if (!lastCtaOf(&a.g.state->sentCtas[kLlDispatch])) return;
-  if (!ses.abort && !timedOut(c.error))
+  if (!ses.abort && !timedOut(c.error)) {
     for (int e = threadIdx.x; e < E; e += kThreads)
-      if (tr.lsa(e / Le))
-        tr.addLsaWord(e / Le, l.countWord(bank, e % Le, c.rank), uint32_t(sm.stage[e + 1] - sm.stage[e]) + 1);
+      if (tr.lsa(e / Le)) tr.addLsaWord(e / Le, l.countWord(bank, e % Le, c.rank), uint32_t(sm.total[e]) + 1);
+    for (int d = threadIdx.x; d < c.nRanks && gin; d += kThreads) {
+      if (tr.lsa(d)) continue;
+      const int first = sm.stage[d * Le], rows = sm.stage[(d + 1) * Le] - first;
+      int* hdr = reinterpret_cast<int*>(tr.localBase() + l.hdrStage(d, first, fp8));
+      for (int le = 0; le < Le; ++le) hdr[le] = sm.total[d * Le + le];
+      tr.putSignalWord(d, l.hdr(bank, c.rank), l.hdrStage(d, first, fp8), l.hdrBytes() + uint64_t(rows) * l.msgBytes(fp8),
+                       l.dispatchArriveWord(bank, c.rank), 1, dataContextOf(d, c.ginContexts));
+    }
+  }
   if (threadIdx.x == 0) {  // this send half is done: the group's count and the handle's
     publishSeq(&a.g.state->seq[kLlDispatch], seq);
     publishSeq(&a.r.seq[kLlDispatch], seq);
@@ -293,11 +217,8 @@ __device__ void recvHalf(const LlDispatchArgs& a, LlSession& ses, uint32_t seq, 
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, bank = llBankOf(seq);
   const bool fp8 = a.fp8 != 0;
   const int rowsPer = l.rowsPerExpert();
-  const uint32_t arriveBase = llRoundArriveBase(seq);
   RecvSmem sm(smem, Le, R);
   uint32_t* seen = a.g.countSeen + size_t(bank) * E;
-  // Rows per (local expert, source): NVLink sources' count words (all their rows are there), network
-  // sources' headers (round 0's put: rows per round; the rows follow round by round).
   bool ok = true;
   for (int i = threadIdx.x; i < E; i += kThreads) {
     const int le = i / R, src = i % R;
@@ -308,89 +229,58 @@ __device__ void recvHalf(const LlDispatchArgs& a, LlSession& ses, uint32_t seq, 
         n = int(tr.readWord(id, src) - prev - 1);
       else
         ok = false;
-      sm.rcount[i] = n;
-      for (int r = 1; r < kLlSendRounds; ++r) sm.rcount[r * E + i] = 0;
     } else if (ok && !ses.abort &&
-               tr.waitWord(l.dispatchArriveWord(bank, src), src, arriveBase + 1, kPhaseLlDispatchData)) {
-      const volatile int* hdr = reinterpret_cast<const volatile int*>(tr.localBase() + l.hdr(bank, src));
-      for (int r = 0; r < kLlSendRounds; ++r) {
-        const int m = hdr[r * Le + le];
-        sm.rcount[r * E + i] = m;
-        n += m;
-      }
+               tr.waitWord(l.dispatchArriveWord(bank, src), src, llArriveTarget(seq), kPhaseLlDispatchData)) {
+      n = reinterpret_cast<const volatile int*>(tr.localBase() + l.hdr(bank, src))[le];
     } else {
       ok = false;
-      for (int r = 0; r < kLlSendRounds; ++r) sm.rcount[r * E + i] = 0;
     }
     sm.count[i] = n;
   }
   ses.abort = __syncthreads_or(!ok) != 0 || ses.abort;
-  // A GIN source's rows are packed by round, then local expert, in its landing area (llLandingRow).
-  for (int j = threadIdx.x; j < R * kLlSendRounds; j += kThreads) {
-    const int src = j / kLlSendRounds, r = j % kLlSendRounds;
+  // A GIN source's rows are packed by local expert in its landing area.
+  for (int src = threadIdx.x; src < R; src += kThreads) {
     int run = 0;
     for (int le = 0; le < Le; ++le) {
-      sm.ginOff[r * E + le * R + src] = run;
-      run += sm.rcount[r * E + le * R + src];
+      sm.ginOff[le * R + src] = run;
+      run += sm.count[le * R + src];
     }
-    sm.srcRows[j] = run;
-  }
-  __syncthreads();
-  for (int j = threadIdx.x; j < R * kLlSendRounds; j += kThreads) {
-    const int src = j / kLlSendRounds, r = j % kLlSendRounds;
-    int earlier = 0;
-    for (int q = 0; q < r; ++q) earlier += sm.srcRows[src * kLlSendRounds + q];
-    for (int le = 0; le < Le; ++le) sm.ginOff[r * E + le * R + src] += earlier;
   }
   for (int le = warp; le < Le; le += kWarps) warpExclusiveScan(sm.count + le * R, sm.srcStart + le * (R + 1), R, lane);
-  for (int r = warp - (kWarps - kLlSendRounds); r >= 0 && r < kLlSendRounds; r += kWarps)
-    warpExclusiveScan(sm.rcount + r * E, sm.roundStart + r * (E + 1), E, lane);
   __syncthreads();
   for (int le = threadIdx.x; le < Le; le += kThreads) sm.leCount[le] = sm.srcStart[le * (R + 1) + R];
   __syncthreads();
   if (warp == 0) warpExclusiveScan(sm.leCount, sm.leStart, Le, lane);
   __syncthreads();
-  // Copy out round by round: round r's rows once every network source's round r has landed, while
-  // later rounds are on the wire (NVLink sources' rows go with round 0).
-  const int payload = int(l.payloadBytes(fp8)), scaleWords = fp8 ? sh.hidden / kLlScaleBlock : 0;
-  const int numWarps = gridDim.x * kWarps;
-  for (int r = 0; r < kLlSendRounds && !ses.abort; ++r) {
-    const int* rs = sm.roundStart + r * (E + 1);
-    if (rs[E] == 0) continue;
-    ok = true;
-    for (int src = threadIdx.x; src < R; src += kThreads) {
-      if (tr.lsa(src) || sm.srcRows[src * kLlSendRounds + r] == 0) continue;
-      int rows[kLlSendRounds];
-      for (int q = 0; q < kLlSendRounds; ++q) rows[q] = sm.srcRows[src * kLlSendRounds + q];
-      ok = ok && tr.waitWord(l.dispatchArriveWord(bank, src), src, arriveBase + llArrivedBy(rows, r), kPhaseLlDispatchData);
-    }
-    ses.abort = __syncthreads_or(!ok) != 0 || ses.abort;
-    if (ses.abort) break;
-    for (int n = blockIdx.x * kWarps + warp; n < rs[E]; n += numWarps) {
-      const int i = sourceOfRow(rs, E, n);
-      const int le = i / R, src = i % R, jr = n - rs[i];
-      int j = jr;  // slot among src's rows to le
-      for (int q = 0; q < r; ++q) j += sm.rcount[q * E + i];
-      const char* msg = tr.localBase() + (tr.lsa(src) ? l.recvMsg(bank, le, src, j, fp8)
-                                                      : l.ginRecvMsg(bank, src, sm.ginOff[r * E + i] + jr, fp8));
-      const size_t row = size_t(le) * rowsPer + sm.srcStart[le * (R + 1) + src] + j;
+  if (!ses.abort) {
+    const int total = sm.leStart[Le];
+    const int payload = int(l.payloadBytes(fp8)), scaleWords = fp8 ? sh.hidden / kLlScaleBlock : 0;
+    const int numWarps = gridDim.x * kWarps;
+    for (int n = blockIdx.x * kWarps + warp; n < total; n += numWarps) {
+      const int le = sourceOfRow(sm.leStart, Le, n);
+      const int j = n - sm.leStart[le];
+      const int* starts = sm.srcStart + le * (R + 1);
+      const int src = sourceOfRow(starts, R, j);
+      const int slot = j - starts[src];
+      const char* msg = tr.localBase() + (tr.lsa(src) ? l.recvMsg(bank, le, src, slot, fp8)
+                                                      : l.ginRecvMsg(bank, src, sm.ginOff[le * R + src] + slot, fp8));
+      const size_t row = size_t(le) * rowsPer + j;
       warpCopy16<true>(a.recvX + row * payload, msg, payload, lane);
       for (int q = lane; q < scaleWords; q += kWarp)
         a.recvScales[row * scaleWords + q] = reinterpret_cast<const volatile float*>(msg + payload)[q];
-      if (lane < 2) a.r.rowSrc[row * 2 + lane] = lane == 0 ? src : j;
+      if (lane < 2) a.r.rowSrc[row * 2 + lane] = lane == 0 ? src : slot;
       if (a.recvSrcInfo && lane < 3) {
         const volatile int* meta = reinterpret_cast<const volatile int*>(msg + l.metaOffset(fp8));
         a.recvSrcInfo[row * 3 + lane] = lane == 0 ? src : meta[lane - 1];
       }
     }
-  }
-  if (!ses.abort && blockIdx.x == 0) {
-    for (int le = threadIdx.x; le < Le; le += kThreads) {
-      a.recvCount[le] = sm.leCount[le];
-      a.r.expertCount[le] = sm.leCount[le];
+    if (blockIdx.x == 0) {
+      for (int le = threadIdx.x; le < Le; le += kThreads) {
+        a.recvCount[le] = sm.leCount[le];
+        a.r.expertCount[le] = sm.leCount[le];
+      }
+      for (int i = threadIdx.x; i < Le * (R + 1); i += kThreads) a.r.srcStart[i] = sm.srcStart[i];
     }
-    for (int i = threadIdx.x; i < Le * (R + 1); i += kThreads) a.r.srcStart[i] = sm.srcStart[i];
-    for (int i = threadIdx.x; i < kLlSendRounds * E; i += kThreads) a.r.roundCount[i] = sm.rcount[i];
   }
   if (!lastCtaOf(&a.g.state->recvCtas[kLlDispatch])) return;
   if (ses.abort || timedOut(c.error)) return;
@@ -402,12 +292,13 @@ __device__ void recvHalf(const LlDispatchArgs& a, LlSession& ses, uint32_t seq, 
 
 __global__ void __launch_bounds__(kThreads, 1) llDispatchKernel(const __grid_constant__ LlDispatchArgs a) {
   extern __shared__ int smem[];
+  __shared__ char* dsts[kWarps][kMaxTopk];
   Transport tr(a.link, llGinCounterBase(kLlDispatch, int(gridDim.x)));
   LlSession ses(tr, a.g);
   uint32_t seq = 0;
   if (a.halves & kLlHalfSend) {
     seq = ses.sendSeq(kLlDispatch);
-    sendHalf(a, ses, seq, smem);
+    sendHalf(a, ses, seq, smem, dsts);
   } else {
     seq = LlSession::recvSeq(a.r, kLlDispatch);
   }
@@ -427,9 +318,8 @@ size_t dispatchSmem(int numExperts, int localExperts, int nRanks) {
 cudaError_t llPrepareKernels() {
   // The largest dynamic shared memory any LL group needs (kMaxExperts experts), set once at group
   // creation so that launches (possibly under graph capture) need no attribute call.
-  const cudaError_t ce = cudaFuncSetAttribute(llDispatchKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              int(llDispatchSmem(kMaxExperts, 1)));
-  return ce == cudaSuccess ? llPrepareCombineKernel() : ce;
+  return cudaFuncSetAttribute(llDispatchKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              int(llDispatchSmem(kMaxExperts, 1)));
 }
 
 cudaError_t launchLlDispatch(const LlDispatchArgs& args, int nCtas, cudaStream_t stream) {

@@ -42,9 +42,7 @@ size_t carveLlRoute(char* base, const ncclEpGroup& g, dev::LlRoute* r) {
   take(&r->rowSrc, Le * R * T * 2);
   take(&r->srcStart, Le * (R + 1));
   take(&r->expertCount, Le);
-  take(&r->tokLanding, T * K);
-  take(&r->roundRows, size_t(dev::kLlSendRounds) * R);
-  take(&r->roundCount, size_t(dev::kLlSendRounds) * Le * R);
+  take(&r->stageStart, size_t(g.cfg.numExperts) + 1);
   take(&r->seq, size_t(dev::kLlNumOps));
   return off;
 }

@@ -75,16 +75,16 @@ BOOST_AUTO_TEST_CASE(ll_region_is_disjoint_and_sized) {
   const uint64_t T = 128, E = 256, msg = 2 * 7168 + 16;
   BOOST_TEST(l.msgBytes(false) == msg);
   BOOST_TEST(l.msgBytes(true) == 7168 + 224 + 16);  // 56 scales (224 bytes, 16-aligned) + meta
-  BOOST_TEST(l.hdrBytes() == uint32_t(dev::kLlSendRounds) * 32u * 4u);  // rows per (send round, local expert)
-  BOOST_TEST(l.srcBytes == l.hdrBytes() + 32 * T * msg);
+  BOOST_TEST(l.hdrBytes() == 32u * 4u);
+  BOOST_TEST(l.srcBytes == 32 * 4 + 32 * T * msg);
   BOOST_TEST(l.dispatchStage >= l.dispatchRecv + 2 * 8 * l.srcBytes);
-  BOOST_TEST(l.combineRecv >= l.dispatchStage + 8 * l.hdrBytes() + T * 8 * msg);
+  BOOST_TEST(l.combineRecv >= l.dispatchStage + 8 * 32 * 4 + T * 8 * msg);
   BOOST_TEST(l.combineSend >= l.combineRecv + 2 * E * T * 7168 * 2);
   BOOST_TEST(l.endBytes >= l.combineSend + E * T * 7168 * 2);
   // Last message of each bank / last row lies inside its region.
   BOOST_TEST(l.recvMsg(1, 31, 7, 127, false) + msg <= l.dispatchStage);
   BOOST_TEST(l.hdr(1, 0) == l.dispatchRecv + 8 * l.srcBytes);
-  BOOST_TEST(l.recvMsg(1, 0, 0, 0, false) == l.hdr(1, 0) + l.hdrBytes());
+  BOOST_TEST(l.recvMsg(1, 0, 0, 0, false) == l.hdr(1, 0) + 32 * 4);
   // Source-major: a source's header and messages of a bank are contiguous (a GIN source's landing
   // area: one put), and the next source's area follows.
   BOOST_TEST(l.hdr(0, 1) == l.recvMsg(0, 31, 0, 127, false) + msg);
@@ -128,7 +128,7 @@ BOOST_AUTO_TEST_CASE(ll_words_are_unique_and_banks_alternate) {
     BOOST_TEST(ids.size() == size_t(l.wordCount()));
     // GIN headers: one 16-byte aligned slot per (bank, source) and per destination, disjoint.
     BOOST_TEST(l.hdrBytes() % 16 == 0u);
-    BOOST_TEST(l.hdrBytes() >= uint32_t(dev::kLlSendRounds * Le) * 4u);
+    BOOST_TEST(l.hdrBytes() >= uint32_t(Le) * 4u);
     BOOST_TEST(l.srcBytes % 16 == 0u);
     BOOST_TEST(l.recvMsg(1, Le - 1, R - 1, 15, false) + l.msgBytes(false) <= l.dispatchStage);
   }
@@ -291,15 +291,13 @@ BOOST_AUTO_TEST_CASE(reference_rows_follow_source_then_token_order) {
 }
 
 // The GIN path's arithmetic (ll_dispatch.cu / ll_combine.cu) replayed on the layout with every
-// peer a network peer: each source splits its tokens in send rounds, stages its rows destination-
-// major, then by round and expert (llStageRow; destination d's header right before d's rows); per
-// destination one put per posted round (round 0: header + rows) moves them into the source's area
-// of the bank, each adding llRoundSignal; the receiver, from the header (llLandingRow), finds the
-// reference's rows in output order once llArrivedBy of their round has landed. Combine: the expert
-// rank returns each row in the source's round, packed as it landed, and the source reads it at
-// the landing index it kept (tokLanding), inside the expert rank's rows of combineRecv.
+// peer a network peer: each source stages its rows in global expert order (destination d's header
+// right before d's rows), one put per destination moves header + rows into the source's area of the
+// bank, and the receiver, walking the header's prefix, finds the reference's rows in output order.
+// Combine: the expert rank's packed return (local expert, then slot) lands where the source looks
+// (its staging prefix), inside the expert rank's rows of combineRecv.
 BOOST_AUTO_TEST_CASE(ll_gin_landing_matches_reference) {
-  const int R = 4, T = 9, K = 3, E = 16, Le = E / R, H = 256, NR = dev::kLlSendRounds;
+  const int R = 4, T = 9, K = 3, E = 16, Le = E / R, H = 256;
   GroupConfig g;
   ncclEpConfig_t c = llConfig(T, H, K, E);
   BOOST_REQUIRE(normalizeConfig(&c, R, &g) == "");
@@ -312,79 +310,48 @@ BOOST_AUTO_TEST_CASE(ll_gin_landing_matches_reference) {
   s.numExperts = E;
   std::mt19937 rng(11);
   std::vector<ref::LlRouting> all(R);
-  const int tokens[R] = {T, T - 1, 1, 0};  // every round with rows, later rounds empty, no tokens
   for (int r = 0; r < R; ++r) {
-    all[r].numTokens = tokens[r];  // ids in [-1, E]: repeats, masked and invalid too
+    all[r].numTokens = T - r;  // 9, 8, 7, 6 tokens; ids in [-1, E] (repeats, masked and invalid too)
     for (int i = 0; i < all[r].numTokens * K; ++i) all[r].topkIdx.push_back(int64_t(rng() % (E + 2)) - 1);
   }
   struct Msg {
-    int src, token, k, landing;  // landing: the source's tokLanding (where combine returns the row)
+    int src, token, k;
   };
   for (bool fp8 : {false, true})
     for (int bank = 0; bank < dev::kLlBanks; ++bank) {
-      std::vector<std::map<uint64_t, Msg>> win(R);                                  // [dst] landed messages
-      std::vector<std::vector<int>> roundRows(R, std::vector<int>(size_t(NR) * R));  // [src][round][dst]
-      std::vector<std::vector<int>> hdr(R, std::vector<int>(size_t(R) * NR * Le));  // [dst][src][round][le]
-      std::vector<std::vector<uint32_t>> signal(R, std::vector<uint32_t>(R, 0));    // [dst][src] arrival word
-      std::vector<std::vector<int>> stage(R, std::vector<int>(E + 1, 0));           // [src] rows to experts < e
+      std::vector<std::map<uint64_t, Msg>> win(R);                       // [dst] landed message offsets
+      std::vector<std::vector<int>> hdr(R, std::vector<int>(size_t(R) * Le));  // [dst][src * Le + le]
+      std::vector<std::vector<int>> stage(R, std::vector<int>(E + 1, 0));      // [src] stageStart
+      std::vector<std::vector<int>> slotOf(R);                                 // [src][t * K + k]
       for (int src = 0; src < R; ++src) {
         const ref::LlRouting& rt = all[src];
-        std::vector<int> count(E, 0), total(size_t(NR) * E, 0), pref(size_t(NR) * (E + 1), 0);
-        std::vector<int> slotOf(size_t(rt.numTokens) * K, -1), roundOf(size_t(rt.numTokens), -1);
-        for (int r = 0; r < NR; ++r) {
-          const dev::Share round = dev::shareOf(rt.numTokens, NR, r);
-          for (int t = round.begin; t < round.end; ++t) {
-            roundOf[size_t(t)] = r;
-            for (int k = 0; k < K; ++k) {
-              const int e = ref::llSlotExpert(s, rt, t, k);
-              if (e >= 0) slotOf[size_t(t) * K + k] = count[e]++, ++total[size_t(r) * E + e];
-            }
+        std::vector<int> count(E, 0);
+        slotOf[src].assign(size_t(rt.numTokens) * K, -1);
+        for (int t = 0; t < rt.numTokens; ++t)
+          for (int k = 0; k < K; ++k) {
+            const int e = ref::llSlotExpert(s, rt, t, k);
+            if (e >= 0) slotOf[src][size_t(t) * K + k] = count[e]++;
           }
-          for (int e = 0; e < E; ++e) pref[size_t(r) * (E + 1) + e + 1] = pref[size_t(r) * (E + 1) + e] + total[size_t(r) * E + e];
-        }
-        for (int e = 0; e <= E; ++e)
-          for (int r = 0; r < NR; ++r) stage[src][e] += pref[size_t(r) * (E + 1) + e];
+        for (int e = 0; e < E; ++e) stage[src][e + 1] = stage[src][e] + count[e];
         std::map<uint64_t, Msg> staged;
         for (int t = 0; t < rt.numTokens; ++t)
           for (int k = 0; k < K; ++k) {
-            const int e = ref::llSlotExpert(s, rt, t, k), r = roundOf[size_t(t)];
+            const int e = ref::llSlotExpert(s, rt, t, k);
             if (e < 0) continue;
-            int before = 0;  // slots of e in earlier rounds
-            for (int q = 0; q < r; ++q) before += total[size_t(q) * E + e];
-            const int row = dev::llStageRow(pref.data(), E, Le, r, e, slotOf[size_t(t) * K + k] - before);
-            const uint64_t off = l.stageMsg(row, e / Le, fp8);
+            const uint64_t off = l.stageMsg(stage[src][e] + slotOf[src][size_t(t) * K + k], e / Le, fp8);
             BOOST_TEST(off + l.msgBytes(fp8) <= l.combineRecv);
-            const int landing = row - dev::llDestFirstRow(pref.data(), E, e / Le * Le);
-            BOOST_TEST(staged.emplace(off, Msg{src, t, k, landing}).second);
+            BOOST_TEST(staged.emplace(off, Msg{src, t, k}).second);
           }
         for (int d = 0; d < R; ++d) {
-          int rows[dev::kLlSendRounds];
-          for (int q = 0; q < NR; ++q) rows[q] = roundRows[src][size_t(q) * R + d] = dev::llRoundRowsTo(pref.data(), E, Le, q, d);
-          const int first = dev::llDestFirstRow(pref.data(), E, d * Le);
-          BOOST_TEST(first == stage[src][d * Le]);
-          for (int q = 0; q < NR; ++q)
-            for (int le = 0; le < Le; ++le) hdr[d][(size_t(src) * NR + q) * Le + le] = total[size_t(q) * E + d * Le + le];
-          uint32_t added = 0;
-          for (int r = 0; r < NR; ++r) {
-            if (!dev::llRoundPosted(rows, r)) continue;
-            const int from = dev::llStageRow(pref.data(), E, Le, r, d * Le, 0);
-            uint64_t src0 = l.stageMsg(from, d, fp8), dst0 = l.ginRecvMsg(bank, src, from - first, fp8);
-            uint64_t bytes = uint64_t(rows[r]) * l.msgBytes(fp8);
-            if (r == 0) {
-              BOOST_TEST(src0 - l.hdrBytes() == l.hdrStage(d, first, fp8));
-              BOOST_TEST(dst0 - l.hdrBytes() == l.hdr(bank, src));
-            }
-            BOOST_TEST(src0 >= l.dispatchStage + l.hdrBytes());
-            BOOST_TEST(dst0 + bytes <= (src + 1 < R ? l.hdr(bank, src + 1) : l.hdr(bank, 0) + R * l.srcBytes));
-            int moved = 0;
-            for (auto it = staged.lower_bound(src0); it != staged.end() && it->first < src0 + bytes; ++it, ++moved)
-              win[d][dst0 + (it->first - src0)] = it->second;
-            BOOST_TEST(moved == rows[r]);
-            added += dev::llRoundSignal(rows, r);
-            BOOST_TEST(added == dev::llArrivedBy(rows, r));
-          }
-          BOOST_TEST(added == uint32_t(NR));  // every op adds kLlSendRounds
-          signal[d][size_t(src)] += added;
+          const int first = stage[src][d * Le], rows = stage[src][(d + 1) * Le] - first;
+          const uint64_t from = l.hdrStage(d, first, fp8), bytes = l.hdrBytes() + uint64_t(rows) * l.msgBytes(fp8);
+          BOOST_TEST(from >= l.dispatchStage);
+          BOOST_TEST(l.hdr(bank, src) + bytes <= (src + 1 < R ? l.hdr(bank, src + 1) : l.hdr(bank, 0) + R * l.srcBytes));
+          for (int le = 0; le < Le; ++le) hdr[d][size_t(src) * Le + le] = count[d * Le + le];
+          int moved = 0;
+          for (auto it = staged.lower_bound(from + l.hdrBytes()); it != staged.end() && it->first < from + bytes; ++it, ++moved)
+            win[d][l.hdr(bank, src) + (it->first - from)] = it->second;
+          BOOST_TEST(moved == rows);
         }
       }
       for (int r = 0; r < R; ++r) {
@@ -392,56 +359,23 @@ BOOST_AUTO_TEST_CASE(ll_gin_landing_matches_reference) {
         for (int le = 0; le < Le; ++le) {
           std::vector<ref::LlRow> got;
           for (int src = 0; src < R; ++src) {
-            const int* h = &hdr[r][size_t(src) * NR * Le];
-            int roundFirst = 0;  // the combine's round-q put to src covers [roundFirst, + its rows)
-            for (int q = 0; q < NR; ++q) {
-              int rowsQ = 0;
-              for (int x = 0; x < Le; ++x) rowsQ += h[q * Le + x];
-              // What src waits for per round (its own dispatch rows to r) is what r returns.
-              BOOST_TEST(roundRows[src][size_t(q) * R + r] == rowsQ);
-              for (int jr = 0; jr < h[q * Le + le]; ++jr) {
-                const int idx = dev::llLandingRow(h, Le, q, le, jr);
-                const auto it = win[r].find(l.ginRecvMsg(bank, src, idx, fp8));
-                BOOST_REQUIRE(it != win[r].end());
-                got.push_back({it->second.src, it->second.token, it->second.k});
-                // Combine: r returns this row at idx in round q; src reads it at its tokLanding.
-                BOOST_TEST(it->second.landing == idx);
-                BOOST_TEST((idx >= roundFirst && idx < roundFirst + rowsQ));
-                BOOST_TEST(l.ginCombineRecvRow(bank, r, idx) + l.rowBytes <=
-                           l.combineRecvRow(bank, (r + 1) * Le - 1, T - 1) + l.rowBytes);
-              }
-              roundFirst += rowsQ;
+            int off = 0;
+            for (int j = 0; j < le; ++j) off += hdr[r][size_t(src) * Le + j];
+            for (int slot = 0; slot < hdr[r][size_t(src) * Le + le]; ++slot) {
+              const auto it = win[r].find(l.ginRecvMsg(bank, src, off + slot, fp8));
+              BOOST_REQUIRE(it != win[r].end());
+              got.push_back({it->second.src, it->second.token, it->second.k});
+              // Combine: the expert rank packs (le, slot) for src at `off + slot`; src looks it up
+              // by its staging prefix.
+              const int e = r * Le + le;
+              BOOST_TEST(stage[src][e] - stage[src][r * Le] + slot == off + slot);
+              BOOST_TEST(l.ginCombineRecvRow(bank, r, off + slot) + l.rowBytes <= l.combineRecvRow(bank, (r + 1) * Le - 1, T - 1) + l.rowBytes);
             }
           }
           BOOST_TEST((got == want.rows[size_t(le)]));
         }
       }
     }
-}
-
-// The arrival word of a dispatch from one source: round 0 always goes out (the header), later
-// rounds only with rows; the last put carries the skipped rounds, so every op adds kLlSendRounds,
-// and what the word has gained after round r is the sum of the signals so far.
-BOOST_AUTO_TEST_CASE(ll_round_signals_add_up_per_op) {
-  const int NR = dev::kLlSendRounds;
-  for (int mask = 0; mask < (1 << NR); ++mask) {
-    int rows[dev::kLlSendRounds];
-    for (int r = 0; r < NR; ++r) rows[r] = (mask >> r & 1) ? 3 + r : 0;
-    uint32_t sum = 0, prev = 0;
-    int posted = 0;
-    for (int r = 0; r < NR; ++r) {
-      BOOST_TEST(dev::llRoundPosted(rows, r) == (r == 0 || rows[r] > 0));
-      if (dev::llRoundPosted(rows, r)) sum += dev::llRoundSignal(rows, r), ++posted;
-      BOOST_TEST(dev::llArrivedBy(rows, r) == sum);
-      BOOST_TEST(dev::llArrivedBy(rows, r) >= prev);
-      prev = dev::llArrivedBy(rows, r);
-    }
-    BOOST_TEST(sum == uint32_t(NR), "mask " << mask);
-    BOOST_TEST(dev::llArrivedBy(rows, 0) >= 1u);  // the header is in round 0
-    BOOST_TEST(posted == 1 + __builtin_popcount(unsigned(mask) & ~1u));
-  }
-  // The word's base before op #seq: kLlSendRounds per earlier op on the same bank.
-  for (uint32_t seq = 1; seq < 10; ++seq) BOOST_TEST(dev::llRoundArriveBase(seq) == (seq - 1) / 2 * uint32_t(NR));
 }
 
 BOOST_AUTO_TEST_CASE(fp8_e4m3_cast_is_round_to_nearest_even_and_saturating) {

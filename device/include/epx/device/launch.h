@@ -29,11 +29,9 @@ cudaError_t combineMaxCtasPerSm(int* ctas);
 cudaError_t launchLlDispatch(const LlDispatchArgs& args, int nCtas, cudaStream_t stream);
 cudaError_t launchLlCombine(const LlCombineArgs& args, int nCtas, cudaStream_t stream);
 // Dynamic shared memory of the LL dispatch kernel (must fit the device's opt-in limit), and the
-// one-time kernel attributes the LL kernels need (called at LL group creation, on the group's
-// device; llPrepareKernels also calls llPrepareCombineKernel).
+// one-time kernel attributes it needs (called at LL group creation, on the group's device).
 size_t llDispatchSmem(int numExperts, int nRanks);
 cudaError_t llPrepareKernels();
-cudaError_t llPrepareCombineKernel();
 
 // Zeroes the group's GIN signals on every context (group creation, before any peer can signal:
 // signal ids come from NCCL's pool and may hold a destroyed group's values).

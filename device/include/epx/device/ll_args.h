@@ -17,7 +17,6 @@ enum LlHalf : int { kLlHalfSend = 1, kLlHalfRecv = 2 };
 struct LlState {
   uint32_t seq[kLlNumOps];       // last op sent
   uint32_t sentCtas[kLlNumOps];  // CTAs done with the current send half (the last one signals)
-  uint32_t roundCtas[kLlNumOps][kLlSendRounds];  // CTAs done with a send round (the last one puts it)
   uint32_t recvCtas[kLlNumOps];  // CTAs done with the current receive half (the last one frees the bank)
 };
 
@@ -34,11 +33,8 @@ struct LlRoute {
   int32_t* rowSrc;       // [Le, rowsPerExpert, 2] (source rank, source slot) of each dispatch output row
   int32_t* srcStart;     // [Le, nRanks + 1] exclusive prefix of the rows received from each source
   int32_t* expertCount;  // [Le] rows received per local expert
-  int32_t* tokLanding;   // [maxTokens, K] GIN expert rank: where (token, k)'s row landed there
-                         // (llLandingRow), and so where combine returns it
-  int32_t* roundRows;    // [kLlSendRounds][nRanks] this rank's dispatch rows to each rank per send round
-  int32_t* roundCount;   // [kLlSendRounds][Le * nRanks] rows received from (local expert, source) per
-                         // send round of the source (NVLink sources: all in round 0)
+  int32_t* stageStart;   // [numExperts + 1] first dispatch staging row of each global expert (GIN
+                         // landing order: combine finds a GIN expert's rows by it)
   uint32_t* seq;         // [kLlNumOps] sequence number of this handle's last send half
 };
 
