@@ -92,6 +92,8 @@ class ncclEpConfig_t(C.Structure):
         ("slIndex", C.c_int),
         ("timeoutMs", C.c_int),
         ("exactCombine", C.c_int),
+        ("forwarding", C.c_int),
+        ("forwardNodeSize", C.c_int),
     ]
 
 

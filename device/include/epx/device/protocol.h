@@ -194,6 +194,38 @@ EPX_HD Share combineRoundRows(const int* recvGinBase, int s, int rounds, int j) 
   return Share{recvGinBase[s] + p.begin, recvGinBase[s] + p.end};
 }
 
+// Hybrid forwarding. Ranks form nodes of nodeSize consecutive ranks (the NVLink domain, or, to test
+// on fake nodes, virtual nodes of several of them). A token of rank s bound for ranks of another
+// node n crosses to node n once, as one record to s's rail peer there (the rank of n with s's index
+// in its node), the forwarder, which writes the token's row into the receive arrays of every rank
+// of n that needs it (itself included), at the rows the layout agreed, and adds the rows to that
+// rank's arrival word of source s (so the receiver waits for s as in direct mode, reading the word
+// through the forwarder's transport). Ranks of s's own node get the row from s directly. Combine
+// goes back the same way: a rank stores its partial of a forwarded row at the forwarder, the
+// forwarder sums its node's partials (ascending rank, FP32, rounded like a rank partial) and
+// returns one node partial per record to the source, into the source's combine receive area of the
+// forwarder's rank (a rank of another node never returns rows to the source directly). Every hop
+// goes through the transport: LSA within an NVLink domain, GIN between fake nodes.
+// nodeSize 0 means direct mode (every function below then says "not forwarded").
+constexpr int kMaxNodeRanks = 64;  // a forwarded record's destinations are a 64-bit mask of its node's ranks
+EPX_HD int nodeOfRank(int rank, int nodeSize) { return nodeSize > 0 ? rank / nodeSize : 0; }
+EPX_HD int railPeerOf(int rank, int node, int nodeSize) { return node * nodeSize + rank % nodeSize; }
+// Whether rows from src to dst go through a forwarder.
+EPX_HD bool isForwarded(int src, int dst, int nodeSize) {
+  return nodeSize > 0 && nodeOfRank(src, nodeSize) != nodeOfRank(dst, nodeSize);
+}
+// The rank that delivers src's rows to dst (src itself in direct mode or within a node).
+EPX_HD int delivererOf(int src, int dst, int nodeSize) {
+  return isForwarded(src, dst, nodeSize) ? railPeerOf(src, nodeOfRank(dst, nodeSize), nodeSize) : src;
+}
+// Row of a record in fwdSend (node = destination node) / fwdRecv (node = source node).
+EPX_HD int fwdRecordRow(int node, int slot, int maxTokens) { return node * maxTokens + slot; }
+// Combine order key of a destination rank seen from source `rank`: its own node's ranks by rank, a
+// forwarded node by its first rank (its node partial sits at that place of the ascending order).
+EPX_HD int combineOrderKey(int rank, int dest, int nodeSize) {
+  return isForwarded(rank, dest, nodeSize) ? nodeOfRank(dest, nodeSize) * nodeSize : dest;
+}
+
 // Whether world rank `peer` is an NVLink (LSA) peer of `rank` (LSA teams are consecutive ranks).
 EPX_HD bool isLsaPeer(int rank, int lsaRank, int lsaSize, int peer) {
   const int first = rank - lsaRank;
