@@ -12,18 +12,6 @@ namespace {
 
 constexpr int kThreads = 512;
 
-// Lane mask of the token's slots (k < K) whose slot is the first with its node, for node `node`.
-__device__ __forceinline__ bool firstOfNode(const int32_t* tokExpert, int t, int k, int K, int Le, int nodeSize,
-                                            int node) {
-  const int e = tokExpert[t * K + k];
-  if (e < 0 || nodeOfRank(destOf(e, Le), nodeSize) != node) return false;
-  for (int j = 0; j < k; ++j) {
-    const int ej = tokExpert[t * K + j];
-    if (ej >= 0 && nodeOfRank(destOf(ej, Le), nodeSize) == node) return false;
-  }
-  return true;
-}
-
 __global__ void __launch_bounds__(kThreads) hybridRouteKernel(const __grid_constant__ LayoutArgs a) {
   __shared__ int counts[kThreads];
   const Route& r = a.r;
@@ -42,7 +30,7 @@ __global__ void __launch_bounds__(kThreads) hybridRouteKernel(const __grid_const
   }
   int n = 0;
   for (int t = mine.begin; t < mine.end; ++t)
-    for (int k = 0; k < K; ++k) n += firstOfNode(r.tokExpert, t, k, K, Le, N, node) ? 1 : 0;
+    for (int k = 0; k < K; ++k) n += firstSlotOfNode(r.tokExpert + size_t(t) * K, k, Le, N, node) ? 1 : 0;
   counts[threadIdx.x] = n;
   __syncthreads();
   if (threadIdx.x == 0) {  // exclusive prefix over the threads' token ranges (in token order)
@@ -60,7 +48,7 @@ __global__ void __launch_bounds__(kThreads) hybridRouteKernel(const __grid_const
     for (int k = 0; k < K; ++k) {
       const int e = r.tokExpert[t * K + k];
       if (e < 0 || nodeOfRank(destOf(e, Le), N) != node) continue;
-      r.tokNodeSlot[t * K + k] = firstOfNode(r.tokExpert, t, k, K, Le, N, node) ? slot++ : -1;
+      r.tokNodeSlot[t * K + k] = firstSlotOfNode(r.tokExpert + size_t(t) * K, k, Le, N, node) ? slot++ : -1;
     }
 }
 

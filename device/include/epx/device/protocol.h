@@ -218,6 +218,15 @@ EPX_HD bool isForwarded(int src, int dst, int nodeSize) {
 EPX_HD int delivererOf(int src, int dst, int nodeSize) {
   return isForwarded(src, dst, nodeSize) ? railPeerOf(src, nodeOfRank(dst, nodeSize), nodeSize) : src;
 }
+// Whether slot k of a token (its K global expert ids, -1 unused) is the token's first slot with an
+// expert on `node`: the slot that numbers the token's record for that node (Route::tokNodeSlot).
+EPX_HD bool firstSlotOfNode(const int32_t* experts, int k, int localExperts, int nodeSize, int node) {
+  const int e = experts[k];
+  if (e < 0 || nodeOfRank(destOf(e, localExperts), nodeSize) != node) return false;
+  for (int j = 0; j < k; ++j)
+    if (experts[j] >= 0 && nodeOfRank(destOf(experts[j], localExperts), nodeSize) == node) return false;
+  return true;
+}
 // Row of a record in fwdSend (node = destination node) / fwdRecv (node = source node).
 EPX_HD int fwdRecordRow(int node, int slot, int maxTokens) { return node * maxTokens + slot; }
 // Combine order key of a destination rank seen from source `rank`: its own node's ranks by rank, a

@@ -41,8 +41,10 @@ struct OpSession {
   uint32_t seq;
   int abort;
   int ginReady;  // this CTA has seen every network peer ready (readyAllGin)
+  int nodeSize;  // hybrid forwarding (protocol.h): a source of another node arrives through its
+                 // forwarder here, whose transport carries the arrival word; 0: direct mode
 
-  __device__ void begin(const Transport& t, const SessionArgs& sa, int kind, int phase) {
+  __device__ void begin(const Transport& t, const SessionArgs& sa, int kind, int phase, int forwardNodeSize = 0) {
     const LinkArgs& c = t.link;
     const int readyKind = kind == kOpDispatch ? kFlagReadyDispatch : kFlagReadyCombine;
     if (threadIdx.x == 0) {
