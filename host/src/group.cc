@@ -117,6 +117,9 @@ extern "C" ncclResult_t ncclEpGetBufferSizeHint(const ncclEpConfig_t* config, in
   epx::GroupConfig cfg;
   std::string err = epx::normalizeConfig(config, nRanks, &cfg);
   if (!err.empty()) return fail(ncclInvalidArgument, "ncclEpGetBufferSizeHint: " + err);
+  // Hybrid: the nodes as they would be with one rank per NVLink team (the most forwarding regions).
+  if (int nodeSize = 0; !(err = epx::checkForwarding(cfg, nRanks, 1, &nodeSize)).empty())
+    return fail(ncclInvalidArgument, "ncclEpGetBufferSizeHint: " + err);
   // Upper bound: the layout with network peers (staging regions); an NVLink-only group needs less.
   *bytes = epx::computeWindowLayout(cfg, nRanks, nRanks > 1 ? 1 : nRanks).totalBytes;
   return ncclSuccess;
