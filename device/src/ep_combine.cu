@@ -165,7 +165,8 @@ struct CombineReturns {
   }
 };
 
-// Partials this rank sends forwarder f (a rank of its node) for the rows it received through f.
+// Rows this rank received through forwarder f (a rank of its node): the rows of f's rail peers on
+// the other nodes, one run per source (protocol.h "Batching").
 __device__ __forceinline__ int rowsThrough(const EpCommon& c, const Route& r, int f) {
   const int N = c.nodeSize, myNode = nodeOfRank(c.link.rank, N);
   int rows = 0;
@@ -177,33 +178,37 @@ __device__ __forceinline__ int rowsThrough(const EpCommon& c, const Route& r, in
   return rows;
 }
 
-// Each received row of a forwarded source goes back to its forwarder (the rank of this node on the
-// source's rail) as this rank's partial of that record: fwdPart[record][index of this rank in its
-// node], with its weights; an NVLink forwarder (or this rank) gets it stored, a network one a put
-// of the row staged at row i of combineX (as direct mode stages). Then the last CTA adds to every
-// forwarder's (kFlagForwardCombine, this rank) word the rows it sent there.
+// Each received row i of a forwarded source s goes back to its forwarder f (the rank of this node
+// on s's rail) as this rank's partial: j = i - recvBase[s] of the segment (s's node, this rank) of
+// f's fwdPart areas, with its weights. An NVLink forwarder (or this rank) gets it stored there; for
+// a network one it is staged at row i of combineX (as direct mode stages; already there when the
+// input is the window's combineX) and the last CTA moves each source's run with one put of
+// weights and one of rows, which adds the run's rows to f's (kFlagForwardCombine, this rank) word;
+// NVLink forwarders get their rows added to that word after the stores.
 template <class WireRow, bool kExpanded>
 __device__ void sendPartials(const CombineArgs& a, const Transport& tr, OpSession& ses, int lane,
                              const int4* (&srcs)[kWarps][kMaxRowList]) {
   const EpCommon& c = a.c;
   const Route& r = a.r;
-  const int K = c.shape.topk, H = c.shape.hidden, N = c.nodeSize, warp = threadIdx.x >> 5;
+  const int K = c.shape.topk, H = c.shape.hidden, N = c.nodeSize, T = c.shape.maxTokens, warp = threadIdx.x >> 5;
+  const int R = c.link.nRanks, myLocal = c.link.rank % N;
   const size_t wire = wireRowBytes(a);
   const uint32_t lanesBelow = (1u << lane) - 1u;
+  const bool xInWindow = inWindow(a, tr, a.x, c.wl.combineX);
   ses.readyAllGin(tr, kOpCombine, kPhaseCombineFree);  // network forwarders finished their previous combine
-  const Share mine = shareOf(r.recvBase[c.link.nRanks], gridDim.x, blockIdx.x);
+  const Share mine = shareOf(r.recvBase[R], gridDim.x, blockIdx.x);
   for (int i = mine.begin + warp; i < mine.end && !ses.abort; i += kWarps) {
-    const int s = sourceOfRow(r.recvBase, c.link.nRanks, i);
+    const int s = sourceOfRow(r.recvBase, R, i);
     if (!isForwarded(s, c.link.rank, N)) continue;
     const int f = delivererOf(s, c.link.rank, N);
-    const size_t part = size_t(r.recvFwdRecord[i]) * N + c.link.rank % N;
+    const size_t part = fwdSegmentRow(nodeOfRank(s, N), myLocal, i - r.recvBase[s], N, T);
     const bool lsa = tr.lsa(f);
     char* base = lsa ? tr.lsaBase(f) : nullptr;
     char* dst = lsa ? base + c.wl.fwdPartX + part * wire : tr.localBase() + c.wl.combineX + size_t(i) * wire;
     float* dstW = lsa ? reinterpret_cast<float*>(base + c.wl.fwdPartW) + part * K
                       : reinterpret_cast<float*>(tr.localBase() + c.wl.combineStageW) + size_t(i) * K;
     if constexpr (!kExpanded) {
-      warpCopy16<false>(dst, reinterpret_cast<const char*>(a.x + size_t(i) * H), H * 2, lane);
+      if (lsa || !xInWindow) warpCopy16<false>(dst, reinterpret_cast<const char*>(a.x + size_t(i) * H), H * 2, lane);
       if (lane < K) dstW[lane] = a.topkWeights ? a.topkWeights[size_t(i) * K + lane] : 0.f;
     } else {
       const int row = lane < K ? r.recvExpRows[size_t(i) * K + lane] : -1;
@@ -215,18 +220,26 @@ __device__ void sendPartials(const CombineArgs& a, const Transport& tr, OpSessio
       warpSumBf16Rows<WireRow, 1>(reinterpret_cast<int4*>(dst), srcs[warp], __popc(valid), H / 8, lane);
     }
     __syncwarp();
-    if (!lsa && lane == 0) {
-      const int ctx = dataContextOf(f, c.link.ginContexts);
-      tr.put(f, c.wl.fwdPartX + part * wire, c.wl.combineX + size_t(i) * wire, wire, ctx);
-      tr.put(f, c.wl.fwdPartW + part * K * 4, c.wl.combineStageW + size_t(i) * K * 4, uint64_t(K) * 4, ctx);
-    }
-    __syncwarp();
   }
   if (!lastCtaOf(&c.session.state->fwdCtas[kFwdPartialsSent]) || ses.abort) return;
-  const int first = c.link.rank - c.link.rank % N;
-  for (int i = threadIdx.x; i < N; i += kThreads) {
-    const int f = first + i, rows = rowsThrough(c, r, f);
-    if (rows > 0) tr.addWord(f, tr.ownId(kFlagForwardCombine), uint32_t(rows), dataContextOf(f, c.link.ginContexts));
+  const int first = c.link.rank - myLocal, nodes = R / N, myNode = nodeOfRank(c.link.rank, N);
+  for (int fi = threadIdx.x; fi < N; fi += kThreads) {
+    const int f = first + fi;
+    if (tr.lsa(f)) {
+      const int rows = rowsThrough(c, r, f);
+      if (rows > 0) tr.addLsaWord(f, tr.ownId(kFlagForwardCombine), uint32_t(rows));
+      continue;
+    }
+    const int ctx = dataContextOf(f, c.link.ginContexts);
+    for (int n = 0; n < nodes; ++n) {
+      const int s = railPeerOf(f, n, N);
+      const int rows = n == myNode ? 0 : r.recvBase[s + 1] - r.recvBase[s];
+      if (rows == 0) continue;
+      const uint64_t part = fwdSegmentRow(n, myLocal, 0, N, T), at = uint64_t(r.recvBase[s]), cnt = uint64_t(rows);
+      tr.put(f, c.wl.fwdPartW + part * K * 4, c.wl.combineStageW + at * K * 4, cnt * K * 4, ctx);
+      tr.putSignal(f, c.wl.fwdPartX + part * wire, c.wl.combineX + at * wire, cnt * wire, kFlagForwardCombine,
+                   uint32_t(rows), ctx);
+    }
   }
   __syncthreads();
 }
@@ -262,9 +275,11 @@ __device__ void sumNodes(const CombineArgs& a, const Transport& tr, OpSession& s
     for (int j = globalWarp; j < r.fwdCount[n]; j += numWarps) {
       const size_t q = size_t(fwdRecordRow(n, j, T));
       const uint64_t mask = r.fwdMask[q];
+      // d's partial of record q: j = fwdSlot of its run from node n (protocol.h "Batching").
+      auto partOf = [&](int dLocal) { return fwdSegmentRow(n, dLocal, r.fwdSlot[q * N + dLocal], N, T); };
       int k = 0;
       for (uint64_t m = mask; m; m &= m - 1, ++k)
-        if (lane == 0) srcs[warp][k] = reinterpret_cast<const int4*>(local + c.wl.fwdPartX + (q * N + (__ffsll(m) - 1)) * wire);
+        if (lane == 0) srcs[warp][k] = reinterpret_cast<const int4*>(local + c.wl.fwdPartX + partOf(__ffsll(m) - 1) * wire);
       __syncwarp();
       warpSumRows<WireRow, WireRow, true, 2>(reinterpret_cast<int4*>(local + c.wl.fwdNodeX + q * wire), srcs[warp], k,
                                              nullptr, nullptr, H / 8, lane);
@@ -272,7 +287,7 @@ __device__ void sumNodes(const CombineArgs& a, const Transport& tr, OpSession& s
         const int e = r.fwdExperts[q * K + lane];
         const float* w = reinterpret_cast<const float*>(local + c.wl.fwdPartW);
         reinterpret_cast<float*>(local + c.wl.fwdNodeW)[q * K + lane] =
-            e >= 0 ? ((const volatile float*)w)[(q * N + destOf(e, Le) % N) * K + lane] : 0.f;
+            e >= 0 ? ((const volatile float*)w)[partOf(destOf(e, Le) % N) * K + lane] : 0.f;
       }
       __syncwarp();
     }

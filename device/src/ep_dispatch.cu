@@ -327,13 +327,17 @@ __device__ void postRecords(const DispatchArgs& a, const Transport& tr, OpSessio
   __syncthreads();
 }
 
-// Rows of one record q (from source node `node`, source rank s) to each rank of this node that
-// needs it: the row, its scales and its packed row metadata (fwdRowInts) at the row the layout
-// agreed (record metadata), through the transport: stores into an NVLink peer's (or this rank's)
-// receive arrays, or puts from this rank's window to a network peer of the node.
-__device__ void forwardRecord(const DispatchArgs& a, const Transport& tr, size_t q, int s, int lane) {
+// Rows of one record q (from source node n, source rank s) to each rank d of this node that needs
+// it: the row, its scales and its packed row metadata (fwdRowInts), at the row the layout agreed
+// (record metadata): fwdRowsBase + j, j the record's index in the run of rows to d (protocol.h
+// "Batching"). An NVLink peer's (or this rank's) receive arrays get them stored in place; a network
+// rank's go to j of the segment (n, d) of the forwarding areas, which postForwarded moves with one
+// put per array. The whole warp.
+__device__ void forwardRecord(const DispatchArgs& a, const Transport& tr, size_t q, int n, int s, int lane) {
   const EpCommon& c = a.c;
-  const int K = c.shape.topk, Le = c.shape.localExperts, N = c.nodeSize, scaleWords = a.scaleRowBytes / 4;
+  const Route& r = a.r;
+  const int K = c.shape.topk, Le = c.shape.localExperts, N = c.nodeSize, T = c.shape.maxTokens;
+  const int scaleWords = a.scaleRowBytes / 4;
   const int RI = int(fwdRecordInts(K)), WI = int(fwdRowInts(K));
   const RecordArrays rec = RecordArrays::recv(tr.localBase(), c.wl);
   const volatile int32_t* meta = rec.meta + q * RI;
@@ -346,16 +350,24 @@ __device__ void forwardRecord(const DispatchArgs& a, const Transport& tr, size_t
   const uint32_t dests = __ballot_sync(0xffffffffu, dest >= 0);
   uint64_t mask = 0;
   const int eDest = destOf(e, Le);
+  char* local = tr.localBase();
   for (uint32_t m = dests; m; m &= m - 1) {
-    const int j = __ffs(m) - 1;
-    const int d = __shfl_sync(0xffffffffu, dest, j);
-    const size_t row = size_t(__shfl_sync(0xffffffffu, drow, j));
+    const int l = __ffs(m) - 1;
+    const int d = __shfl_sync(0xffffffffu, dest, l);
+    const int row = __shfl_sync(0xffffffffu, drow, l);
     const int dLocal = d % N;
+    const int j = row - r.fwdRowsBase[n * N + dLocal];
     mask |= uint64_t(1) << dLocal;
     const bool owned = e >= 0 && eDest == d;
     const bool lsa = tr.lsa(d);
-    int32_t* packed = lsa ? reinterpret_cast<int32_t*>(tr.lsaBase(d) + c.wl.recvFwdMeta) + row * WI
-                          : reinterpret_cast<int32_t*>(tr.localBase() + c.wl.fwdMetaStage) + (q * N + dLocal) * WI;
+    // Where the row goes: d's receive arrays (NVLink) or the segment (n, d) for the put.
+    const uint64_t seg = fwdSegmentRow(n, dLocal, j, N, T);
+    char* peer = lsa ? tr.lsaBase(d) : nullptr;
+    int32_t* packed = lsa ? reinterpret_cast<int32_t*>(peer + c.wl.recvFwdMeta) + size_t(row) * WI
+                          : reinterpret_cast<int32_t*>(local + c.wl.fwdMetaStage) + seg * WI;
+    char* x = lsa ? peer + c.wl.recvX + size_t(row) * a.xRowBytes : local + c.wl.fwdOutX + seg * a.xRowBytes;
+    float* sc = lsa ? reinterpret_cast<float*>(peer + c.wl.recvScales) + size_t(row) * scaleWords
+                    : reinterpret_cast<float*>(local + c.wl.fwdOutScales) + seg * scaleWords;
     if (lane < K) {
       packed[lane] = owned ? e - d * Le : -1;
       packed[K + lane] = __float_as_int(owned ? w : 0.f);
@@ -365,36 +377,51 @@ __device__ void forwardRecord(const DispatchArgs& a, const Transport& tr, size_t
       packed[3 * K] = s;
       packed[3 * K + 1] = token;
       packed[3 * K + 2] = int(q);
+      r.fwdSlot[q * N + dLocal] = j;  // combine finds d's partial of this record at j
     }
-    if (lsa) {
-      char* peer = tr.lsaBase(d);
-      warpCopy16<true>(peer + c.wl.recvX + row * a.xRowBytes, rec.x + q * a.xRowBytes, a.xRowBytes, lane);
-      float* sc = reinterpret_cast<float*>(peer + c.wl.recvScales) + row * scaleWords;
-      for (int i = lane; i < scaleWords; i += 32) sc[i] = ((volatile float*)rec.scales)[q * scaleWords + i];
-      __syncwarp();
-    } else {
-      __syncwarp();  // the packed metadata is in the window before the put reads it
-      if (lane == 0) {
-        const int ctx = dataContextOf(d, c.link.ginContexts);
-        tr.put(d, c.wl.recvX + row * a.xRowBytes, c.wl.fwdRecvX + q * a.xRowBytes, a.xRowBytes, ctx);
-        tr.put(d, c.wl.recvScales + row * a.scaleRowBytes, c.wl.fwdRecvScales + q * a.scaleRowBytes, a.scaleRowBytes, ctx);
-        tr.put(d, c.wl.recvFwdMeta + row * WI * 4, c.wl.fwdMetaStage + (q * N + dLocal) * WI * 4, uint64_t(WI) * 4, ctx);
-      }
-      __syncwarp();
-    }
+    warpCopy16<true>(x, rec.x + q * a.xRowBytes, a.xRowBytes, lane);
+    for (int i = lane; i < scaleWords; i += 32) sc[i] = ((volatile float*)rec.scales)[q * scaleWords + i];
+    __syncwarp();
   }
-  if (lane == 0) a.r.fwdMask[q] = mask;
-  if (lane < K) a.r.fwdExperts[q * K + lane] = e;  // combine takes each slot's weight from its owner
+  if (lane == 0) r.fwdMask[q] = mask;
+  if (lane < K) r.fwdExperts[q * K + lane] = e;  // combine takes each slot's weight from its owner
+}
+
+// The last CTA to finish forwarding (every CTA's rows are staged or stored): per source node n and
+// rank d of this node with rows from n, the run of fwdRowsTo rows goes out in one piece: a network
+// rank gets one put of the rows, one of their FP8 scales and one of their packed metadata, the
+// last adding the rows to d's arrival word of the source (its rail peer on n); an NVLink rank (or
+// this rank), whose rows were stored in place, gets the rows added to that word. One thread per
+// (n, d): each signal covers the puts before it on its context.
+__device__ void postForwarded(const DispatchArgs& a, const Transport& tr) {
+  const EpCommon& c = a.c;
+  const Route& r = a.r;
+  const int R = c.link.nRanks, N = c.nodeSize, nodes = R / N, myNode = nodeOfRank(c.link.rank, N), T = c.shape.maxTokens;
+  const uint64_t WB = uint64_t(fwdRowInts(c.shape.topk)) * 4;
+  for (int i = threadIdx.x; i < nodes * N; i += kThreads) {
+    const int n = i / N, dLocal = i % N, d = myNode * N + dLocal;
+    const int rows = r.fwdRowsTo[i];
+    if (n == myNode || rows == 0) continue;
+    const uint32_t id = ginSignalId(kFlagArriveDispatch, railPeerOf(c.link.rank, n, N), R);
+    if (tr.lsa(d)) {
+      tr.addLsaWord(d, id, uint32_t(rows));
+      continue;
+    }
+    const int ctx = dataContextOf(d, c.link.ginContexts);
+    const uint64_t seg = fwdSegmentRow(n, dLocal, 0, N, T), base = uint64_t(r.fwdRowsBase[i]), cnt = uint64_t(rows);
+    tr.put(d, c.wl.recvX + base * a.xRowBytes, c.wl.fwdOutX + seg * a.xRowBytes, cnt * a.xRowBytes, ctx);
+    tr.put(d, c.wl.recvScales + base * a.scaleRowBytes, c.wl.fwdOutScales + seg * a.scaleRowBytes, cnt * a.scaleRowBytes, ctx);
+    tr.putSignalWord(d, c.wl.recvFwdMeta + base * WB, c.wl.fwdMetaStage + seg * WB, cnt * WB, id, uint32_t(rows), ctx);
+  }
+  __syncthreads();
 }
 
 // The forwarder's step: wait for every rail peer's records (its word reached the running total + 1;
 // the value says how many), forward each record's rows (all CTAs share the records), then the last
-// CTA counts the rows each rank of the node got from each source node and adds them to that rank's
-// arrival word of the source, after every row (the receiver waits for them as for direct rows).
+// CTA posts the runs (postForwarded): the receiver waits for them as for direct rows.
 __device__ void forwardRecords(const DispatchArgs& a, const Transport& tr, OpSession& ses, int globalWarp, int numWarps,
                                int lane) {
   __shared__ int counts[kMaxRanks];  // records per source node
-  __shared__ int perRank[kMaxNodeRanks];
   const EpCommon& c = a.c;
   const Route& r = a.r;
   const SessionArgs& sa = c.session;
@@ -414,34 +441,22 @@ __device__ void forwardRecords(const DispatchArgs& a, const Transport& tr, OpSes
   __syncthreads();
   for (int n = 0; n < nodes && !ses.abort; ++n) {
     const int s = railPeerOf(c.link.rank, n, N);
-    for (int j = globalWarp; j < counts[n]; j += numWarps) forwardRecord(a, tr, size_t(fwdRecordRow(n, j, T)), s, lane);
+    for (int j = globalWarp; j < counts[n]; j += numWarps) forwardRecord(a, tr, size_t(fwdRecordRow(n, j, T)), n, s, lane);
   }
   // Every CTA counts (lastCtaOf re-arms the step for the next op), aborted or not.
   if (!lastCtaOf(&sa.state->fwdCtas[kFwdRowsWritten]) || ses.abort) return;
-  for (int n = 0; n < nodes; ++n) {
+  postForwarded(a, tr);
+  for (int n = threadIdx.x; n < nodes; n += kThreads) {
     if (n == myNode) continue;
-    const int s = railPeerOf(c.link.rank, n, N);
-    for (int i = threadIdx.x; i < N; i += kThreads) perRank[i] = 0;
-    __syncthreads();
-    for (int j = threadIdx.x; j < counts[n]; j += kThreads)
-      for (uint64_t m = r.fwdMask[fwdRecordRow(n, j, T)]; m; m &= m - 1) atomicAdd(&perRank[__ffsll(m) - 1], 1);
-    __syncthreads();
-    for (int i = threadIdx.x; i < N; i += kThreads) {
-      const int d = myNode * N + i, rows = perRank[i];
-      r.fwdRowsTo[n * N + i] = rows;
-      if (rows > 0) tr.addWord(d, ginSignalId(kFlagArriveDispatch, s, R), uint32_t(rows), dataContextOf(d, c.link.ginContexts));
-    }
-    if (threadIdx.x == 0) {
-      r.fwdCount[n] = counts[n];
-      sa.arrived[kArrivedFwdDispatch * R + s] += uint32_t(counts[n]) + 1u;
-    }
-    __syncthreads();
+    r.fwdCount[n] = counts[n];
+    sa.arrived[kArrivedFwdDispatch * R + railPeerOf(c.link.rank, n, N)] += uint32_t(counts[n]) + 1u;
   }
+  __syncthreads();
 }
 
 // A received row of a forwarded source: its metadata came packed (recvFwdMeta); unpack it into the
-// receive arrays the copy-out reads (and the caller may own: zero-copy), and keep its record row
-// for combine. The whole warp; the warp's later reads of these arrays see the stores.
+// receive arrays the copy-out reads (and the caller may own: zero-copy). The whole warp; the
+// warp's later reads of these arrays see the stores.
 __device__ void unpackForwarded(const DispatchArgs& a, const RowArrays& in, size_t row, int lane) {
   const int K = a.c.shape.topk, WI = int(fwdRowInts(K));
   const char* base = in.x - a.c.wl.recvX;  // this rank's window (in: its receive arrays)
@@ -452,7 +467,6 @@ __device__ void unpackForwarded(const DispatchArgs& a, const RowArrays& in, size
     in.pos[row * K + lane] = p[2 * K + lane];
   }
   if (lane < 2) in.info[row * 2 + lane] = p[3 * K + lane];
-  if (lane == 0) a.r.recvFwdRecord[row] = p[3 * K + 2];
   __syncwarp();
 }
 

@@ -44,7 +44,8 @@ size_t carveRoute(char* base, const ncclEpGroup& g, epx::dev::Route* r) {
     take(&r->fwdCount, nodes);
     take(&r->fwdMask, nodes * T);
     take(&r->fwdRowsTo, nodes * size_t(g.nodeSize));
-    take(&r->recvFwdRecord, R * T);
+    take(&r->fwdRowsBase, nodes * size_t(g.nodeSize));
+    take(&r->fwdSlot, nodes * T * size_t(g.nodeSize));
     take(&r->fwdExperts, nodes * T * K);
   }
   return off;

@@ -1,6 +1,7 @@
-// CPU tests of hybrid forwarding's host-side pieces (issue 34): the forwarding option and its
-// validation, the window regions it adds, and the protocol arithmetic the kernels use (rail peers,
-// deliverers, record numbering, combine order) against the CPU routing plan (ref hybrid_ref.h).
+// CPU tests of hybrid forwarding's host-side pieces: the forwarding option and its validation, the
+// window regions it adds, and the protocol arithmetic the kernels use (rail peers, deliverers,
+// record numbering, combine order) against the CPU routing plan (ref hybrid_ref.h), and the
+// batched forward hop's runs and segments (protocol.h "Batching") on a model of the kernels.
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -163,6 +164,7 @@ BOOST_AUTO_TEST_CASE(window_regions_of_hybrid) {
   const std::vector<std::pair<uint64_t, uint64_t>> regions = {
       {h.fwdSendX, fwd * H * 2},           {h.fwdSendScales, fwd * (H / 128) * 4}, {h.fwdSendMeta, fwd * RI * 4},
       {h.fwdRecvX, fwd * H * 2},           {h.fwdRecvScales, fwd * (H / 128) * 4}, {h.fwdRecvMeta, fwd * RI * 4},
+      {h.fwdOutX, fwd * N * H * 2},        {h.fwdOutScales, fwd * N * (H / 128) * 4},
       {h.fwdMetaStage, fwd * N * WI * 4},  {h.recvFwdMeta, uint64_t(h.rows) * WI * 4},
       {h.fwdPartX, fwd * N * h.combineRowBytes}, {h.fwdPartW, fwd * N * K * 4},
       {h.fwdNodeX, fwd * h.combineRowBytes}, {h.fwdNodeW, fwd * K * 4}};
@@ -180,9 +182,50 @@ BOOST_AUTO_TEST_CASE(window_regions_of_hybrid) {
     BOOST_TEST(dev::fwdRowInts(k) % 4 == 0u);
     BOOST_TEST(dev::fwdRowInts(k) >= uint32_t(3 * k + 3));
   }
+  // Nodes that are NVLink teams store forwarded rows in place: no forwarding stage.
+  c.forwardNodeSize = 4;
+  const dev::WindowLayout nv = computeWindowLayout(c, 8, 4);
+  BOOST_TEST(nv.fwdRows == 2u * 100u);
+  BOOST_TEST(nv.fwdMetaStage == nv.fwdOutX);
+  BOOST_TEST(nv.recvFwdMeta == nv.fwdOutX);  // fwdOutX, fwdOutScales, fwdMetaStage: 0 bytes
   // An invalid hybrid config (refused at creation) lays out like direct mode.
   c.forwardNodeSize = 3;
   BOOST_TEST(computeWindowLayout(c, 8, 1).fwdRows == 0u);
+}
+
+// The first GPU run's failing case (4 fake nodes as 2 x 2, maxT 22795, H 8, K 13, E 4, exact
+// combine with FP32 rows): every region in order and inside the window, the segments (rows of
+// the last one) inside theirs, no 32-bit offset arithmetic past its range.
+BOOST_AUTO_TEST_CASE(window_regions_at_the_failing_case) {
+  GroupConfig c;
+  c.maxTokensPerRank = 22795, c.hidden = 8, c.topk = 13, c.numExperts = 4, c.exactCombine = true;
+  c.forwarding = ncclEpForwardHybrid;
+  c.forwardNodeSize = 2;
+  const dev::WindowLayout h = computeWindowLayout(c, 4, 1);
+  const uint64_t T = 22795, K = 13, H = 8, N = 2, nodes = 2, fwd = nodes * T, rows = 4 * T;
+  BOOST_TEST(h.fwdRows == fwd);
+  BOOST_TEST(h.combineRowBytes == H * 4);
+  const uint64_t WI = dev::fwdRowInts(13), RI = dev::fwdRecordInts(13);
+  const std::vector<std::pair<uint64_t, uint64_t>> regions = {
+      {h.combineX, rows * H * 4},       {h.combineRecv, rows * H * 4},   {h.combineRecvW, rows * K * 4},
+      {h.combineStageW, rows * K * 4},  {h.fwdSendX, fwd * H * 2},       {h.fwdSendMeta, fwd * RI * 4},
+      {h.fwdRecvX, fwd * H * 2},        {h.fwdRecvMeta, fwd * RI * 4},   {h.fwdOutX, fwd * N * H * 2},
+      {h.fwdMetaStage, fwd * N * WI * 4}, {h.recvFwdMeta, rows * WI * 4}, {h.fwdPartX, fwd * N * H * 4},
+      {h.fwdPartW, fwd * N * K * 4},    {h.fwdNodeX, fwd * H * 4},       {h.fwdNodeW, fwd * K * 4}};
+  uint64_t end = 0;
+  for (const auto& [at, bytes] : regions) {
+    BOOST_TEST(at >= end);
+    end = at + bytes;
+  }
+  BOOST_TEST(end <= h.totalBytes);
+  // The last segment row (last source node, last rank, a run of maxTokens rows) is inside.
+  const uint64_t last = dev::fwdSegmentRow(int(nodes) - 1, int(N) - 1, int(T) - 1, int(N), int(T));
+  BOOST_TEST(last == fwd * N - 1);
+  BOOST_TEST(h.fwdPartX + (last + 1) * H * 4 <= h.fwdPartW);
+  BOOST_TEST(h.fwdMetaStage + (last + 1) * WI * 4 <= h.recvFwdMeta);
+  // Row indices stay far below 2^31 (int arithmetic in the kernels): rows * K and fwd * N * K.
+  BOOST_TEST(rows * K < (uint64_t(1) << 31));
+  BOOST_TEST(fwd * N * K < (uint64_t(1) << 31));
 }
 
 BOOST_AUTO_TEST_CASE(rail_peers_and_deliverers) {
@@ -247,6 +290,130 @@ BOOST_AUTO_TEST_CASE(kernel_arithmetic_matches_the_routing_plan) {
       }
       BOOST_TEST(int(keys.size()) == (R / N - 1) + N);
     }
+  }
+}
+
+namespace {
+// A model of what the layout and the hybrid kernels compute for one dispatch (distinct experts per
+// token, slots unused with probability `unused`): the count matrix, each token's index among its
+// source's rows to each rank (tokSlot, global), the records, and the forward hop as batched.
+struct ForwardModel {
+  int R, N, K, Le, maxT;
+  std::vector<int> T;
+  std::vector<std::vector<int32_t>> ids;    // [s][t * K + k]
+  std::vector<std::vector<int>> counts;     // [s][d] rows s sends d
+  std::vector<std::vector<int>> slot;       // [s][t * R + d] index among s's rows to d, or -1
+  ForwardModel(int nRanks, int nodeSize, int topk, int experts, std::vector<int> tokens, double unused, std::mt19937& rng)
+      : R(nRanks), N(nodeSize), K(topk), Le(experts / nRanks), T(std::move(tokens)) {
+    maxT = *std::max_element(T.begin(), T.end());
+    std::vector<int> e(experts);
+    for (int i = 0; i < experts; ++i) e[i] = i;
+    std::uniform_real_distribution<double> u(0, 1);
+    counts.assign(R, std::vector<int>(R, 0));
+    for (int s = 0; s < R; ++s) {
+      ids.emplace_back(size_t(T[s]) * K, -1);
+      slot.emplace_back(size_t(T[s]) * R, -1);
+      for (int t = 0; t < T[s]; ++t) {
+        std::shuffle(e.begin(), e.end(), rng);
+        for (int k = 0; k < K && k < experts; ++k)
+          if (u(rng) >= unused) ids[s][size_t(t) * K + k] = e[k];
+        for (int d = 0; d < R; ++d) {
+          bool to = false;
+          for (int k = 0; k < K; ++k) to = to || dev::destOf(ids[s][size_t(t) * K + k], Le) == d;
+          if (to) slot[s][size_t(t) * R + d] = counts[s][d]++;
+        }
+      }
+    }
+  }
+  int sendBase(int s, int d) const {  // first row of s's rows at d (the layout's sendBase / recvBase)
+    int b = 0;
+    for (int p = 0; p < s; ++p) b += counts[p][d];
+    return b;
+  }
+  // Tokens of s with a slot on `node` in token order: the records (tokNodeSlot numbering).
+  std::vector<int> records(int s, int node) const {
+    std::vector<int> out;
+    for (int t = 0; t < T[s]; ++t)
+      for (int k = 0; k < K; ++k)
+        if (dev::firstSlotOfNode(ids[s].data() + size_t(t) * K, k, Le, N, node)) out.push_back(t);
+    return out;
+  }
+};
+
+struct OpCounts {
+  int64_t perRow = 0, batched = 0;  // GIN operations of the previous per-row hop and of the batched one
+};
+
+// Checks the batched forward hop of model m (virtual nodes: every other rank is a network rank)
+// and returns the GIN operations both ways, dispatch and combine, over all ranks.
+std::pair<OpCounts, OpCounts> checkForwardHop(const ForwardModel& m) {
+  const int R = m.R, N = m.N, nodes = R / N, T = m.maxT;
+  const auto counts = [&](int s, int d) { return m.counts[s][d]; };
+  OpCounts dispatch, combine;
+  std::set<uint64_t> segments;
+  for (int f = 0; f < R; ++f) {
+    const int myNode = dev::nodeOfRank(f, N);
+    for (int n = 0; n < nodes; ++n) {
+      if (n == myNode) continue;
+      const int s = dev::railPeerOf(f, n, N);
+      const std::vector<int> rec = m.records(s, myNode);
+      BOOST_TEST(int(rec.size()) <= T);  // records of one source node fit its area
+      for (int dLocal = 0; dLocal < N; ++dLocal) {
+        const int d = myNode * N + dLocal;
+        const dev::ForwardedRun run = dev::forwardedRun(counts, R, f, n, d, N);
+        // The run is where d expects s's rows (recvBase) and as long as it expects (its signal).
+        BOOST_TEST(run.base == m.sendBase(s, d));
+        BOOST_TEST(run.rows == m.counts[s][d]);
+        std::vector<int> seen(size_t(run.rows), 0);
+        for (int t : rec) {
+          const int gslot = m.slot[s][size_t(t) * R + d];
+          if (gslot < 0) continue;                     // not in d's mask
+          const int row = m.sendBase(s, d) + gslot;    // the record's row at d (SendPlan::fwdRow)
+          const int j = row - run.base;                // forwardRecord's index in the run
+          BOOST_TEST_REQUIRE((j >= 0 && j < run.rows));
+          ++seen[size_t(j)];
+          // Combine: d's partial of received row i = recvBase[s] + gslot is at i - recvBase[s] = j.
+          BOOST_TEST(j == gslot);
+          const uint64_t seg = dev::fwdSegmentRow(n, dLocal, j, N, T);
+          BOOST_TEST(seg < uint64_t(nodes) * N * T);
+          BOOST_TEST(segments.insert(uint64_t(f) * nodes * N * T + seg).second);  // per forwarder, once
+        }
+        // Every row of the run comes from exactly one record: the run is contiguous and complete.
+        BOOST_TEST(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
+        if (d == f) continue;  // this rank's own rows are stored in place
+        dispatch.perRow += 3 * int64_t(run.rows);
+        dispatch.batched += run.rows > 0 ? 2 : 0;        // rows, metadata + signal (BF16)
+        combine.perRow += 2 * int64_t(run.rows);
+        combine.batched += run.rows > 0 ? 2 : 0;         // weights, rows + signal
+      }
+    }
+    BOOST_TEST(dispatch.batched <= int64_t(2) * (f + 1) * (nodes - 1) * (N - 1));
+  }
+  return {dispatch, combine};
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(batched_forward_hop_runs_and_segments) {
+  std::mt19937 rng(0x6da5c07e);
+  // The first GPU run's failing case: 4 fake nodes as 2 x 2, K 13 over 4 experts, 63 % unused.
+  {
+    const ForwardModel m(4, 2, 13, 4, {22795, 2123, 13398, 6110}, 0.6317, rng);
+    const auto [dispatch, combine] = checkForwardHop(m);
+    BOOST_TEST_MESSAGE("failing case: dispatch GIN ops per row " << dispatch.perRow << ", batched " << dispatch.batched
+                       << "; combine per row " << combine.perRow << ", batched " << combine.batched);
+    BOOST_TEST(dispatch.batched <= 4 * 2);  // 4 forwarders x 1 other node x 1 network rank x 2 puts
+    BOOST_TEST(combine.batched <= 4 * 2);
+    BOOST_TEST(dispatch.perRow > 1000 * dispatch.batched);
+  }
+  // Other geometries, with ranks that have no tokens (runs of 0 rows post nothing).
+  for (auto [R, N] : {std::pair{8, 4}, {8, 2}, {16, 4}}) {
+    std::vector<int> T(R);
+    for (int& t : T) t = int(rng() % 300);
+    T[1] = 0;
+    const ForwardModel m(R, N, 6, 4 * R, T, 0.3, rng);
+    const auto [dispatch, combine] = checkForwardHop(m);
+    BOOST_TEST(dispatch.batched <= int64_t(2) * R * (R / N - 1) * (N - 1));
+    BOOST_TEST(combine.batched <= int64_t(2) * R * (R / N - 1) * (N - 1));
   }
 }
 

@@ -69,8 +69,11 @@ struct Route {
   int32_t* nodeCount;       // [nodes] this rank's tokens to each other node (own node: 0)
   int32_t* fwdCount;        // [nodes] records this rank forwarded from each source node (dispatch)
   uint64_t* fwdMask;        // [nodes * maxTokens] ranks of this node (bit = index in node) a record went to
-  int32_t* fwdRowsTo;       // [nodes, nodeSize] rows forwarded from each source node to each rank of this node
-  int32_t* recvFwdRecord;   // [rows] received row from a forwarded source: its record row at the forwarder
+  int32_t* fwdRowsTo;       // [nodes, nodeSize] rows this rank forwards from its rail peer on each source
+                            //   node to each rank of its node (layout: protocol.h forwardedRun)
+  int32_t* fwdRowsBase;     // [nodes, nodeSize] the first of those rows in that rank's receive arrays
+  int32_t* fwdSlot;         // [nodes * maxTokens, nodeSize] a record's index j in the run to each rank
+                            //   of this node it went to (fwdMask): its row there is fwdRowsBase + j
   int32_t* fwdExperts;      // [nodes * maxTokens, K] a forwarded record's expert ids in this node, else -1
   int expanded;
   int alignment;

@@ -17,10 +17,12 @@
 //   fwd*     hybrid forwarding only (0 bytes in direct mode; protocol.h "Hybrid forwarding"):
 //            fwdSend* this rank's token records, one per (destination node, token), grouped by node;
 //            fwdRecv* the records of the rank on this rank's rail in every other node, by source
-//            node; fwdMetaStage the packed per-row metadata a forwarder puts to a network peer of
-//            its node; recvFwdMeta the packed metadata of rows that arrived forwarded; fwdPart*
-//            combine partials of the node's ranks for the records this rank forwarded, fwdNode*
-//            their node sums, staged for the one put back to each source node.
+//            node; fwdOut* / fwdMetaStage the rows and packed row metadata a forwarder puts to the
+//            network ranks of its node, one segment per (source node, rank) (protocol.h
+//            fwdSegmentRow; fwdOut* only when the node has network ranks, i.e. virtual nodes);
+//            recvFwdMeta the packed metadata of rows that arrived forwarded; fwdPart* combine
+//            partials of the node's ranks for the records this rank forwarded, in the same
+//            segments; fwdNode* their node sums, staged for the one put back to each source node.
 #pragma once
 #include <cstdint>
 
@@ -79,10 +81,12 @@ struct WindowLayout {
   uint64_t fwdRecvX;     // hybrid: the same three arrays as received, row sourceNode * maxTokens + slot
   uint64_t fwdRecvScales;
   uint64_t fwdRecvMeta;
-  uint64_t fwdMetaStage; // i32 [fwdRows][nodeSize][fwdRowInts(K)]: packed row metadata for network node peers
+  uint64_t fwdOutX;      // [nodes][nodeSize][maxTokens] rows (hidden * 2 bytes) forwarded to network node peers
+  uint64_t fwdOutScales; // f32 [nodes][nodeSize][maxTokens][hidden / 128]
+  uint64_t fwdMetaStage; // i32 [nodes][nodeSize][maxTokens][fwdRowInts(K)]: their packed row metadata
   uint64_t recvFwdMeta;  // i32 [rows][fwdRowInts(K)]: packed metadata of forwarded receive rows
-  uint64_t fwdPartX;     // combine: [fwdRows][nodeSize] partial rows (combineRowBytes) of the node's ranks
-  uint64_t fwdPartW;     // f32 [fwdRows][nodeSize][K]
+  uint64_t fwdPartX;     // combine: [nodes][nodeSize][maxTokens] partial rows (combineRowBytes) of the node's ranks
+  uint64_t fwdPartW;     // f32 [nodes][nodeSize][maxTokens][K]
   uint64_t fwdNodeX;     // combine: [fwdRows] node sums (combineRowBytes), put back to the source nodes
   uint64_t fwdNodeW;     // f32 [fwdRows][K]
   uint64_t totalBytes;
@@ -168,7 +172,12 @@ inline WindowLayout layoutWindow(const WindowShape& s) {
   wl.fwdRecvX = cur.take(fwd * H * 2);
   wl.fwdRecvScales = cur.take(s.fp8 ? fwd * (H / 128) * 4 : 0);
   wl.fwdRecvMeta = cur.take(fwd * fwdRecordInts(s.topk) * 4);
-  wl.fwdMetaStage = cur.take(fwd * node * fwdRowInts(s.topk) * 4);
+  // Rows a forwarder stages for network ranks of its node: only when the node has some (a node
+  // holds whole NVLink teams; virtual nodes of fake nodes have lsaSize 1).
+  const uint64_t out = s.lsaSize < s.nodeSize ? fwd * node : 0;
+  wl.fwdOutX = cur.take(out * H * 2);
+  wl.fwdOutScales = cur.take(s.fp8 ? out * (H / 128) * 4 : 0);
+  wl.fwdMetaStage = cur.take(out * fwdRowInts(s.topk) * 4);
   wl.recvFwdMeta = cur.take(fwd ? rows * fwdRowInts(s.topk) * 4 : 0);
   wl.fwdPartX = cur.take(fwd * node * wl.combineRowBytes);
   wl.fwdPartW = cur.take(fwd * node * K * 4);
