@@ -115,7 +115,10 @@ BOOST_AUTO_TEST_CASE(differential) {
       try {
         ok = runCaseOn(rc.cfg, groups, rc.tokens, rc.route, rc.repeats, rc.dataSeed, name);
       } catch (const std::exception& e) {
-        reportFailure(seed, rc, e.what());
+        // A refused call after a device-side timeout says only that there was one: add what the
+        // group recorded (phase, peer, transport) so the failure line names the wait.
+        const std::string recorded = asyncErrors(groups);
+        reportFailure(seed, rc, e.what() + (recorded.empty() ? std::string() : "; recorded: " + recorded));
         destroyGroups(groups);
         throw;  // an ncclEp call failed: the collective sequence may be out of step; stop here
       }
