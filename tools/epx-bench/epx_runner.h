@@ -25,6 +25,7 @@ struct EpxRunSpec {
   int align = 1;
   bool window = true;  // zero-copy window buffers (deduplicated layout only)
   bool fp8 = true;     // group created with fp8Dispatch = 1
+  int forwardNodeSize = 0;  // hybrid (--hybrid R): combine sums each node's partials first
 };
 
 // Outputs of the check run on one rank (rows [0, numRows) only).

@@ -432,6 +432,7 @@ int run(const Options& opt) {
           spec.align = layout == ncclEpLayoutExpanded ? opt.align : 1;
           spec.window = window != 0;
           spec.fp8 = fp8;
+          spec.forwardNodeSize = opt.hybrid;
           std::vector<ncclEpHandle_t> handles(n, nullptr);
           mg.run([&](const epx::testing::RankContext& ctx) { handles[ctx.rank] = createHandle(groups[ctx.rank], spec); });
           for (size_t i = 0; i < infos.size(); ++i) {
