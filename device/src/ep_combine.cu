@@ -86,6 +86,7 @@ __device__ void sendBack(const CombineArgs& a, const Transport& tr, SendRows whi
   for (int v = share.begin + warp; v < share.end; v += kWarps) {
     const int i = which == SendRows::kGin ? ginRowOf(r.recvBase, r.recvGinBase, c.link.nRanks, v) : lsaRecv.rowOf(v);
     const ReturnRow rr = returnRowOf(c, r, i);
+    if (isForwarded(rr.src, c.link.rank, c.nodeSize)) continue;  // hybrid: its partial goes to the forwarder
     const bool lsa = tr.lsa(rr.src);
     if (lsa != (which == SendRows::kLsa)) continue;
     if (lsa && a.pull) continue;  // the source reads this row in place
@@ -132,7 +133,7 @@ __device__ void putRound(const CombineArgs& a, const Transport& tr, OpSession& s
   ses.readyAllGin(tr, kOpCombine, kPhaseCombineFree);
   if (ses.abort) return;
   for (int s = threadIdx.x; s < c.link.nRanks; s += kThreads) {
-    if (tr.lsa(s)) continue;
+    if (tr.lsa(s) || isForwarded(s, c.link.rank, c.nodeSize)) continue;
     const int ginBase = r.recvGinBase[s], base = r.recvBase[s];
     const Share v = combineRoundRows(r.recvGinBase, s, rounds, round);
     const Share piece{base + (v.begin - ginBase), base + (v.end - ginBase)};
@@ -146,6 +147,169 @@ __device__ void putRound(const CombineArgs& a, const Transport& tr, OpSession& s
                  kFlagArriveCombine, uint32_t(n), ctx);
   }
   __syncthreads();  // ses.abort is read by every thread next
+}
+
+
+// ---- hybrid forwarding (protocol.h "Hybrid forwarding") ------------------------------------------
+
+// Rows a rank returns to this rank over GIN in one combine: direct mode every destination its
+// sendCount; hybrid, the rank of another node on this rank's rail returns one node sum per token of
+// this rank bound for its node, and the other ranks of that node return nothing.
+struct CombineReturns {
+  const Route& r;
+  int rank, nodeSize;
+  __device__ uint32_t operator()(int p) const {
+    if (!isForwarded(rank, p, nodeSize)) return uint32_t(r.sendCount[p]);
+    const int node = nodeOfRank(p, nodeSize);
+    return p == railPeerOf(rank, node, nodeSize) ? uint32_t(r.nodeCount[node]) : 0u;
+  }
+};
+
+// Rows this rank received through forwarder f (a rank of its node): the rows of f's rail peers on
+// the other nodes, one run per source (protocol.h "Batching").
+__device__ __forceinline__ int rowsThrough(const EpCommon& c, const Route& r, int f) {
+  const int N = c.nodeSize, myNode = nodeOfRank(c.link.rank, N);
+  int rows = 0;
+  for (int n = 0; n < c.link.nRanks / N; ++n) {
+    if (n == myNode) continue;
+    const int s = railPeerOf(f, n, N);
+    rows += r.recvBase[s + 1] - r.recvBase[s];
+  }
+  return rows;
+}
+
+// Each received row i of a forwarded source s goes back to its forwarder f (the rank of this node
+// on s's rail) as this rank's partial: j = i - recvBase[s] of the segment (s's node, this rank) of
+// f's fwdPart areas, with its weights. An NVLink forwarder (or this rank) gets it stored there; for
+// a network one it is staged at row i of combineX (as direct mode stages; already there when the
+// input is the window's combineX) and the last CTA moves each source's run with one put of
+// weights and one of rows, which adds the run's rows to f's (kFlagForwardCombine, this rank) word;
+// NVLink forwarders get their rows added to that word after the stores.
+template <class WireRow, bool kExpanded>
+__device__ void sendPartials(const CombineArgs& a, const Transport& tr, OpSession& ses, int lane,
+                             const int4* (&srcs)[kWarps][kMaxRowList]) {
+  const EpCommon& c = a.c;
+  const Route& r = a.r;
+  const int K = c.shape.topk, H = c.shape.hidden, N = c.nodeSize, T = c.shape.maxTokens, warp = threadIdx.x >> 5;
+  const int R = c.link.nRanks, myLocal = c.link.rank % N;
+  const size_t wire = wireRowBytes(a);
+  const uint32_t lanesBelow = (1u << lane) - 1u;
+  const bool xInWindow = inWindow(a, tr, a.x, c.wl.combineX);
+  ses.readyAllGin(tr, kOpCombine, kPhaseCombineFree);  // network forwarders finished their previous combine
+  const Share mine = shareOf(r.recvBase[R], gridDim.x, blockIdx.x);
+  for (int i = mine.begin + warp; i < mine.end && !ses.abort; i += kWarps) {
+    const int s = sourceOfRow(r.recvBase, R, i);
+    if (!isForwarded(s, c.link.rank, N)) continue;
+    const int f = delivererOf(s, c.link.rank, N);
+    const size_t part = fwdSegmentRow(nodeOfRank(s, N), myLocal, i - r.recvBase[s], N, T);
+    const bool lsa = tr.lsa(f);
+    char* base = lsa ? tr.lsaBase(f) : nullptr;
+    char* dst = lsa ? base + c.wl.fwdPartX + part * wire : tr.localBase() + c.wl.combineX + size_t(i) * wire;
+    float* dstW = lsa ? reinterpret_cast<float*>(base + c.wl.fwdPartW) + part * K
+                      : reinterpret_cast<float*>(tr.localBase() + c.wl.combineStageW) + size_t(i) * K;
+    if constexpr (!kExpanded) {
+      if (lsa || !xInWindow) warpCopy16<false>(dst, reinterpret_cast<const char*>(a.x + size_t(i) * H), H * 2, lane);
+      if (lane < K) dstW[lane] = a.topkWeights ? a.topkWeights[size_t(i) * K + lane] : 0.f;
+    } else {
+      const int row = lane < K ? r.recvExpRows[size_t(i) * K + lane] : -1;
+      const uint32_t valid = __ballot_sync(0xffffffffu, row >= 0);
+      if (lane < K) dstW[lane] = row >= 0 && a.topkWeights ? a.topkWeights[row] : 0.f;
+      if (row >= 0) srcs[warp][__popc(valid & lanesBelow)] = reinterpret_cast<const int4*>(a.x + size_t(row) * H);
+      padRowList(srcs[warp], __popc(valid), lane);
+      __syncwarp();
+      warpSumBf16Rows<WireRow, 1>(reinterpret_cast<int4*>(dst), srcs[warp], __popc(valid), H / 8, lane);
+    }
+    __syncwarp();
+  }
+  if (!lastCtaOf(&c.session.state->fwdCtas[kFwdPartialsSent]) || ses.abort) return;
+  const int first = c.link.rank - myLocal, nodes = R / N, myNode = nodeOfRank(c.link.rank, N);
+  for (int fi = threadIdx.x; fi < N; fi += kThreads) {
+    const int f = first + fi;
+    if (tr.lsa(f)) {
+      const int rows = rowsThrough(c, r, f);
+      if (rows > 0) tr.addLsaWord(f, tr.ownId(kFlagForwardCombine), uint32_t(rows));
+      continue;
+    }
+    const int ctx = dataContextOf(f, c.link.ginContexts);
+    for (int n = 0; n < nodes; ++n) {
+      const int s = railPeerOf(f, n, N);
+      const int rows = n == myNode ? 0 : r.recvBase[s + 1] - r.recvBase[s];
+      if (rows == 0) continue;
+      const uint64_t part = fwdSegmentRow(n, myLocal, 0, N, T), at = uint64_t(r.recvBase[s]), cnt = uint64_t(rows);
+      tr.put(f, c.wl.fwdPartW + part * K * 4, c.wl.combineStageW + at * K * 4, cnt * K * 4, ctx);
+      tr.putSignal(f, c.wl.fwdPartX + part * wire, c.wl.combineX + at * wire, cnt * wire, kFlagForwardCombine,
+                   uint32_t(rows), ctx);
+    }
+  }
+  __syncthreads();
+}
+
+// The forwarder's step: once every rank of its node stored its partials (their words reached the
+// running totals plus the rows forwarded to them at dispatch), each record's node sum: the
+// partials in ascending rank order, summed in FP32 and rounded like a rank partial, and each slot's
+// weight from the rank that owns its expert. The last CTA puts every source node its sums (one
+// put of weights, one of rows adding them to the source's arrival word of this rank).
+template <class WireRow>
+__device__ void sumNodes(const CombineArgs& a, const Transport& tr, OpSession& ses, int globalWarp, int numWarps, int lane,
+                         const int4* (&srcs)[kWarps][kMaxRowList]) {
+  const EpCommon& c = a.c;
+  const Route& r = a.r;
+  const SessionArgs& sa = c.session;
+  const int R = c.link.nRanks, K = c.shape.topk, H = c.shape.hidden, N = c.nodeSize, Le = c.shape.localExperts;
+  const int nodes = R / N, myNode = nodeOfRank(c.link.rank, N), first = myNode * N, T = c.shape.maxTokens;
+  const int warp = threadIdx.x >> 5;
+  const size_t wire = wireRowBytes(a);
+  char* local = tr.localBase();
+  bool ok = !ses.abort;
+  for (int i = threadIdx.x; i < N && ok; i += kThreads) {
+    uint32_t expected = 0;
+    for (int n = 0; n < nodes; ++n) expected += n == myNode ? 0u : uint32_t(r.fwdRowsTo[n * N + i]);
+    const int d = first + i;
+    ok = tr.waitWord(ginSignalId(kFlagForwardCombine, d, R), d, sa.arrived[kArrivedFwdCombine * R + d] + expected,
+                     kPhaseCombineData);
+  }
+  if (!ok) ses.abort = 1;
+  __syncthreads();
+  for (int n = 0; n < nodes && !ses.abort; ++n) {
+    if (n == myNode) continue;
+    for (int j = globalWarp; j < r.fwdCount[n]; j += numWarps) {
+      const size_t q = size_t(fwdRecordRow(n, j, T));
+      const uint64_t mask = r.fwdMask[q];
+      // d's partial of record q: j = fwdSlot of its run from node n (protocol.h "Batching").
+      auto partOf = [&](int dLocal) { return fwdSegmentRow(n, dLocal, r.fwdSlot[q * N + dLocal], N, T); };
+      int k = 0;
+      for (uint64_t m = mask; m; m &= m - 1, ++k)
+        if (lane == 0) srcs[warp][k] = reinterpret_cast<const int4*>(local + c.wl.fwdPartX + partOf(__ffsll(m) - 1) * wire);
+      __syncwarp();
+      warpSumRows<WireRow, WireRow, true, 2>(reinterpret_cast<int4*>(local + c.wl.fwdNodeX + q * wire), srcs[warp], k,
+                                             nullptr, nullptr, H / 8, lane);
+      if (lane < K) {
+        const int e = r.fwdExperts[q * K + lane];
+        const float* w = reinterpret_cast<const float*>(local + c.wl.fwdPartW);
+        reinterpret_cast<float*>(local + c.wl.fwdNodeW)[q * K + lane] =
+            e >= 0 ? ((const volatile float*)w)[partOf(destOf(e, Le) % N) * K + lane] : 0.f;
+      }
+      __syncwarp();
+    }
+  }
+  if (!lastCtaOf(&sa.state->fwdCtas[kFwdNodeSummed]) || ses.abort) return;
+  ses.readyAllGin(tr, kOpCombine, kPhaseCombineFree);  // the sources finished their previous combine
+  if (ses.abort) return;
+  for (int n = threadIdx.x; n < nodes; n += kThreads) {
+    const int cnt = r.fwdCount[n];
+    if (n == myNode || cnt == 0) continue;
+    const int s = railPeerOf(c.link.rank, n, N), ctx = dataContextOf(s, c.link.ginContexts);
+    const uint64_t at = uint64_t(c.link.rank) * T, q0 = uint64_t(fwdRecordRow(n, 0, T));
+    if (a.topkWeights) tr.put(s, c.wl.combineRecvW + at * K * 4, c.wl.fwdNodeW + q0 * K * 4, uint64_t(cnt) * K * 4, ctx);
+    tr.putSignal(s, c.wl.combineRecv + at * wire, c.wl.fwdNodeX + q0 * wire, uint64_t(cnt) * wire, kFlagArriveCombine,
+                 uint32_t(cnt), ctx);
+  }
+  for (int i = threadIdx.x; i < N; i += kThreads) {
+    uint32_t expected = 0;
+    for (int n = 0; n < nodes; ++n) expected += n == myNode ? 0u : uint32_t(r.fwdRowsTo[n * N + i]);
+    sa.arrived[kArrivedFwdCombine * R + first + i] += expected;
+  }
+  __syncthreads();
 }
 
 // Rows this rank sent network destination d for its tokens before token t (d returns them in that
@@ -196,8 +360,18 @@ __device__ void reduceRange(const CombineArgs& a, const Transport& tr, Share tok
     slotOf(t + numWarps, nextE, nextSlot);
     const int4* row = nullptr;
     const float* w = nullptr;
+    // Hybrid: a slot of another node is read from its node sum (lane of the node's first slot),
+    // ordered at the node's first rank; its ranks return nothing directly.
+    const int N = c.nodeSize;
+    const int nodeSlot = N > 0 && lane < K ? r.tokNodeSlot[t * K + lane] : -1;
     if (lane < K) {
-      if (slot >= 0) {
+      if (nodeSlot >= 0) {
+        const int node = nodeOfRank(destOf(e, Le), N);
+        dest = node * N;
+        const size_t at = size_t(railPeerOf(c.link.rank, node, N)) * c.shape.maxTokens + nodeSlot;
+        row = reinterpret_cast<const int4*>(local + c.wl.combineRecv + at * wire);
+        w = reinterpret_cast<const float*>(local + c.wl.combineRecvW) + at * K;
+      } else if (slot >= 0 && !isForwarded(c.link.rank, destOf(e, Le), N)) {
         dest = destOf(e, Le);
         const int gslot = r.chunkRankBase[chunkOf(t) * R + dest] + slot;
         if (kExpanded && dest == c.link.rank) {
@@ -219,7 +393,7 @@ __device__ void reduceRange(const CombineArgs& a, const Transport& tr, Share tok
     // Rank of this destination among the token's destinations, so the sum runs in rank order.
     int order = 0, ownAt = 0;
     const float* myW = nullptr;
-    const int myDest = destOf(e, Le);
+    const int myDest = e >= 0 ? combineOrderKey(c.link.rank, destOf(e, Le), N) : -1;  // the key of e's returned row
     for (uint32_t m = dests; m; m &= m - 1) {
       const int j = __ffs(m) - 1;
       const int dj = __shfl_sync(0xffffffffu, dest, j);
@@ -273,10 +447,14 @@ __device__ void reduceTokens(const CombineArgs& a, const Transport& tr, OpSessio
   const EpCommon& c = a.c;
   const Route& r = a.r;
   const int T = r.totals->numTokens;
-  const int step = tr.hasGin() ? kLayoutChunk : (T > 0 ? T : 1);
+  const bool hybrid = c.nodeSize > 0;  // node sums arrive in one put per source node: all at once
+  const int step = tr.hasGin() && !hybrid ? kLayoutChunk : (T > 0 ? T : 1);
   for (int t0 = 0; t0 < T; t0 += step) {
     const int t1 = t0 + step < T ? t0 + step : T;
-    if (tr.hasGin()) ses.waitGinPrefix(tr, a.c.session, kOpCombine, kPhaseCombineData, ReturnedBefore{r, c.link.nRanks, t1});
+    if (tr.hasGin() && hybrid)
+      ses.waitGinPrefix(tr, a.c.session, kOpCombine, kPhaseCombineData, CombineReturns{r, c.link.rank, c.nodeSize});
+    else if (tr.hasGin())
+      ses.waitGinPrefix(tr, a.c.session, kOpCombine, kPhaseCombineData, ReturnedBefore{r, c.link.nRanks, t1});
     if (ses.abort) return;
     reduceRange<kPull, WireRow, kExpanded>(a, tr, Share{t0, t1}, globalWarp, numWarps, lane, srcRows, ownRows);
   }
@@ -318,6 +496,10 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_consta
       if (ses.lastToStage(a.c.session, kOpCombine, j) && !ses.abort) putRound(a, tr, ses, j, rounds);
     }
   }
+  if (c.nodeSize > 0) {  // hybrid: partials of forwarded rows to their forwarders, then this rank's node sums
+    sendPartials<WireRow, kExpanded>(a, tr, ses, lane, rows);
+    sumNodes<WireRow>(a, tr, ses, globalWarp, numWarps, lane, rows);
+  }
   const bool pull = !kExpanded && a.pull;
   if (!pull && !ses.abort)
     sendBack<WireRow, kExpanded>(a, tr, SendRows::kLsa, shareOf(lsaRows(c, r, kExpanded).count(), gridDim.x, blockIdx.x),
@@ -334,7 +516,11 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_consta
     if (!ses.abort) reduceTokens<false, WireRow, kExpanded>(a, tr, ses, globalWarp, numWarps, lane, rows, ownRows);
   }
   if (gin) tr.completeGin();  // combineX / weights are the caller's again
-  ses.end(tr, a.c.session, kOpCombine, ginRows, kFlagReadyCombine);  // network peers: this combine finished (ginReadyDepth)
+  // Network peers: this combine finished (ginReadyDepth).
+  if (c.nodeSize > 0)
+    ses.end(tr, a.c.session, kOpCombine, CombineReturns{r, c.link.rank, c.nodeSize}, kFlagReadyCombine);
+  else
+    ses.end(tr, a.c.session, kOpCombine, ginRows, kFlagReadyCombine);
 }
 
 }  // namespace

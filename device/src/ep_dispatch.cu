@@ -59,9 +59,12 @@ struct RowArrays {
 // What lane k (< K) needs to send token t: its slot's expert, position and weight, and, when slot
 // k is the first with its destination rank d, the row in d's receive arrays (NVLink) or in the
 // staging arrays (network), and the global slot among this rank's rows to d.
+// Hybrid forwarding: a slot whose rank is in another node has no direct destination (dest -1);
+// fwdRow is its row in that rank's receive arrays (the forwarder writes it there), else -1.
 struct SendPlan {
   int e, pos, dest, row, gslot;
   float w;
+  int fwdRow = -1;
 };
 
 __device__ __forceinline__ SendPlan loadPlan(const DispatchArgs& a, const Transport& tr, int t, int lane) {
@@ -77,7 +80,12 @@ __device__ __forceinline__ SendPlan loadPlan(const DispatchArgs& a, const Transp
     if (slot >= 0) {
       p.dest = destOf(p.e, a.c.shape.localExperts);
       p.gslot = r.chunkRankBase[chunk * R + p.dest] + slot;
-      p.row = (tr.lsa(p.dest) ? r.sendBase[p.dest] : r.stageBase[p.dest]) + p.gslot;
+      if (isForwarded(a.c.link.rank, p.dest, a.c.nodeSize)) {
+        p.fwdRow = r.sendBase[p.dest] + p.gslot;
+        p.dest = -1;
+      } else {
+        p.row = (tr.lsa(p.dest) ? r.sendBase[p.dest] : r.stageBase[p.dest]) + p.gslot;
+      }
     }
   }
   return p;
@@ -224,7 +232,7 @@ __device__ void putRound(const DispatchArgs& a, const Transport& tr, OpSession& 
   if (ses.abort) return;
   for (int d = threadIdx.x; d < c.link.nRanks; d += kThreads) {
     const int n = r.sendCount[d];
-    if (n == 0 || tr.lsa(d)) continue;
+    if (n == 0 || tr.lsa(d) || isForwarded(c.link.rank, d, c.nodeSize)) continue;  // hybrid: via the forwarder
     const int lo = rowsBeforeToken(r.chunkRankBase, r.sendCount, c.link.nRanks, T, tok.begin, d);
     const int hi = rowsBeforeToken(r.chunkRankBase, r.sendCount, c.link.nRanks, T, tok.end, d);
     if (hi == lo && !firstRound) continue;
@@ -246,6 +254,220 @@ __device__ void putRound(const DispatchArgs& a, const Transport& tr, OpSession& 
                    uint64_t(hi - lo) * a.xRowBytes, kFlagArriveDispatch, uint32_t(hi - lo), ctx);
   }
   __syncthreads();  // ses.abort is read by every thread next
+}
+
+
+// ---- hybrid forwarding (protocol.h "Hybrid forwarding") ------------------------------------------
+
+// Typed views of a record array set (fwdSend or fwdRecv) in the window whose base is `base`.
+struct RecordArrays {
+  char* x;
+  float* scales;
+  int32_t* meta;
+  __device__ static RecordArrays send(char* base, const WindowLayout& wl) {
+    return {base + wl.fwdSendX, reinterpret_cast<float*>(base + wl.fwdSendScales), reinterpret_cast<int32_t*>(base + wl.fwdSendMeta)};
+  }
+  __device__ static RecordArrays recv(char* base, const WindowLayout& wl) {
+    return {base + wl.fwdRecvX, reinterpret_cast<float*>(base + wl.fwdRecvScales), reinterpret_cast<int32_t*>(base + wl.fwdRecvMeta)};
+  }
+};
+
+// This CTA's share of the op's tokens: one record per (token, other node it goes to) in fwdSend at
+// row node * maxTokens + the token's slot among this rank's tokens to that node (tokNodeSlot):
+// the row, its FP8 scales and the record metadata (window_layout.h fwdRecordInts).
+__device__ void stageRecords(const DispatchArgs& a, const Transport& tr, Share share, int lane) {
+  const EpCommon& c = a.c;
+  const Route& r = a.r;
+  const int K = c.shape.topk, Le = c.shape.localExperts, N = c.nodeSize, scaleWords = a.scaleRowBytes / 4;
+  const int RI = int(fwdRecordInts(K));
+  const RecordArrays rec = RecordArrays::send(tr.localBase(), c.wl);
+  for (int t = share.begin + int(threadIdx.x >> 5); t < share.end; t += kWarps) {
+    const SendPlan p = loadPlan(a, tr, t, lane);
+    const int nodeSlot = lane < K ? r.tokNodeSlot[t * K + lane] : -1;
+    const int myNode = p.e >= 0 ? nodeOfRank(destOf(p.e, Le), N) : -1;
+    for (uint32_t m = __ballot_sync(0xffffffffu, nodeSlot >= 0); m; m &= m - 1) {
+      const int j = __ffs(m) - 1;
+      const int node = __shfl_sync(0xffffffffu, myNode, j);
+      const size_t q = size_t(fwdRecordRow(node, __shfl_sync(0xffffffffu, nodeSlot, j), c.shape.maxTokens));
+      warpCopy16<false>(rec.x + q * a.xRowBytes, a.x + size_t(t) * a.xRowBytes, a.xRowBytes, lane);
+      for (int w = lane; w < scaleWords; w += 32) rec.scales[q * scaleWords + w] = a.xScales[size_t(t) * scaleWords + w];
+      int32_t* meta = rec.meta + q * RI;
+      if (lane < K) {
+        const bool here = myNode == node;
+        meta[lane] = here ? p.e : -1;
+        meta[K + lane] = __float_as_int(here ? p.w : 0.f);
+        meta[2 * K + lane] = here ? p.pos : -1;
+        meta[3 * K + lane] = here ? p.fwdRow : -1;
+      }
+      if (lane == 0) meta[4 * K] = t;
+    }
+  }
+}
+
+// The last CTA to finish staging records: per other node, one put of the node's rows, one of their
+// scales and one of their metadata to the rail peer there, the last adding records + 1 to its
+// (kFlagForwardDispatch, this rank) word (+1: a node with no record still says "none").
+__device__ void postRecords(const DispatchArgs& a, const Transport& tr, OpSession& ses) {
+  const EpCommon& c = a.c;
+  const Route& r = a.r;
+  const int N = c.nodeSize, nodes = c.link.nRanks / N, myNode = nodeOfRank(c.link.rank, N), T = c.shape.maxTokens;
+  const uint64_t metaBytes = uint64_t(fwdRecordInts(c.shape.topk)) * 4;
+  ses.readyAllGin(tr, kOpDispatch, kPhaseDispatchReady);
+  if (ses.abort) return;
+  for (int n = threadIdx.x; n < nodes; n += kThreads) {
+    if (n == myNode) continue;
+    const int f = railPeerOf(c.link.rank, n, N), ctx = dataContextOf(f, c.link.ginContexts);
+    const uint64_t cnt = uint64_t(r.nodeCount[n]);
+    const uint64_t src = uint64_t(fwdRecordRow(n, 0, T)), dst = uint64_t(fwdRecordRow(myNode, 0, T));
+    tr.put(f, c.wl.fwdRecvX + dst * a.xRowBytes, c.wl.fwdSendX + src * a.xRowBytes, cnt * a.xRowBytes, ctx);
+    tr.put(f, c.wl.fwdRecvScales + dst * a.scaleRowBytes, c.wl.fwdSendScales + src * a.scaleRowBytes, cnt * a.scaleRowBytes, ctx);
+    tr.putSignalWord(f, c.wl.fwdRecvMeta + dst * metaBytes, c.wl.fwdSendMeta + src * metaBytes, cnt * metaBytes,
+                     tr.ownId(kFlagForwardDispatch), uint32_t(cnt) + 1u, ctx);
+  }
+  __syncthreads();
+}
+
+// Rows of one record q (from source node n, source rank s) to each rank d of this node that needs
+// it: the row, its scales and its packed row metadata (fwdRowInts), at the row the layout agreed
+// (record metadata): fwdRowsBase + j, j the record's index in the run of rows to d (protocol.h
+// "Batching"). An NVLink peer's (or this rank's) receive arrays get them stored in place; a network
+// rank's go to j of the segment (n, d) of the forwarding areas, which postForwarded moves with one
+// put per array. The whole warp.
+__device__ void forwardRecord(const DispatchArgs& a, const Transport& tr, size_t q, int n, int s, int lane) {
+  const EpCommon& c = a.c;
+  const Route& r = a.r;
+  const int K = c.shape.topk, Le = c.shape.localExperts, N = c.nodeSize, T = c.shape.maxTokens;
+  const int scaleWords = a.scaleRowBytes / 4;
+  const int RI = int(fwdRecordInts(K)), WI = int(fwdRowInts(K));
+  const RecordArrays rec = RecordArrays::recv(tr.localBase(), c.wl);
+  const volatile int32_t* meta = rec.meta + q * RI;
+  const int e = lane < K ? meta[lane] : -1;
+  const float w = lane < K ? __int_as_float(meta[K + lane]) : 0.f;
+  const int pos = lane < K ? meta[2 * K + lane] : -1;
+  const int drow = lane < K ? meta[3 * K + lane] : -1;
+  const int token = meta[4 * K];
+  const int dest = drow >= 0 ? destOf(e, Le) : -1;
+  const uint32_t dests = __ballot_sync(0xffffffffu, dest >= 0);
+  uint64_t mask = 0;
+  const int eDest = destOf(e, Le);
+  char* local = tr.localBase();
+  for (uint32_t m = dests; m; m &= m - 1) {
+    const int l = __ffs(m) - 1;
+    const int d = __shfl_sync(0xffffffffu, dest, l);
+    const int row = __shfl_sync(0xffffffffu, drow, l);
+    const int dLocal = d % N;
+    const int j = row - r.fwdRowsBase[n * N + dLocal];
+    mask |= uint64_t(1) << dLocal;
+    const bool owned = e >= 0 && eDest == d;
+    const bool lsa = tr.lsa(d);
+    // Where the row goes: d's receive arrays (NVLink) or the segment (n, d) for the put.
+    const uint64_t seg = fwdSegmentRow(n, dLocal, j, N, T);
+    char* peer = lsa ? tr.lsaBase(d) : nullptr;
+    int32_t* packed = lsa ? reinterpret_cast<int32_t*>(peer + c.wl.recvFwdMeta) + size_t(row) * WI
+                          : reinterpret_cast<int32_t*>(local + c.wl.fwdMetaStage) + seg * WI;
+    char* x = lsa ? peer + c.wl.recvX + size_t(row) * a.xRowBytes : local + c.wl.fwdOutX + seg * a.xRowBytes;
+    float* sc = lsa ? reinterpret_cast<float*>(peer + c.wl.recvScales) + size_t(row) * scaleWords
+                    : reinterpret_cast<float*>(local + c.wl.fwdOutScales) + seg * scaleWords;
+    if (lane < K) {
+      packed[lane] = owned ? e - d * Le : -1;
+      packed[K + lane] = __float_as_int(owned ? w : 0.f);
+      packed[2 * K + lane] = owned ? pos : -1;
+    }
+    if (lane == 0) {
+      packed[3 * K] = s;
+      packed[3 * K + 1] = token;
+      packed[3 * K + 2] = int(q);
+      r.fwdSlot[q * N + dLocal] = j;  // combine finds d's partial of this record at j
+    }
+    warpCopy16<true>(x, rec.x + q * a.xRowBytes, a.xRowBytes, lane);
+    for (int i = lane; i < scaleWords; i += 32) sc[i] = ((volatile float*)rec.scales)[q * scaleWords + i];
+    __syncwarp();
+  }
+  if (lane == 0) r.fwdMask[q] = mask;
+  if (lane < K) r.fwdExperts[q * K + lane] = e;  // combine takes each slot's weight from its owner
+}
+
+// The last CTA to finish forwarding (every CTA's rows are staged or stored): per source node n and
+// rank d of this node with rows from n, the run of fwdRowsTo rows goes out in one piece: a network
+// rank gets one put of the rows, one of their FP8 scales and one of their packed metadata, the
+// last adding the rows to d's arrival word of the source (its rail peer on n); an NVLink rank (or
+// this rank), whose rows were stored in place, gets the rows added to that word. One thread per
+// (n, d): each signal covers the puts before it on its context.
+__device__ void postForwarded(const DispatchArgs& a, const Transport& tr) {
+  const EpCommon& c = a.c;
+  const Route& r = a.r;
+  const int R = c.link.nRanks, N = c.nodeSize, nodes = R / N, myNode = nodeOfRank(c.link.rank, N), T = c.shape.maxTokens;
+  const uint64_t WB = uint64_t(fwdRowInts(c.shape.topk)) * 4;
+  for (int i = threadIdx.x; i < nodes * N; i += kThreads) {
+    const int n = i / N, dLocal = i % N, d = myNode * N + dLocal;
+    const int rows = r.fwdRowsTo[i];
+    if (n == myNode || rows == 0) continue;
+    const uint32_t id = ginSignalId(kFlagArriveDispatch, railPeerOf(c.link.rank, n, N), R);
+    if (tr.lsa(d)) {
+      tr.addLsaWord(d, id, uint32_t(rows));
+      continue;
+    }
+    const int ctx = dataContextOf(d, c.link.ginContexts);
+    const uint64_t seg = fwdSegmentRow(n, dLocal, 0, N, T), base = uint64_t(r.fwdRowsBase[i]), cnt = uint64_t(rows);
+    tr.put(d, c.wl.recvX + base * a.xRowBytes, c.wl.fwdOutX + seg * a.xRowBytes, cnt * a.xRowBytes, ctx);
+    tr.put(d, c.wl.recvScales + base * a.scaleRowBytes, c.wl.fwdOutScales + seg * a.scaleRowBytes, cnt * a.scaleRowBytes, ctx);
+    tr.putSignalWord(d, c.wl.recvFwdMeta + base * WB, c.wl.fwdMetaStage + seg * WB, cnt * WB, id, uint32_t(rows), ctx);
+  }
+  __syncthreads();
+}
+
+// The forwarder's step: wait for every rail peer's records (its word reached the running total + 1;
+// the value says how many), forward each record's rows (all CTAs share the records), then the last
+// CTA posts the runs (postForwarded): the receiver waits for them as for direct rows.
+__device__ void forwardRecords(const DispatchArgs& a, const Transport& tr, OpSession& ses, int globalWarp, int numWarps,
+                               int lane) {
+  __shared__ int counts[kMaxRanks];  // records per source node
+  const EpCommon& c = a.c;
+  const Route& r = a.r;
+  const SessionArgs& sa = c.session;
+  const int R = c.link.nRanks, N = c.nodeSize, nodes = R / N, myNode = nodeOfRank(c.link.rank, N), T = c.shape.maxTokens;
+  ses.readyAllGin(tr, kOpDispatch, kPhaseDispatchReady);  // network ranks of this node may receive rows
+  bool ok = !ses.abort;
+  for (int n = threadIdx.x; n < nodes; n += kThreads) {
+    counts[n] = 0;
+    if (n == myNode || !ok) continue;
+    const int s = railPeerOf(c.link.rank, n, N);
+    const uint32_t id = ginSignalId(kFlagForwardDispatch, s, R);
+    const uint32_t prev = sa.arrived[kArrivedFwdDispatch * R + s];
+    ok = tr.waitWord(id, s, prev + 1u, kPhaseDispatchData);
+    if (ok) counts[n] = int(tr.readWord(id, s) - prev - 1u);
+  }
+  if (!ok) ses.abort = 1;
+  __syncthreads();
+  for (int n = 0; n < nodes && !ses.abort; ++n) {
+    const int s = railPeerOf(c.link.rank, n, N);
+    for (int j = globalWarp; j < counts[n]; j += numWarps) forwardRecord(a, tr, size_t(fwdRecordRow(n, j, T)), n, s, lane);
+  }
+  // Every CTA counts (lastCtaOf re-arms the step for the next op), aborted or not.
+  if (!lastCtaOf(&sa.state->fwdCtas[kFwdRowsWritten]) || ses.abort) return;
+  postForwarded(a, tr);
+  for (int n = threadIdx.x; n < nodes; n += kThreads) {
+    if (n == myNode) continue;
+    r.fwdCount[n] = counts[n];
+    sa.arrived[kArrivedFwdDispatch * R + railPeerOf(c.link.rank, n, N)] += uint32_t(counts[n]) + 1u;
+  }
+  __syncthreads();
+}
+
+// A received row of a forwarded source: its metadata came packed (recvFwdMeta); unpack it into the
+// receive arrays the copy-out reads (and the caller may own: zero-copy). The whole warp; the
+// warp's later reads of these arrays see the stores.
+__device__ void unpackForwarded(const DispatchArgs& a, const RowArrays& in, size_t row, int lane) {
+  const int K = a.c.shape.topk, WI = int(fwdRowInts(K));
+  const char* base = in.x - a.c.wl.recvX;  // this rank's window (in: its receive arrays)
+  const volatile int32_t* p = reinterpret_cast<const volatile int32_t*>(base + a.c.wl.recvFwdMeta) + row * WI;
+  if (lane < K) {
+    in.idx[row * K + lane] = p[lane];
+    in.weights[row * K + lane] = __int_as_float(p[K + lane]);
+    in.pos[row * K + lane] = p[2 * K + lane];
+  }
+  if (lane < 2) in.info[row * 2 + lane] = p[3 * K + lane];
+  __syncwarp();
 }
 
 // The received rows of one receive wave (protocol.h, waveRowBegin): a network source's rows whose
@@ -273,10 +495,13 @@ __device__ void copyDedup(const DispatchArgs& a, const RowArrays& in, Share recv
   const bool copyIdx = a.recvTopkIdx && a.recvTopkIdx != win.idx;
   const bool copyW = a.recvTopkWeights && a.recvTopkWeights != win.weights;
   const bool copyInfo = a.recvSrcInfo && a.recvSrcInfo != win.info;
-  if (!copyX && !copyScales && !copyIdx && !copyW && !copyInfo) return;
+  const bool hybrid = a.c.nodeSize > 0;  // forwarded rows' metadata is unpacked even without a copy
+  if (!hybrid && !copyX && !copyScales && !copyIdx && !copyW && !copyInfo) return;
   for (int i = recvRows.begin + globalWarp; i < recvRows.end; i += numWarps) {
     if (!wave.has(i)) continue;
     const size_t row = size_t(i);
+    if (hybrid && isForwarded(sourceOfRow(a.r.recvBase, a.c.link.nRanks, i), a.c.link.rank, a.c.nodeSize))
+      unpackForwarded(a, in, row, lane);
     if (copyX) warpCopy16<true>(a.recvX + row * a.xRowBytes, in.x + row * a.xRowBytes, a.xRowBytes, lane);
     if (copyScales)
       for (int j = lane; j < scaleWords; j += 32) a.recvScales[row * scaleWords + j] = ((volatile float*)in.scales)[row * scaleWords + j];
@@ -304,6 +529,7 @@ __device__ void copyExpanded(const DispatchArgs& a, const RowArrays& in, Share r
     const int s = sourceOfRow(r.recvBase, c.link.nRanks, i);
     if (!wave.has(s, i)) continue;
     const size_t row = size_t(i);
+    if (isForwarded(s, c.link.rank, c.nodeSize)) unpackForwarded(a, in, row, lane);
     int outRow = -1;
     float w = 0.f;
     if (lane < K) {
@@ -372,9 +598,10 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const __grid_const
   const int globalWarp = blockIdx.x * kWarps + (threadIdx.x >> 5);
   const int numWarps = gridDim.x * kWarps;
   const bool gin = tr.hasGin();
+  const bool hybrid = c.nodeSize > 0;
   const GinRows ginRows{r.recvBase, nullptr};
 
-  ses.begin(tr, a.c.session, kOpDispatch, kPhaseDispatchReady);
+  ses.begin(tr, a.c.session, kOpDispatch, kPhaseDispatchReady, c.nodeSize);
   // Send in put rounds (protocol.h): round j's rows leave while round j+1 is staged.
   const int T = r.totals->numTokens;
   const int rounds =
@@ -386,6 +613,11 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const __grid_const
     if (!ses.abort) sendTokens(a, tr, Share{tok.begin + mine.begin, tok.begin + mine.end}, lane, dsts, gin);
     if (gin && ses.lastToStage(a.c.session, kOpDispatch, j) && !ses.abort) putRound(a, tr, ses, tok, j == 0);
   }
+  if (hybrid) {  // records to the rail peers of the other nodes, then this rank's forwarder step
+    if (!ses.abort) stageRecords(a, tr, shareOf(T, gridDim.x, blockIdx.x), lane);
+    if (lastCtaOf(&c.session.state->fwdCtas[kFwdRecordsStaged]) && !ses.abort) postRecords(a, tr, ses);
+    forwardRecords(a, tr, ses, globalWarp, numWarps, lane);
+  }
   ses.arriveLsa(tr, kOpDispatch);
   // Receive in waves (network sources' rows as their rounds land; NVLink sources in the last wave)
   // and, within a wave, in groups of sources starting with the group after this rank's own: each
@@ -394,7 +626,8 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const __grid_const
   const int groups = c.link.nRanks < kArrivalGroups ? c.link.nRanks : kArrivalGroups;
   int ownGroup = 0;
   while (shareOf(c.link.nRanks, groups, ownGroup).end <= c.link.rank) ++ownGroup;
-  const int waves = gin ? rounds : 1;
+  // Hybrid: forwarded rows land in no particular order (one wave: all of a source's rows).
+  const int waves = gin && !hybrid ? rounds : 1;
   for (int w = 0; w < waves && !ses.abort; ++w) {
     const WaveRows wave{c, r.recvBase, w, waves};
     for (int k = 1; k <= groups && !ses.abort; ++k) {

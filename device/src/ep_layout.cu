@@ -186,6 +186,16 @@ __device__ void finalize(const LayoutArgs& a, int* smem, int badKeyValue) {
     for (int s = 0; s < c.link.rank; ++s) base += cnt[s * stride + d];
     r.sendBase[d] = base;
   }
+  if (c.nodeSize > 0) {  // hybrid: the runs this rank forwards to each rank of its node (protocol.h)
+    const int N = c.nodeSize, nodes = R / N, myNode = nodeOfRank(c.link.rank, N);
+    const auto counts = [&](int s, int d) { return int(cnt[size_t(s) * stride + d]); };
+    for (int i = tid; i < nodes * N; i += kLayoutChunk) {
+      const int n = i / N, d = myNode * N + i % N;
+      const ForwardedRun run = n == myNode ? ForwardedRun{0, 0} : forwardedRun(counts, R, c.link.rank, n, d, N);
+      r.fwdRowsBase[i] = run.base;
+      r.fwdRowsTo[i] = run.rows;
+    }
+  }
   for (int le = tid; le < Le; le += kLayoutChunk) {
     int run = 0;
     for (int s = 0; s < R; ++s) {

@@ -79,6 +79,9 @@ extern "C" ncclResult_t ncclEpWindowPlanAddGroup(ncclComm_t comm, const ncclEpCo
   epx::GroupConfig cfg;
   if (std::string e = epx::normalizeConfig(config, l.nRanks, &cfg); !e.empty())
     return fail(ncclInvalidArgument, std::string(kWho) + ": " + e);
+  int nodeSize = 0;
+  if (std::string e = epx::checkForwarding(cfg, l.nRanks, l.lsaSize, &nodeSize); !e.empty())
+    return fail(ncclInvalidArgument, std::string(kWho) + ": " + e);
   int numSMs = 0;
   if (cudaError_t ce = cudaDeviceGetAttribute(&numSMs, cudaDevAttrMultiProcessorCount, l.cudaDev); ce != cudaSuccess)
     return fail(ncclUnhandledCudaError, std::string(kWho) + ": " + cudaMsg("device query", ce));
@@ -105,6 +108,7 @@ epx::dev::EpCommon ncclEpGroup::common() const {
   c.userBase = buffer();
   c.wl = wl;
   c.shape = shape();
+  c.nodeSize = nodeSize;
   return c;
 }
 
@@ -113,6 +117,9 @@ extern "C" ncclResult_t ncclEpGetBufferSizeHint(const ncclEpConfig_t* config, in
   epx::GroupConfig cfg;
   std::string err = epx::normalizeConfig(config, nRanks, &cfg);
   if (!err.empty()) return fail(ncclInvalidArgument, "ncclEpGetBufferSizeHint: " + err);
+  // Hybrid: the nodes as they would be with one rank per NVLink team (the most forwarding regions).
+  if (int nodeSize = 0; !(err = epx::checkForwarding(cfg, nRanks, 1, &nodeSize)).empty())
+    return fail(ncclInvalidArgument, "ncclEpGetBufferSizeHint: " + err);
   // Upper bound: the layout with network peers (staging regions); an NVLink-only group needs less.
   *bytes = epx::computeWindowLayout(cfg, nRanks, nRanks > 1 ? 1 : nRanks).totalBytes;
   return ncclSuccess;
@@ -146,6 +153,12 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
     releaseGroup(g);
     return r;
   }
+  // Hybrid forwarding's nodes, after the agreement: every rank has the same config and LSA team
+  // size, so every rank refuses alike.
+  if (std::string why = epx::checkForwarding(g->cfg, l.nRanks, l.lsaSize, &g->nodeSize); !why.empty()) {
+    releaseGroup(g);
+    return fail(ncclInvalidArgument, "ncclEpGroupCreate: " + why);
+  }
   if (std::string why = checkCoResident(g->nCtas, g->numSMs, l.nRanks); !why.empty()) {
     delete g;
     return fail(ncclInvalidUsage, "ncclEpGroupCreate: " + why);
@@ -162,8 +175,8 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
   }
   if ((ce = cudaMalloc(&g->state, sizeof(epx::dev::GroupState))) != cudaSuccess ||
       (ce = cudaMemset(g->state, 0, sizeof(epx::dev::GroupState))) != cudaSuccess ||
-      (ce = cudaMalloc(&g->arrived, sizeof(uint32_t) * epx::dev::kNumOpKinds * l.nRanks)) != cudaSuccess ||
-      (ce = cudaMemset(g->arrived, 0, sizeof(uint32_t) * epx::dev::kNumOpKinds * l.nRanks)) != cudaSuccess ||
+      (ce = cudaMalloc(&g->arrived, sizeof(uint32_t) * epx::dev::kNumArrivedKinds * l.nRanks)) != cudaSuccess ||
+      (ce = cudaMemset(g->arrived, 0, sizeof(uint32_t) * epx::dev::kNumArrivedKinds * l.nRanks)) != cudaSuccess ||
       (g->cfg.lowLatency() && (ce = epx::llGroupInit(g)) != cudaSuccess) ||
       (ce = cudaDeviceSynchronize()) != cudaSuccess) {
     releaseGroup(g);
@@ -174,9 +187,10 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
   if (const char* v = std::getenv("EPX_DEBUG"); v && *v && *v != '0')
     std::fprintf(stderr,
                  "epx: rank %d/%d group: T<=%d H=%d K=%d E=%d fp8=%d CTAs=%d window=%zu B, NVLink domain %d ranks, "
-                 "GIN contexts %d\n",
+                 "GIN contexts %d, forwarding %s (nodes of %d ranks)\n",
                  l.rank, l.nRanks, g->cfg.maxTokensPerRank, g->cfg.hidden, g->cfg.topk, g->cfg.numExperts,
-                 int(g->cfg.fp8Dispatch), g->nCtas, size_t(g->wl.totalBytes), l.lsaSize, l.ginContexts);
+                 int(g->cfg.fp8Dispatch), g->nCtas, size_t(g->wl.totalBytes), l.lsaSize, l.ginContexts,
+                 g->nodeSize ? "hybrid" : "direct", g->nodeSize ? g->nodeSize : l.lsaSize);
   *out = g;
   epx::clearLastError();
   return ncclSuccess;

@@ -37,6 +37,17 @@ size_t carveRoute(char* base, const ncclEpGroup& g, epx::dev::Route* r) {
   take(&r->srcExpertOff, R * Le);
   take(&r->totals, 1);
   take(&r->recvExpRows, R * T * K);
+  if (g.nodeSize > 0) {  // hybrid forwarding (protocol.h); null arrays in direct mode
+    const size_t nodes = R / size_t(g.nodeSize);
+    take(&r->tokNodeSlot, T * K);
+    take(&r->nodeCount, nodes);
+    take(&r->fwdCount, nodes);
+    take(&r->fwdMask, nodes * T);
+    take(&r->fwdRowsTo, nodes * size_t(g.nodeSize));
+    take(&r->fwdRowsBase, nodes * size_t(g.nodeSize));
+    take(&r->fwdSlot, nodes * T * size_t(g.nodeSize));
+    take(&r->fwdExperts, nodes * T * K);
+  }
   return off;
 }
 

@@ -21,8 +21,9 @@ struct ncclEpGroup {
   int numSMs = 0, nCtas = 0;
   epx::GroupConfig cfg;
   epx::dev::WindowLayout wl{};
+  int nodeSize = 0;                         // hybrid forwarding: ranks per node; 0 direct (checkForwarding)
   epx::dev::GroupState* state = nullptr;    // device memory
-  uint32_t* arrived = nullptr;              // device memory [kNumOpKinds][nRanks]
+  uint32_t* arrived = nullptr;              // device memory [kNumArrivedKinds][nRanks]
   epx::Beacons beacons;                     // debugging: EPX_DEBUG_BEACONS (beacons.h)
   // Low-latency groups (cfg.lowLatency()): the LL region and the group-owned LL device state.
   epx::dev::LlLayout ll{};
@@ -49,6 +50,7 @@ struct ncclEpHandle {
   int numTokens = 0;                 // T of the last layout
   int numRows = 0, numRecvTokens = 0;  // exact mode
   std::vector<int> expertCounts;     // exact mode
+  size_t routeBytes = 0;             // devMem bytes (the Route's arrays)
   int rowsNeeded() const { return cfg.capacity ? int(capacityRows) : numRows; }
   // Low-latency handles (of a low-latency group): their route and call state (ll_handle.cc).
   bool ll = false;

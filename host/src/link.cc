@@ -304,7 +304,7 @@ ncclResult_t linkCheckUsable(const WindowLink& l, const char* who, const char* w
 }
 
 cudaError_t SessionState::alloc(int nRanks) {
-  const size_t arrivedBytes = sizeof(uint32_t) * dev::kNumOpKinds * size_t(nRanks);
+  const size_t arrivedBytes = sizeof(uint32_t) * dev::kNumArrivedKinds * size_t(nRanks);
   cudaError_t ce;
   if ((ce = cudaMalloc(&state, sizeof(dev::GroupState))) != cudaSuccess ||
       (ce = cudaMemset(state, 0, sizeof(dev::GroupState))) != cudaSuccess ||

@@ -129,7 +129,7 @@ ncclResult_t linkCheckUsable(const WindowLink& l, const char* who, const char* w
 // from each source, zeroed.
 struct SessionState {
   dev::GroupState* state = nullptr;
-  uint32_t* arrived = nullptr;  // [kNumOpKinds][nRanks]
+  uint32_t* arrived = nullptr;  // [kNumArrivedKinds][nRanks]
   cudaError_t alloc(int nRanks);
   void release();
   dev::SessionArgs args(int nCtas) const { return {state, arrived, nCtas}; }

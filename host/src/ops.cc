@@ -49,6 +49,8 @@ extern "C" ncclResult_t ncclEpDispatchLayout(ncclEpHandle_t h, const ncclEpRouti
   a.summary = h->cfg.capacity ? nullptr : h->summaryDev;
   if (!h->cfg.capacity) h->summary->numRows = -2;  // overwritten by the kernel
   cudaError_t ce = epx::dev::launchLayout(a, stream);
+  // Hybrid forwarding: each token's slot among this rank's tokens to each other node.
+  if (ce == cudaSuccess && g->nodeSize > 0) ce = epx::dev::launchHybridRoute(a, stream);
   if (ce != cudaSuccess) return launchFailed("ncclEpDispatchLayout", ce);
   h->numTokens = routing->numTokens;
   h->laidOut = true;

@@ -19,6 +19,10 @@ NCCL_EP_UNDEF_INT = -2147483647 - 1
 ncclEpAlgoAuto = 0
 ncclEpAlgoHighThroughput = 1
 ncclEpAlgoLowLatency = 2
+# ncclEpForwarding_t
+ncclEpForwardAuto = 0
+ncclEpForwardDirect = 1
+ncclEpForwardHybrid = 2
 
 # ncclEpLayout_t
 ncclEpLayoutExpanded = 0
@@ -92,6 +96,8 @@ class ncclEpConfig_t(C.Structure):
         ("slIndex", C.c_int),
         ("timeoutMs", C.c_int),
         ("exactCombine", C.c_int),
+        ("forwarding", C.c_int),
+        ("forwardNodeSize", C.c_int),
     ]
 
 

@@ -21,6 +21,8 @@ _LAYOUTS = {"expanded": _abi.ncclEpLayoutExpanded, "dedup": _abi.ncclEpLayoutDed
 _MODES = {"exact": _abi.ncclEpModeExact, "capacity": _abi.ncclEpModeCapacity}
 _ALGOS = {"auto": _abi.ncclEpAlgoAuto, "high_throughput": _abi.ncclEpAlgoHighThroughput,
           "low_latency": _abi.ncclEpAlgoLowLatency}
+_FORWARDING = {"auto": _abi.ncclEpForwardAuto, "direct": _abi.ncclEpForwardDirect,
+               "hybrid": _abi.ncclEpForwardHybrid}
 
 
 def _ptr(t):
@@ -39,9 +41,14 @@ def _check_int32(name, v):
 
 
 def _make_config(max_tokens_per_rank, hidden, num_experts, topk, fp8, sm_budget, timeout_ms, exact_combine,
-                 algorithm):
+                 algorithm, forwarding="auto", forward_node_size=0):
     if algorithm not in _ALGOS:
         raise ValueError("algorithm must be one of %s, got %r" % (sorted(_ALGOS), algorithm))
+    if forwarding not in _FORWARDING:
+        raise ValueError("forwarding must be one of %s, got %r" % (sorted(_FORWARDING), forwarding))
+    if isinstance(forward_node_size, bool) or not isinstance(forward_node_size, int):
+        raise TypeError("forward_node_size must be an int, got %r" % (forward_node_size,))
+    _check_int32("forward_node_size", forward_node_size)
     cfg = _abi.config_initializer()
     for name, v in (("max_tokens_per_rank", max_tokens_per_rank), ("hidden", hidden),
                     ("num_experts", num_experts), ("topk", topk), ("sm_budget", sm_budget),
@@ -58,6 +65,8 @@ def _make_config(max_tokens_per_rank, hidden, num_experts, topk, fp8, sm_budget,
     cfg.smBudget = sm_budget  # 0: the analytic estimate
     cfg.timeoutMs = timeout_ms
     cfg.exactCombine = 1 if exact_combine else 0
+    cfg.forwarding = _FORWARDING[forwarding]
+    cfg.forwardNodeSize = forward_node_size  # 0: the NVLink team; libepx validates it
     return cfg
 
 
@@ -179,6 +188,12 @@ class Buffer(_native.NativeObject):
         exact_combine: reserve FP32 combine buffers so handles may use exact_combine=True.
         algorithm: "auto" or "high_throughput" (dispatch/combine), or "low_latency" (only
             low_latency_dispatch/low_latency_combine; ep_ll.h).
+        forwarding: how high-throughput rows reach other nodes: "direct" (every row to its rank),
+            "hybrid" (once per destination node, to the rank on this rank's rail there, which
+            forwards it over NVLink; combine sums each node first) or "auto" (= "direct" for now:
+            the NVLink forward hop has not run on a GPU yet). ep.h ncclEpForwarding_t.
+        forward_node_size: hybrid only: ranks per node; 0 = the NVLink team (another value groups
+            fake nodes into virtual nodes, for testing on one GPU).
         use_group_comm: False forces a communicator of epx's own.
 
     All ranks must create the buffer with the same arguments (libepx compares them and raises
@@ -187,7 +202,8 @@ class Buffer(_native.NativeObject):
     """
 
     def __init__(self, group, max_tokens_per_rank, hidden, num_experts, topk, fp8=False, sm_budget=0,
-                 timeout_ms=10000, exact_combine=False, algorithm="auto", use_group_comm=True):
+                 timeout_ms=10000, exact_combine=False, algorithm="auto", use_group_comm=True, forwarding="auto",
+                 forward_node_size=0):
         self._group_ptr = None  # first: __del__ (destroy) runs even when __init__ raises
         torch, dist = _native.import_torch("epx.Buffer", ". Install torch; epx.Buffer.get_buffer_size_hint "
                                                          "works without it.")
@@ -203,7 +219,7 @@ class Buffer(_native.NativeObject):
         self._ll_default = None
         self.low_latency_shape = None
         cfg = _make_config(max_tokens_per_rank, hidden, num_experts, topk, fp8, sm_budget, timeout_ms,
-                           exact_combine, algorithm)
+                           exact_combine, algorithm, forwarding, forward_node_size)
         _native.bind_group(self, group, torch, dist)
         lib = _lib.lib()  # after torch: libepx then shares torch's libnccl/libcudart
         self._clib = lib  # the library that owns this buffer's native objects (destroy() uses it)
@@ -220,6 +236,8 @@ class Buffer(_native.NativeObject):
         self.fp8 = bool(fp8)
         self.exact_combine = bool(exact_combine)
         self.algorithm = algorithm
+        self.forwarding = forwarding
+        self.forward_node_size = forward_node_size
         self.num_local_experts = num_experts // self.num_ranks if self.num_ranks else 0
         g = C.c_void_p()
         try:
@@ -241,13 +259,14 @@ class Buffer(_native.NativeObject):
     # --- sizes ------------------------------------------------------------------------------------
     @staticmethod
     def get_buffer_size_hint(num_ranks, max_tokens_per_rank, hidden, num_experts, topk, fp8=False,
-                             sm_budget=0, timeout_ms=10000, exact_combine=False, algorithm="auto"):
+                             sm_budget=0, timeout_ms=10000, exact_combine=False, algorithm="auto", forwarding="auto",
+                             forward_node_size=0):
         """Bytes of symmetric (window) memory per rank a Buffer with these arguments allocates
         (ncclEpGetBufferSizeHint; the upper bound, reached with network peers). Needs libepx, not a
         GPU or torch. Raises EpError(ncclInvalidArgument) for an invalid configuration, ValueError for an
         int outside the C int range."""
         cfg = _make_config(max_tokens_per_rank, hidden, num_experts, topk, fp8, sm_budget, timeout_ms,
-                           exact_combine, algorithm)
+                           exact_combine, algorithm, forwarding, forward_node_size)
         num_ranks = _check_int32("num_ranks", int(num_ranks))
         out = C.c_size_t()
         _lib.check(_lib.lib().ncclEpGetBufferSizeHint(C.byref(cfg), num_ranks, C.byref(out)))

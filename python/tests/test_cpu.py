@@ -395,6 +395,21 @@ class TestWithLibepx(unittest.TestCase):
         self.assertGreater(b, a)
         self.assertGreater(epx.Buffer.get_buffer_size_hint(8, 128, 1024, 8, 2, exact_combine=True), b)
 
+    def test_size_hint_hybrid_forwarding(self):
+        direct = epx.Buffer.get_buffer_size_hint(8, 128, 1024, 8, 2, forwarding="direct")
+        self.assertEqual(epx.Buffer.get_buffer_size_hint(8, 128, 1024, 8, 2), direct)  # auto = direct for now
+        hybrid = epx.Buffer.get_buffer_size_hint(8, 128, 1024, 8, 2, forwarding="hybrid", forward_node_size=2)
+        self.assertGreater(hybrid, direct)  # the forwarding regions
+        with self.assertRaises(ValueError):
+            epx.Buffer.get_buffer_size_hint(8, 128, 1024, 8, 2, forwarding="rail")
+        with self.assertRaises(epx.EpError) as cm:  # 3 does not divide 8 ranks
+            epx.Buffer.get_buffer_size_hint(8, 128, 1024, 8, 2, forwarding="hybrid", forward_node_size=3)
+        self.assertEqual(cm.exception.code, _abi.ncclInvalidArgument)
+        self.assertIn("divide the EP size 8", cm.exception.message)
+        with self.assertRaises(epx.EpError) as cm:  # a node size without hybrid forwarding
+            epx.Buffer.get_buffer_size_hint(8, 128, 1024, 8, 2, forward_node_size=2)
+        self.assertIn("forwardNodeSize", cm.exception.message)
+
     def test_size_hint_invalid_config_raises_with_message(self):
         cases = [((1, 128, 1001, 8, 2), "hidden"),  # not a multiple of 8
                  ((1, 128, 1024, 8, 0), "topk"),

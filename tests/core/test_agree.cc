@@ -73,8 +73,12 @@ BOOST_AUTO_TEST_CASE(each_field_differing_is_named_with_both_values_and_ranks) {
        {"rank 1 has epx 0.2.0 built against NCCL", "but rank 0 has epx 0.1.0", "same epx build"}},
       {"NCCL version", [](AgreedConfig& a) { a.ncclVersion = 22803; },
        {"built against NCCL 2.28.3 but rank 0 has epx", "same epx build"}},
-      {"record magic", [](AgreedConfig& a) { a.magic = 0x45504132u; },
-       {"rank 1 has config record magic 0x45504132 but rank 0 has 0x45504131", "same epx build"}},
+      {"record magic", [](AgreedConfig& a) { a.magic = 0x45504131u; },
+       {"rank 1 has config record magic 0x45504131 but rank 0 has 0x45504132", "same epx build"}},
+      {"forwarding", [](AgreedConfig& a) { a.forwarding = ncclEpForwardHybrid; },
+       {"rank 1 has forwarding 2 but rank 0 has 1"}},
+      {"forwardNodeSize", [](AgreedConfig& a) { a.forwardNodeSize = 2; },
+       {"rank 1 has forwardNodeSize 2 but rank 0 has 0"}},
   };
   for (const Case& c : cases) {
     std::vector<AgreedConfig> all(4, base());

@@ -141,6 +141,19 @@ int smCap() {
   return cap;
 }
 
+int testHybridNodeSize() {
+  static const int n = [] {
+    const char* v = std::getenv("EPX_TEST_HYBRID");
+    return v && *v ? std::max(0, std::atoi(v)) : 0;
+  }();
+  return n;
+}
+
+void directForwarding(ncclEpConfig_t& c) {
+  c.forwarding = NCCL_EP_UNDEF_INT;
+  c.forwardNodeSize = NCCL_EP_UNDEF_INT;
+}
+
 ncclEpConfig_t makeConfig(const GroupSpec& g) {
   ncclEpConfig_t c = NCCL_EP_CONFIG_INITIALIZER;
   c.maxTokensPerRank = g.maxTokens;
@@ -151,6 +164,10 @@ ncclEpConfig_t makeConfig(const GroupSpec& g) {
   if (g.smBudget > 0) c.smBudget = g.smBudget;
   if (const int cap = smCap(); cap > 0) c.smBudget = c.smBudget > 0 ? std::min(c.smBudget, cap) : cap;
   if (g.exactCombine) c.exactCombine = 1;
+  if (const int n = testHybridNodeSize(); n > 0) {
+    c.forwarding = ncclEpForwardHybrid;
+    c.forwardNodeSize = n;
+  }
   return c;
 }
 
@@ -753,7 +770,8 @@ std::vector<std::vector<uint16_t>> EpSession::expectedCombine() const {
     for (int r = 0; r < R; ++r) b0.push_back(inputs[r].bias0);
   if (cfg_.numBias >= 2)
     for (int r = 0; r < R; ++r) b1.push_back(inputs[r].bias1);
-  return ref::combine(shape_, routing, expect, eo, b0, b1);
+  // Hybrid (EPX_TEST_HYBRID): every node's partials are summed at its forwarder first.
+  return ref::combine(shape_, routing, expect, eo, b0, b1, ref::CombinePath{testHybridNodeSize()});
 }
 
 std::vector<std::vector<float>> EpSession::expectedCombinedWeights() const {

@@ -86,7 +86,15 @@ struct GroupSpec {
   auto key() const { return std::make_tuple(maxTokens, hidden, topk, numExperts, fp8, smBudget, exactCombine); }
   bool operator<(const GroupSpec& o) const { return key() < o.key(); }
 };
+// The group config of a spec. With the test option EPX_TEST_HYBRID=R (R >= 1) high-throughput
+// groups forward in hybrid mode over virtual nodes of R consecutive ranks (forwardNodeSize = R): the
+// EP suites and the randomized test then check hybrid mode on fake nodes, against the combine
+// reference with node-reduced partials (ref::CombinePath).
 ncclEpConfig_t makeConfig(const GroupSpec& g);
+// R of EPX_TEST_HYBRID, or 0 (direct mode) when unset.
+int testHybridNodeSize();
+// Undoes EPX_TEST_HYBRID in a config (low-latency groups always send directly).
+void directForwarding(ncclEpConfig_t& c);
 // One group per rank for this spec; created collectively on first request, kept until shutdown.
 const std::vector<ncclEpGroup_t>& groupFor(const GroupSpec& g);
 // Destroys and forgets the cached groups of this spec (after a failure left them unusable, e.g. a

@@ -63,6 +63,7 @@ ncclEpConfig_t llConfig(const LlSpec& s) {
   gs.fp8 = s.fp8;
   ncclEpConfig_t cfg = makeConfig(gs);
   cfg.algorithm = ncclEpAlgoLowLatency;
+  directForwarding(cfg);  // EPX_TEST_HYBRID applies to high-throughput groups only
   return cfg;
 }
 
@@ -710,6 +711,7 @@ BOOST_AUTO_TEST_CASE(host_side_errors) {
     gs.numExperts = s.experts;
     ncclEpConfig_t cfg = makeConfig(gs);
     cfg.algorithm = ncclEpAlgoLowLatency;
+    directForwarding(cfg);  // EPX_TEST_HYBRID applies to high-throughput groups only
     ncclEpGroup_t g = nullptr;
     created[c.rank] = int(ncclEpGroupCreate(c.comm, &cfg, &g));
     BOOST_TEST_MESSAGE("hidden 2880: " << ncclEpGetLastError());
@@ -781,6 +783,7 @@ BOOST_AUTO_TEST_CASE(peer_never_arrives_times_out, *boost::unit_test::preconditi
   gs.numExperts = s.experts;
   ncclEpConfig_t cfg = makeConfig(gs);
   cfg.algorithm = ncclEpAlgoLowLatency;
+  directForwarding(cfg);  // EPX_TEST_HYBRID applies to high-throughput groups only
   cfg.timeoutMs = 300;
   std::vector<ncclEpGroup_t> groups(nRanks(), nullptr);
   gpus().run([&](const RankContext& c) { EPX_CHECK_EP(ncclEpGroupCreate(c.comm, &cfg, &groups[c.rank])); });

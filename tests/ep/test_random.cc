@@ -5,8 +5,10 @@
 //
 // Environment: EPX_TEST_SEED (base seed, printed at start), EPX_RANDOM_CASES (default 300),
 // EPX_RANDOM_CASE=<index> (replay that case alone with the same seed), EPX_RANDOM_SECONDS (no new
-// group after this many seconds, default 150, 0 = unlimited). A failing case prints its index, the
-// seed, its full configuration and the command line that replays it.
+// group after this many seconds, default 150, 0 = unlimited), EPX_TEST_HYBRID (every group forwards
+// in hybrid mode over virtual nodes, ep_harness.h). A failing case prints its index, the seed, its
+// full configuration, the test options it ran under (EPX_TEST_HYBRID) and the command line that
+// replays it.
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -28,9 +30,16 @@ std::string hex(uint64_t v) {
   return buf;
 }
 
+// Test options a case depends on besides the seed: hybrid forwarding over virtual nodes
+// (EPX_TEST_HYBRID, ep_harness.h) changes every group's forwarding, so a replay needs it too.
+std::string replayEnv() {
+  const int n = testHybridNodeSize();
+  return n > 0 ? "EPX_TEST_HYBRID=" + std::to_string(n) + " " : std::string();
+}
+
 // The draws depend on the rank count too: replay with the same number of ranks.
 std::string replayLine(uint64_t seed, int index) {
-  return "replay (same rank count, " + std::to_string(nRanks()) + "): EPX_TEST_SEED=" + hex(seed) +
+  return "replay (same rank count, " + std::to_string(nRanks()) + "): " + replayEnv() + "EPX_TEST_SEED=" + hex(seed) +
          " EPX_RANDOM_CASE=" + std::to_string(index) + " epx_ep_tests --run_test=random";
 }
 
@@ -41,8 +50,8 @@ std::string describeGroup(const GroupSpec& g) {
 }
 
 void reportFailure(uint64_t seed, const rnd::RandomCase& rc, const std::string& why) {
-  std::printf("random: FAILED %s (seed %s)%s%s\n  %s\n", rnd::describe(rc).c_str(), hex(seed).c_str(),
-              why.empty() ? "" : ": ", why.c_str(), replayLine(seed, rc.index).c_str());
+  std::printf("random: FAILED %s (%sseed %s)%s%s\n  %s\n", rnd::describe(rc).c_str(), replayEnv().c_str(),
+              hex(seed).c_str(), why.empty() ? "" : ": ", why.c_str(), replayLine(seed, rc.index).c_str());
   std::fflush(stdout);
 }
 
@@ -74,8 +83,8 @@ BOOST_AUTO_TEST_CASE(differential) {
   const int replay = rnd::replayCase();
   const int first = replay >= 0 ? replay : 0, last = replay >= 0 ? replay + 1 : rnd::caseCount();
   const double limit = replay >= 0 ? 0 : rnd::timeLimitSeconds();
-  BOOST_TEST_MESSAGE("random: cases [" << first << ", " << last << ") at " << R << " rank(s), seed " << hex(seed)
-                                       << ", time limit " << limit << " s");
+  BOOST_TEST_MESSAGE("random: cases [" << first << ", " << last << ") at " << R << " rank(s), " << replayEnv() << "seed "
+                                       << hex(seed) << ", time limit " << limit << " s");
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   Tally tally;
@@ -90,22 +99,26 @@ BOOST_AUTO_TEST_CASE(differential) {
     try {
       groups = createGroups(g);
     } catch (const std::exception& e) {
-      std::printf("random: FAILED to create group %d (%s, seed %s): %s\n  %s\n", grp, describeGroup(g).c_str(),
-                  hex(seed).c_str(), e.what(), replayLine(seed, std::max(first, grp * rnd::kCasesPerGroup)).c_str());
+      std::printf("random: FAILED to create group %d (%s, %sseed %s): %s\n  %s\n", grp, describeGroup(g).c_str(),
+                  replayEnv().c_str(), hex(seed).c_str(), e.what(),
+                  replayLine(seed, std::max(first, grp * rnd::kCasesPerGroup)).c_str());
       std::fflush(stdout);
       throw;
     }
     const int lo = std::max(first, grp * rnd::kCasesPerGroup), hi = std::min(last, (grp + 1) * rnd::kCasesPerGroup);
     for (int i = lo; i < hi; ++i) {
       const rnd::RandomCase rc = rnd::drawCase(seed, i, g, R);
-      const std::string name = rnd::describe(rc) + " (seed " + hex(seed) + ")";
+      const std::string name = rnd::describe(rc) + " (" + replayEnv() + "seed " + hex(seed) + ")";
       BOOST_TEST_MESSAGE("random " << name);
       bool ok = false;
       const double start = elapsed();
       try {
         ok = runCaseOn(rc.cfg, groups, rc.tokens, rc.route, rc.repeats, rc.dataSeed, name);
       } catch (const std::exception& e) {
-        reportFailure(seed, rc, e.what());
+        // A refused call after a device-side timeout says only that there was one: add what the
+        // group recorded (phase, peer, transport) so the failure line names the wait.
+        const std::string recorded = asyncErrors(groups);
+        reportFailure(seed, rc, e.what() + (recorded.empty() ? std::string() : "; recorded: " + recorded));
         destroyGroups(groups);
         throw;  // an ncclEp call failed: the collective sequence may be out of step; stop here
       }

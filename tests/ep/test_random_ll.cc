@@ -48,6 +48,7 @@ std::vector<ncclEpGroup_t> createLlGroups(const rl::LlGroup& g) {
   gs.smBudget = g.smBudget;
   ncclEpConfig_t cfg = makeConfig(gs);  // the SM cap of processes sharing a GPU
   cfg.algorithm = ncclEpAlgoLowLatency;
+  directForwarding(cfg);  // EPX_TEST_HYBRID applies to high-throughput groups only
   std::vector<ncclEpGroup_t> groups(size_t(nRanks()), nullptr);
   gpus().run([&](const RankContext& c) { EPX_CHECK_EP(ncclEpGroupCreate(c.comm, &cfg, &groups[size_t(c.rank)])); });
   return groups;

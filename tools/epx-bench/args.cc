@@ -39,6 +39,8 @@ void usage(FILE* f) {
       "  --topk K            experts per token (default 8)\n"
       "  --experts E         experts in total (default 256)\n"
       "  --sms LIST          SM budgets, comma separated; 0 = epx's analytic default (default 24,0)\n"
+      "  --hybrid R          hybrid forwarding over nodes of R ranks (virtual nodes of R fake nodes; the\n"
+      "                      forward hop then runs over GIN too); default direct\n"
       "  --routing R         uniform | grouped | both (default both)\n"
       "                      grouped: DeepSeek-V3 group-limited, 8 groups, top-4 groups, Zipf(0.8)\n"
       "                      expert popularity over a seed-shuffled expert order\n"
@@ -189,7 +191,8 @@ constexpr const char* kHighThroughputOnly[] = {"--tokens", "--routing", "--layou
 constexpr const char* kLowLatencyOnly[] = {"--ll-tokens", "--ll-align"};
 // EP options (either algorithm) that mean nothing to --algo bucket / pp, and theirs.
 constexpr const char* kEpOnly[] = {"--hidden",     "--topk", "--experts",       "--sms",
-                                   "--no-check",   "--seed", "--ranks-per-node", "--net-latency-us"};
+                                   "--no-check",   "--seed", "--ranks-per-node", "--net-latency-us",
+                                   "--hybrid"};
 constexpr const char* kBucketOnly[] = {"--coll-mib"};
 constexpr const char* kPpOnly[] = {"--pp-mib"};
 constexpr const char* kCollOnly[] = {"--coll-ctas", "--chunk-kib"};
@@ -248,6 +251,8 @@ Options parseArgs(int argc, char** argv) {
       o.topk = int(toInt(a, val(), 1, 32));
     } else if (!std::strcmp(a, "--experts")) {
       o.experts = int(toInt(a, val(), 1, 1024));
+    } else if (!std::strcmp(a, "--hybrid")) {
+      o.hybrid = int(toInt(a, val(), 1, 64));
     } else if (!std::strcmp(a, "--sms")) {
       o.sms = toIntList(a, val(), 0, 1024);
     } else if (!std::strcmp(a, "--routing")) {

@@ -48,6 +48,9 @@ struct Options {
   double netGBps = -1;
   double netLatencyUs = -1;
   int ranksPerNode = 0;
+  // --hybrid R: the EP groups forward in hybrid mode over nodes of R ranks (forwardNodeSize = R;
+  // on fake nodes, virtual nodes whose forward hop runs over GIN); 0 = direct mode.
+  int hybrid = 0;
   // --algo: EP dispatch/combine high-throughput (default) or low-latency (ncclEpAlgoLowLatency,
   // ep_ll.h, at llTokens per rank: ll_bench.h), or the bucket collectives / PP send/recv
   // (coll_bench.h: a collBytes FP32 tensor, ppBytes messages, collCtas CTAs per kernel), or expert

@@ -164,7 +164,8 @@ CheckResult checkEpx(const BenchShape& s, const EpxRunSpec& spec,
           expertOut[d][size_t(row) * H + h] = randBf16(ke, size_t(row) * H + h);
       }
     }
-    const auto want = epx::ref::combine(rs, routing, disp, expertOut, {}, {});
+    // Hybrid: each node's partials summed at its forwarder first, in the reference's order.
+    const auto want = epx::ref::combine(rs, routing, disp, expertOut, {}, {}, epx::ref::CombinePath{spec.forwardNodeSize});
     for (int r = 0; r < n; ++r) {
       if (!local[size_t(r)]) continue;
       const auto& got = caps[r].out;

@@ -9,7 +9,8 @@
 
 namespace epxbench {
 
-ncclEpGroup_t createGroup(const epx::testing::RankContext& ctx, const BenchShape& s, int sms, bool fp8) {
+ncclEpGroup_t createGroup(const epx::testing::RankContext& ctx, const BenchShape& s, int sms, bool fp8,
+                          int hybridNodeSize) {
   ncclEpConfig_t cfg = NCCL_EP_CONFIG_INITIALIZER;
   cfg.maxTokensPerRank = s.tokens;
   cfg.hidden = s.hidden;
@@ -17,6 +18,10 @@ ncclEpGroup_t createGroup(const epx::testing::RankContext& ctx, const BenchShape
   cfg.numExperts = s.experts;
   cfg.fp8Dispatch = fp8 ? 1 : 0;
   cfg.smBudget = sms;
+  if (hybridNodeSize > 0) {
+    cfg.forwarding = ncclEpForwardHybrid;
+    cfg.forwardNodeSize = hybridNodeSize;
+  }
   ncclEpGroup_t g = nullptr;
   epx::testing::setPhase("ncclEpGroupCreate");
   BENCH_EP(ncclEpGroupCreate(ctx.comm, &cfg, &g));

@@ -25,6 +25,7 @@ struct EpxRunSpec {
   int align = 1;
   bool window = true;  // zero-copy window buffers (deduplicated layout only)
   bool fp8 = true;     // group created with fp8Dispatch = 1
+  int forwardNodeSize = 0;  // hybrid (--hybrid R): combine sums each node's partials first
 };
 
 // Outputs of the check run on one rank (rows [0, numRows) only).
@@ -47,7 +48,9 @@ struct EpxTimes {
   double layoutUs = 0, bf16Us = 0, fp8Us = 0, combineUs = 0;  // medians on this rank
 };
 
-ncclEpGroup_t createGroup(const epx::testing::RankContext& ctx, const BenchShape& s, int sms, bool fp8);
+// hybridNodeSize > 0: hybrid forwarding over nodes of that many ranks (ncclEpConfig_t.forwardNodeSize).
+ncclEpGroup_t createGroup(const epx::testing::RankContext& ctx, const BenchShape& s, int sms, bool fp8,
+                          int hybridNodeSize = 0);
 ncclEpHandle_t createHandle(ncclEpGroup_t group, const EpxRunSpec& spec);
 
 // One rank's buffers for one (group, handle, spec). timed() and check() are collective: every rank

@@ -181,6 +181,9 @@ bool rankShapeFits(const Options& opt, bool mp, int n) {
   else if (perNode > n || n % perNode)
     why = "ranks per node " + std::to_string(perNode) + " (--ranks-per-node / EPX_MP_RANKS_PER_NODE) does not divide the " +
           std::to_string(n) + " ranks";
+  else if (opt.hybrid > 0 && (n % opt.hybrid || n / opt.hybrid < 2))
+    why = "--hybrid " + std::to_string(opt.hybrid) + " needs nodes that divide the " + std::to_string(n) +
+          " ranks into at least two";
   else if (opt.algo == Algo::Engram)
     engramShapeOf(opt, n, &why);  // its rows over the ranks
   if (!why.empty()) std::fprintf(stderr, "epx-bench: %s\n", why.c_str());
@@ -251,7 +254,8 @@ int run(const Options& opt) {
     check.push_back(makeRouting(k, s, opt.seed + 7777));
     infos.push_back(describe(k, s, timed.back()));
     infos.back().net = netFloor(s, infos.back().traffic, ranksPerNode, opt);
-    infos.back().copies = netCopies(s, ranksPerNode, timed.back(), opt);
+    // Hybrid (--hybrid R): the copies of nodes of R ranks, the nodes the run forwards over.
+    infos.back().copies = netCopies(s, opt.hybrid > 0 ? opt.hybrid : ranksPerNode, timed.back(), opt);
   }
   const uint64_t timedData = opt.seed * 3 + 1, checkData = opt.seed * 3 + 2;
   if (opt.algo == Algo::HighThroughput) {
@@ -390,7 +394,7 @@ int run(const Options& opt) {
     std::vector<ncclEpGroup_t> groups(n, nullptr);
     std::vector<int> usedLocal(n, 0);
     mg.run([&](const epx::testing::RankContext& ctx) {
-      groups[ctx.rank] = createGroup(ctx, s, sms, fp8);
+      groups[ctx.rank] = createGroup(ctx, s, sms, fp8, opt.hybrid);
       BENCH_EP(ncclEpGroupGetSmCount(groups[ctx.rank], &usedLocal[ctx.rank]));
     });
     const auto used = gather([&](int r) { return double(usedLocal[r]); });
@@ -428,6 +432,7 @@ int run(const Options& opt) {
           spec.align = layout == ncclEpLayoutExpanded ? opt.align : 1;
           spec.window = window != 0;
           spec.fp8 = fp8;
+          spec.forwardNodeSize = opt.hybrid;
           std::vector<ncclEpHandle_t> handles(n, nullptr);
           mg.run([&](const epx::testing::RankContext& ctx) { handles[ctx.rank] = createHandle(groups[ctx.rank], spec); });
           for (size_t i = 0; i < infos.size(); ++i) {

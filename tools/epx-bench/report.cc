@@ -108,7 +108,11 @@ void Report::printNetFloor(const std::vector<RoutingInfo>& routings, int ranksPe
   }
   // What crossing the network once per destination node (hybrid mode) would save on this routing.
   std::printf("# network copies per token (tokens with an expert, all ranks): direct mode = distinct destination\n"
-              "#   ranks on other nodes; once per node (hybrid mode, not built yet) = distinct other destination nodes\n");
+              "#   ranks on other nodes; once per node (hybrid mode) = distinct other destination nodes%s; the\n"
+              "#   analytic ones are epxExpectedNetworkRows (uniform routing). Bytes per call: copies x row bytes x\n"
+              "#   routed tokens; the GIN lines below count what the run put (hybrid on virtual nodes: the forward\n"
+              "#   hop's puts too)\n",
+              opt_.hybrid > 0 ? (" (--hybrid: nodes of " + std::to_string(opt_.hybrid) + " ranks)").c_str() : "");
   for (const auto& r : routings) {
     const NetCopies& c = r.copies;
     const std::string ratio = c.direct > 0 ? std::to_string(int(std::lround(100.0 * c.hybrid / c.direct))) + " %" : "none cross";

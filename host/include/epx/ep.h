@@ -56,6 +56,26 @@ typedef enum {
   ncclEpAlgoLowLatency = 2 /* decode: the calls of epx/ep_ll.h (hidden a multiple of 128, maxTokensPerRank <= 4096) */
 } ncclEpAlgo_t;
 
+/*
+ * How high-throughput dispatch and combine reach ranks of other nodes (a node: one NVLink domain).
+ *  - Direct: every row goes straight to its destination rank over the network (a token bound for
+ *    k ranks of another node crosses the network k times).
+ *  - Hybrid: a token crosses the network once per destination node, to the rank of that node on the
+ *    source's rail (same index in its node), which forwards it over NVLink to the ranks of its node
+ *    that need it; combine sums each node's partials at that rank and returns one row per node.
+ *    Results are those of direct mode, except that combine sums a node's partials first (in
+ *    ascending rank order, then the nodes in ascending order: bit-identical to epx's CPU reference
+ *    of that order, host/ref ep_ref.h CombinePath).
+ *  - Auto (default): direct for now. The forward hop over real NVLink has not run yet (hybrid is
+ *    built and tested with virtual nodes of fake nodes, docs/hybrid.md); auto will choose from the
+ *    topology once it has been measured.
+ */
+typedef enum {
+  ncclEpForwardAuto = 0,
+  ncclEpForwardDirect = 1,
+  ncclEpForwardHybrid = 2
+} ncclEpForwarding_t;
+
 /* Output layout of dispatch (and input layout of combine). */
 typedef enum {
   /* One row per (token, local expert), rows grouped by local expert in expert order; inside an
@@ -110,6 +130,13 @@ typedef struct {
   int exactCombine;     /* 0 (default) or 1: reserve FP32 combine buffers so handles may choose
                            ncclEpCombineFp32 (combineRecv and combineX grow from 2 to 4 bytes per
                            channel: + 2 * nRanks * maxTokensPerRank * hidden bytes of window) */
+  int forwarding;       /* ncclEpForwarding_t, default ncclEpForwardAuto (= direct for now). Hybrid needs
+                           the high-throughput algorithm and at least two nodes */
+  int forwardNodeSize;  /* hybrid: ranks per node, 0 or undefined = the NVLink (LSA) team. Another value
+                           groups consecutive ranks into virtual nodes (a multiple of the NVLink team,
+                           dividing the EP size, at most 64) whose forward hop runs over whichever
+                           transport reaches the peer: how hybrid is tested on fake nodes of one GPU.
+                           Must be unset or 0 unless forwarding is ncclEpForwardHybrid */
 } ncclEpConfig_t;
 
 #define NCCL_EP_CONFIG_INITIALIZER                                                              \
@@ -117,7 +144,7 @@ typedef struct {
     sizeof(ncclEpConfig_t), NCCL_EP_CONFIG_MAGIC, EPX_VERSION_CODE, NCCL_EP_UNDEF_INT,          \
         NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT,              \
         NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT,              \
-        NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT                                                    \
+        NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT, NCCL_EP_UNDEF_INT              \
   }
 
 /*

@@ -55,6 +55,8 @@ std::optional<Diff> firstDiff(const AgreedConfig& x, const AgreedConfig& ref) {
   if (auto d = num("numExperts", x.numExperts, ref.numExperts)) return d;
   if (auto d = num("fp8Dispatch", x.fp8Dispatch, ref.fp8Dispatch)) return d;
   if (auto d = num("exactCombine", x.exactCombine, ref.exactCombine)) return d;
+  if (auto d = num("forwarding", x.forwarding, ref.forwarding)) return d;
+  if (auto d = num("forwardNodeSize", x.forwardNodeSize, ref.forwardNodeSize)) return d;
   if (x.algorithm != ref.algorithm) return Diff{"algorithm " + algoText(x.algorithm), algoText(ref.algorithm), ""};
   if (x.smBudget != ref.smBudget || x.nCtas != ref.nCtas) {
     Diff d{"smBudget " + smText(x), smText(ref), ""};
@@ -81,6 +83,8 @@ AgreedConfig makeAgreedConfig(const GroupConfig& cfg, int nCtas) {
   a.numExperts = cfg.numExperts;
   a.fp8Dispatch = cfg.fp8Dispatch ? 1 : 0;
   a.exactCombine = cfg.exactCombine ? 1 : 0;
+  a.forwarding = cfg.forwarding;
+  a.forwardNodeSize = cfg.forwardNodeSize;
   a.algorithm = cfg.algorithm;
   a.smBudget = cfg.smBudget;
   a.nCtas = nCtas;

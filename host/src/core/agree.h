@@ -13,9 +13,9 @@
 
 namespace epx {
 
-// "EPA1": revision 1 of this record's layout. A build with another layout sends another magic (the
+// "EPA2": revision 2 of this record's layout. A build with another layout sends another magic (the
 // record stays 64 bytes so that the exchange itself never mismatches in size).
-constexpr uint32_t kAgreedConfigMagic = 0x45504131u;
+constexpr uint32_t kAgreedConfigMagic = 0x45504132u;
 
 // What must be identical on every rank of a group. Plain old data with fixed-size fields: it is
 // copied byte for byte between ranks (same endianness: one NVLink domain).
@@ -33,7 +33,9 @@ struct AgreedConfig {
   int32_t nCtas;        // CTAs the kernels launch (resolved from smBudget / the analytic estimate)
   int32_t timeoutMs;
   int32_t exactCombine;  // 0 or 1 (window layout)
-  int32_t reserved[3];  // zero
+  int32_t forwarding;    // ncclEpForwarding_t as resolved (direct or hybrid)
+  int32_t forwardNodeSize;  // as requested (0: the NVLink team)
+  int32_t reserved[1];  // zero
 };
 static_assert(sizeof(AgreedConfig) == 64, "the exchanged record must keep its size across builds");
 static_assert(std::is_trivially_copyable_v<AgreedConfig> && std::is_standard_layout_v<AgreedConfig>);

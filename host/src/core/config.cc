@@ -100,6 +100,20 @@ std::string normalizeConfig(const ncclEpConfig_t* in, int nRanks, GroupConfig* o
   if (!undef(in->exactCombine) && in->exactCombine != 0 && in->exactCombine != 1)
     return "exactCombine must be 0 or 1, got " + std::to_string(in->exactCombine);
   c.exactCombine = !undef(in->exactCombine) && in->exactCombine == 1;
+  const int fw = undef(in->forwarding) ? ncclEpForwardAuto : in->forwarding;
+  if (fw != ncclEpForwardAuto && fw != ncclEpForwardDirect && fw != ncclEpForwardHybrid)
+    return "forwarding must be ncclEpForwardAuto, ncclEpForwardDirect or ncclEpForwardHybrid, got " + std::to_string(fw);
+  // Auto is direct until the forward hop has been measured over real NVLink (ep.h).
+  c.forwarding = fw == ncclEpForwardHybrid ? ncclEpForwardHybrid : ncclEpForwardDirect;
+  c.forwardNodeSize = undef(in->forwardNodeSize) ? 0 : in->forwardNodeSize;
+  if (c.forwardNodeSize < 0)
+    return "forwardNodeSize must be >= 0 (0 = the NVLink team), got " + std::to_string(c.forwardNodeSize);
+  if (c.forwardNodeSize != 0 && !c.hybrid())
+    return "forwardNodeSize applies to forwarding = ncclEpForwardHybrid only, got " + std::to_string(c.forwardNodeSize) +
+           " with direct forwarding";
+  if (c.hybrid() && c.lowLatency())
+    return "forwarding = ncclEpForwardHybrid applies to the high-throughput algorithm; ncclEpAlgoLowLatency sends "
+           "every row directly";
   *out = c;
   return {};
 }
@@ -142,6 +156,10 @@ dev::WindowShape windowShape(const GroupConfig& cfg, int nRanks, int lsaSize) {
   shape.localExperts = cfg.localExperts(nRanks);
   shape.fp8 = cfg.fp8Dispatch;
   shape.fp32Combine = cfg.exactCombine;
+  if (cfg.hybrid() && !cfg.lowLatency()) {  // nodes the group can form; invalid ones are refused before
+    int n = 0;
+    if (checkForwarding(cfg, nRanks, lsaSize, &n).empty()) shape.nodeSize = n;
+  }
   if (cfg.lowLatency()) {  // only the synchronization words, then the LL region
     shape.maxTokens = 0;
     shape.extraFlagWords = dev::llTotalWords(nRanks, cfg.numExperts) - uint32_t(dev::kNumFlagKinds) * nRanks;
@@ -149,6 +167,30 @@ dev::WindowShape windowShape(const GroupConfig& cfg, int nRanks, int lsaSize) {
   return shape;
 }
 }  // namespace
+
+std::string checkForwarding(const GroupConfig& cfg, int nRanks, int lsaSize, int* nodeSize) {
+  *nodeSize = 0;
+  if (!cfg.hybrid()) return {};
+  const int n = cfg.forwardNodeSize > 0 ? cfg.forwardNodeSize : lsaSize;
+  std::ostringstream os;
+  os << "forwarding = ncclEpForwardHybrid with nodes of " << n << " ranks"
+     << (cfg.forwardNodeSize > 0 ? " (forwardNodeSize)" : " (the NVLink team)") << ": ";
+  if (cfg.lowLatency()) {
+    os << "needs the high-throughput algorithm";
+  } else if (n < 1 || nRanks % n != 0) {
+    os << "the node size must divide the EP size " << nRanks;
+  } else if (nRanks / n < 2) {
+    os << "all " << nRanks << " ranks are one node, nothing crosses the network (use direct forwarding)";
+  } else if (lsaSize < 1 || n % lsaSize != 0) {
+    os << "a node must hold whole NVLink teams (of " << lsaSize << " ranks)";
+  } else if (n > kMaxNodeSize) {
+    os << "at most " << kMaxNodeSize << " ranks per node are supported";
+  } else {
+    *nodeSize = n;
+    return {};
+  }
+  return os.str();
+}
 
 dev::LlLayout computeLlLayout(const GroupConfig& cfg, int nRanks, int lsaSize) {
   dev::LlShape s;

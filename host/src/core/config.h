@@ -22,6 +22,9 @@ struct GroupConfig {
   int slIndex = -1;
   int timeoutMs = 10000;
   bool exactCombine = false;  // window reserves FP32 combine rows
+  int forwarding = ncclEpForwardDirect;  // resolved: ncclEpForwardDirect or ncclEpForwardHybrid
+  int forwardNodeSize = 0;               // requested ranks per node (0: the NVLink team)
+  bool hybrid() const { return forwarding == ncclEpForwardHybrid; }
   int localExperts(int nRanks) const { return numExperts / nRanks; }
   bool lowLatency() const { return algorithm == ncclEpAlgoLowLatency; }
 };
@@ -38,6 +41,14 @@ struct HandleConfig {
 // else the reason. nRanks is the EP size.
 std::string normalizeConfig(const ncclEpConfig_t* in, int nRanks, GroupConfig* out);
 std::string normalizeHandleConfig(const ncclEpHandleConfig_t* in, HandleConfig* out);
+
+// Hybrid forwarding's ranks per node for a group whose NVLink (LSA) team has lsaSize ranks: 0 in
+// direct mode, else forwardNodeSize or, when 0, lsaSize. "" when the group can forward that way,
+// else the reason (the host refuses the group with ncclInvalidArgument): hybrid needs the
+// high-throughput algorithm, nodes that divide the EP size into at least two, hold whole NVLink
+// teams, and have at most kMaxNodeSize ranks.
+constexpr int kMaxNodeSize = dev::kMaxNodeRanks;
+std::string checkForwarding(const GroupConfig& cfg, int nRanks, int lsaSize, int* nodeSize);
 
 // Window layout (identical on every rank) and its total size in bytes. lsaSize: ranks per NVLink
 // domain (lsaSize < nRanks adds the GIN staging regions).

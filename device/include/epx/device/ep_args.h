@@ -31,6 +31,7 @@ struct EpCommon {
                    // another alias, so caller pointers are compared against this one
   WindowLayout wl;
   EpShape shape;
+  int nodeSize;  // hybrid forwarding: ranks per node (protocol.h); 0: direct mode
 };
 
 // Named totals of a route (device memory, one per handle).
@@ -62,6 +63,18 @@ struct Route {
   int32_t* srcExpertOff;    // [nRanks, Le] rows of expert e from sources before s
   RouteTotals* totals;
   int32_t* recvExpRows;     // [rows, K] expanded output row of each received row's top-k slot, or -1
+  // Hybrid forwarding only (null in direct mode; protocol.h):
+  int32_t* tokNodeSlot;     // [maxTokens, K] slot k is the first with its node, another node: the
+                            //   token's slot among this rank's tokens to that node (global); else -1
+  int32_t* nodeCount;       // [nodes] this rank's tokens to each other node (own node: 0)
+  int32_t* fwdCount;        // [nodes] records this rank forwarded from each source node (dispatch)
+  uint64_t* fwdMask;        // [nodes * maxTokens] ranks of this node (bit = index in node) a record went to
+  int32_t* fwdRowsTo;       // [nodes, nodeSize] rows this rank forwards from its rail peer on each source
+                            //   node to each rank of its node (layout: protocol.h forwardedRun)
+  int32_t* fwdRowsBase;     // [nodes, nodeSize] the first of those rows in that rank's receive arrays
+  int32_t* fwdSlot;         // [nodes * maxTokens, nodeSize] a record's index j in the run to each rank
+                            //   of this node it went to (fwdMask): its row there is fwdRowsBase + j
+  int32_t* fwdExperts;      // [nodes * maxTokens, K] a forwarded record's expert ids in this node, else -1
   int expanded;
   int alignment;
 };

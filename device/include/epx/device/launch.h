@@ -14,6 +14,10 @@ cudaError_t launchLayout(const LayoutArgs& args, cudaStream_t stream);
 // Dynamic shared memory of the layout kernel (must fit the device's opt-in limit).
 size_t layoutSmem(int numExperts, int nRanks, int localExperts);
 
+// Hybrid forwarding (args.c.nodeSize > 0), after launchLayout on the same stream: one CTA per node
+// numbers this rank's tokens bound for that node (Route::tokNodeSlot, nodeCount).
+cudaError_t launchHybridRoute(const LayoutArgs& args, cudaStream_t stream);
+
 // nCtas CTAs (co-resident): send rows to peers, then copy received rows to the outputs.
 cudaError_t launchDispatch(const DispatchArgs& args, int nCtas, cudaStream_t stream);
 

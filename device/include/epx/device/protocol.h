@@ -194,6 +194,82 @@ EPX_HD Share combineRoundRows(const int* recvGinBase, int s, int rounds, int j) 
   return Share{recvGinBase[s] + p.begin, recvGinBase[s] + p.end};
 }
 
+// Hybrid forwarding. Ranks form nodes of nodeSize consecutive ranks (the NVLink domain, or, to test
+// on fake nodes, virtual nodes of several of them). A token of rank s bound for ranks of another
+// node n crosses to node n once, as one record to s's rail peer there (the rank of n with s's index
+// in its node), the forwarder, which writes the token's row into the receive arrays of every rank
+// of n that needs it (itself included), at the rows the layout agreed, and adds the rows to that
+// rank's arrival word of source s (so the receiver waits for s as in direct mode, reading the word
+// through the forwarder's transport). Ranks of s's own node get the row from s directly. Combine
+// goes back the same way: a rank stores its partial of a forwarded row at the forwarder, the
+// forwarder sums its node's partials (ascending rank, FP32, rounded like a rank partial) and
+// returns one node partial per record to the source, into the source's combine receive area of the
+// forwarder's rank (a rank of another node never returns rows to the source directly). Every hop
+// goes through the transport: LSA within an NVLink domain, GIN between fake nodes.
+// Batching: every hop moves whole runs of rows, never a row at a time where it goes over GIN (each
+// GIN operation has a fixed cost, ~20-300 us on the fake-node rig's proxy path). A source's rows to
+// rank d arrive at d in the source's token order, so the forwarder's rows for d from one source
+// node are one contiguous run of d's receive arrays: rows [fwdBase, fwdBase + fwdRows) (both from
+// the layout's count exchange, forwardedRun), and a record's row at d is fwdBase + j, j its index
+// in the run. The forwarder writes NVLink ranks' rows in place and stages network ranks' rows at
+// j of the segment (source node, d) (fwdSegmentRow), then moves each segment with one put per
+// array, the last adding the run's rows to d's arrival word of the source. Combine mirrors it: d
+// stages its partials of the run (its received rows of that source, in order) and puts them into
+// the forwarder's segment (source node, d) with one put per array; the forwarder finds record q's
+// partial from d at j (Route::fwdSlot). GIN operations per op: a forwarder posts at most 3 per
+// (source node, network rank of its node) at dispatch (rows, FP8 scales, metadata + signal), every
+// rank 2 per (source node, network forwarder) at combine (weights, rows + signal), independent of
+// the token count.
+// nodeSize 0 means direct mode (every function below then says "not forwarded").
+constexpr int kMaxNodeRanks = 64;  // a forwarded record's destinations are a 64-bit mask of its node's ranks
+EPX_HD int nodeOfRank(int rank, int nodeSize) { return nodeSize > 0 ? rank / nodeSize : 0; }
+EPX_HD int railPeerOf(int rank, int node, int nodeSize) { return node * nodeSize + rank % nodeSize; }
+// Whether rows from src to dst go through a forwarder.
+EPX_HD bool isForwarded(int src, int dst, int nodeSize) {
+  return nodeSize > 0 && nodeOfRank(src, nodeSize) != nodeOfRank(dst, nodeSize);
+}
+// The rank that delivers src's rows to dst (src itself in direct mode or within a node).
+EPX_HD int delivererOf(int src, int dst, int nodeSize) {
+  return isForwarded(src, dst, nodeSize) ? railPeerOf(src, nodeOfRank(dst, nodeSize), nodeSize) : src;
+}
+// Whether slot k of a token (its K global expert ids, -1 unused) is the token's first slot with an
+// expert on `node`: the slot that numbers the token's record for that node (Route::tokNodeSlot).
+EPX_HD bool firstSlotOfNode(const int32_t* experts, int k, int localExperts, int nodeSize, int node) {
+  const int e = experts[k];
+  if (e < 0 || nodeOfRank(destOf(e, localExperts), nodeSize) != node) return false;
+  for (int j = 0; j < k; ++j)
+    if (experts[j] >= 0 && nodeOfRank(destOf(experts[j], localExperts), nodeSize) == node) return false;
+  return true;
+}
+// Row of a record in fwdSend (node = destination node) / fwdRecv (node = source node).
+EPX_HD int fwdRecordRow(int node, int slot, int maxTokens) { return node * maxTokens + slot; }
+// Row j of the forwarder's segment (source node, rank of its node with index dLocal) in its
+// per-destination areas (fwdOutX / fwdOutScales / fwdMetaStage at dispatch, fwdPartX / fwdPartW
+// at combine): [nodes][nodeSize][maxTokens] rows; a run never exceeds maxTokens rows (one source's
+// tokens); nodes * nodeSize * maxTokens = nRanks * maxTokens rows in all.
+EPX_HD uint64_t fwdSegmentRow(int node, int dLocal, int j, int nodeSize, int maxTokens) {
+  return (uint64_t(node) * uint64_t(nodeSize) + uint64_t(dLocal)) * uint64_t(maxTokens) + uint64_t(j);
+}
+// The run of rows that forwarder `rank` delivers to rank d (of its node) from its rail peer on
+// `node`, from the layout's count matrix (counts(s, d): rows source s sends rank d, the same on
+// every rank after the count exchange): its first row in d's receive arrays (rows of sources
+// before the rail peer) and its length.
+struct ForwardedRun {
+  int base, rows;
+};
+template <class Counts>
+EPX_HD ForwardedRun forwardedRun(const Counts& counts, int nRanks, int rank, int node, int d, int nodeSize) {
+  const int s = railPeerOf(rank, node, nodeSize);
+  int base = 0;
+  for (int p = 0; p < s && p < nRanks; ++p) base += counts(p, d);
+  return ForwardedRun{base, counts(s, d)};
+}
+// Combine order key of a destination rank seen from source `rank`: its own node's ranks by rank, a
+// forwarded node by its first rank (its node partial sits at that place of the ascending order).
+EPX_HD int combineOrderKey(int rank, int dest, int nodeSize) {
+  return isForwarded(rank, dest, nodeSize) ? nodeOfRank(dest, nodeSize) * nodeSize : dest;
+}
+
 // Whether world rank `peer` is an NVLink (LSA) peer of `rank` (LSA teams are consecutive ranks).
 EPX_HD bool isLsaPeer(int rank, int lsaRank, int lsaSize, int peer) {
   const int first = rank - lsaRank;

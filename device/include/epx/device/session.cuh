@@ -41,14 +41,17 @@ struct OpSession {
   uint32_t seq;
   int abort;
   int ginReady;  // this CTA has seen every network peer ready (readyAllGin)
+  int nodeSize;  // hybrid forwarding (protocol.h): a source of another node arrives through its
+                 // forwarder here, whose transport carries the arrival word; 0: direct mode
 
-  __device__ void begin(const Transport& t, const SessionArgs& sa, int kind, int phase) {
+  __device__ void begin(const Transport& t, const SessionArgs& sa, int kind, int phase, int forwardNodeSize = 0) {
     const LinkArgs& c = t.link;
     const int readyKind = kind == kOpDispatch ? kFlagReadyDispatch : kFlagReadyCombine;
     if (threadIdx.x == 0) {
       seq = nextSeq(&sa.state->opSeq[kind]);
       abort = 0;
       ginReady = 0;
+      nodeSize = forwardNodeSize;
     }
     __syncthreads();
     const uint32_t s = seq;
@@ -163,8 +166,12 @@ struct OpSession {
         if (t.lsa(p)) {
           if (lsaSources) ok = t.wait(arriveKind, p, seq * uint32_t(sa.nCtas), phase);
         } else if (ginSources) {
+          // Rows counted on the word of (kind, p), written by p or, hybrid dispatch, by p's forwarder
+          // in this node (read through the forwarder's transport; a timeout names the forwarder).
+          // Hybrid combine: p is the rank that returns rows (a forwarder returns its node's sums).
           const uint32_t target = sa.arrived[kind * c.nRanks + p] + uint32_t(waveRowBegin(int(rows(p)), waves, wave + 1));
-          ok = t.wait(arriveKind, p, target, phase);
+          const int writer = kind == kOpDispatch ? delivererOf(p, c.rank, nodeSize) : p;
+          ok = t.waitWord(ginSignalId(arriveKind, p, c.nRanks), writer, target, phase);
         }
       }
     }

@@ -14,6 +14,15 @@
 //   stage*   GIN only (0 bytes when every peer is an NVLink peer): puts go from registered memory,
 //            so rows for network peers are staged here, grouped by destination in receive order,
 //            and sent with one put per destination and array.
+//   fwd*     hybrid forwarding only (0 bytes in direct mode; protocol.h "Hybrid forwarding"):
+//            fwdSend* this rank's token records, one per (destination node, token), grouped by node;
+//            fwdRecv* the records of the rank on this rank's rail in every other node, by source
+//            node; fwdOut* / fwdMetaStage the rows and packed row metadata a forwarder puts to the
+//            network ranks of its node, one segment per (source node, rank) (protocol.h
+//            fwdSegmentRow; fwdOut* only when the node has network ranks, i.e. virtual nodes);
+//            recvFwdMeta the packed metadata of rows that arrived forwarded; fwdPart* combine
+//            partials of the node's ranks for the records this rank forwarded, in the same
+//            segments; fwdNode* their node sums, staged for the one put back to each source node.
 #pragma once
 #include <cstdint>
 
@@ -25,7 +34,9 @@ enum FlagKind : int {
   kFlagReadyCombine = 2,
   kFlagArriveDispatch = 3,  // source's CTAs finished storing dispatch rows (cumulative CTAs)
   kFlagArriveCombine = 4,   // push: rows stored; pull: done reading our combineX
-  kNumFlagKinds = 5
+  kFlagForwardDispatch = 5, // hybrid: a rail peer's token records for this forwarder (records + 1 per op)
+  kFlagForwardCombine = 6,  // hybrid: partials a rank of this node stored for this forwarder (rows)
+  kNumFlagKinds = 7
 };
 
 // Sizes that decide the window (all ranks agree on them).
@@ -39,7 +50,9 @@ struct WindowShape {
   bool fp8 = false;
   bool fp32Combine = false;  // combineRecv holds FP32 rows (exact combine precision)
   uint32_t extraFlagWords = 0;  // synchronization words after the kNumFlagKinds ones (low-latency groups)
+  int nodeSize = 0;       // hybrid forwarding: ranks per node (0: direct mode, no fwd* regions)
   bool hasGinPeers() const { return lsaSize < nRanks; }
+  int nodes() const { return nodeSize > 0 ? nRanks / nodeSize : 0; }
 };
 
 struct WindowLayout {
@@ -62,11 +75,27 @@ struct WindowLayout {
   uint64_t stageWeights; // f32 [stageRows][K]
   uint64_t stageInfo;    // i32 [stageRows][2]
   uint64_t stagePos;     // i32 [stageRows][K]
+  uint64_t fwdSendX;     // hybrid: [fwdRows][hidden * 2 bytes] records to forwarders, row node * maxTokens + slot
+  uint64_t fwdSendScales;// f32 [fwdRows][hidden / 128]
+  uint64_t fwdSendMeta;  // i32 [fwdRows][fwdRecordInts(K)]
+  uint64_t fwdRecvX;     // hybrid: the same three arrays as received, row sourceNode * maxTokens + slot
+  uint64_t fwdRecvScales;
+  uint64_t fwdRecvMeta;
+  uint64_t fwdOutX;      // [nodes][nodeSize][maxTokens] rows (hidden * 2 bytes) forwarded to network node peers
+  uint64_t fwdOutScales; // f32 [nodes][nodeSize][maxTokens][hidden / 128]
+  uint64_t fwdMetaStage; // i32 [nodes][nodeSize][maxTokens][fwdRowInts(K)]: their packed row metadata
+  uint64_t recvFwdMeta;  // i32 [rows][fwdRowInts(K)]: packed metadata of forwarded receive rows
+  uint64_t fwdPartX;     // combine: [nodes][nodeSize][maxTokens] partial rows (combineRowBytes) of the node's ranks
+  uint64_t fwdPartW;     // f32 [nodes][nodeSize][maxTokens][K]
+  uint64_t fwdNodeX;     // combine: [fwdRows] node sums (combineRowBytes), put back to the source nodes
+  uint64_t fwdNodeW;     // f32 [fwdRows][K]
   uint64_t totalBytes;
   uint32_t countStride;  // ints per count entry: nRanks (rows to every rank) + localExperts, rounded up
   uint32_t rows;         // nRanks * maxTokens
   uint32_t stageRows;    // maxTokens * min(topk, network peers): rows this rank can send over GIN
   uint32_t combineRowBytes;  // hidden * 2 (BF16) or hidden * 4 (FP32 combine)
+  uint32_t fwdRows;          // hybrid: nodes * maxTokens (records one rank sends or forwards); 0 direct
+  uint32_t nodeSize;         // hybrid: ranks per node; 0 direct
 };
 
 constexpr uint64_t kWindowRegionAlign = 4096;
@@ -94,6 +123,15 @@ inline constexpr uint32_t countStrideOf(int nRanks, int localExperts) {
   return uint32_t(alignUp(uint64_t(nRanks) + uint64_t(localExperts), 4));
 }
 
+// Hybrid forwarding's packed metadata (ints; 16-byte multiples).
+//   record (fwdSend/fwdRecv, one per (token, destination node)): global expert id [K], weight [K]
+//     (float bits), position among the source's tokens of that expert [K], row in the receive
+//     arrays of the slot's rank when the slot is the first of its rank in that node, else -1 [K],
+//     source token.
+//   row (recvFwdMeta / fwdMetaStage, one per forwarded receive row): local expert index or -1 [K],
+//     weight [K], position [K], source rank, source token, the record's row at the forwarder.
+inline constexpr uint32_t fwdRecordInts(int topk) { return uint32_t(alignUp(uint64_t(4) * topk + 1, 4)); }
+inline constexpr uint32_t fwdRowInts(int topk) { return uint32_t(alignUp(uint64_t(3) * topk + 3, 4)); }
 inline WindowLayout layoutWindow(const WindowShape& s) {
   WindowLayout wl{};
   const uint64_t K = s.topk, H = s.hidden, R = s.nRanks;
@@ -124,6 +162,27 @@ inline WindowLayout layoutWindow(const WindowShape& s) {
   wl.combineRecvW = cur.take(rows * K * 4);
   wl.combineStageW = cur.take(s.hasGinPeers() ? rows * K * 4 : 0);
   rowArrays(stageRows, wl.stageX, wl.stageScales, wl.stageIdx, wl.stageWeights, wl.stageInfo, wl.stagePos);
+  const uint64_t fwd = uint64_t(s.nodes()) * uint64_t(s.maxTokens);  // 0 in direct mode
+  const uint64_t node = s.nodeSize > 0 ? uint64_t(s.nodeSize) : 0;
+  wl.fwdRows = uint32_t(fwd);
+  wl.nodeSize = uint32_t(node);
+  wl.fwdSendX = cur.take(fwd * H * 2);
+  wl.fwdSendScales = cur.take(s.fp8 ? fwd * (H / 128) * 4 : 0);
+  wl.fwdSendMeta = cur.take(fwd * fwdRecordInts(s.topk) * 4);
+  wl.fwdRecvX = cur.take(fwd * H * 2);
+  wl.fwdRecvScales = cur.take(s.fp8 ? fwd * (H / 128) * 4 : 0);
+  wl.fwdRecvMeta = cur.take(fwd * fwdRecordInts(s.topk) * 4);
+  // Rows a forwarder stages for network ranks of its node: only when the node has some (a node
+  // holds whole NVLink teams; virtual nodes of fake nodes have lsaSize 1).
+  const uint64_t out = s.lsaSize < s.nodeSize ? fwd * node : 0;
+  wl.fwdOutX = cur.take(out * H * 2);
+  wl.fwdOutScales = cur.take(s.fp8 ? out * (H / 128) * 4 : 0);
+  wl.fwdMetaStage = cur.take(out * fwdRowInts(s.topk) * 4);
+  wl.recvFwdMeta = cur.take(fwd ? rows * fwdRowInts(s.topk) * 4 : 0);
+  wl.fwdPartX = cur.take(fwd * node * wl.combineRowBytes);
+  wl.fwdPartW = cur.take(fwd * node * K * 4);
+  wl.fwdNodeX = cur.take(fwd * wl.combineRowBytes);
+  wl.fwdNodeW = cur.take(fwd * K * 4);
   wl.totalBytes = cur.total();
   return wl;
 }
