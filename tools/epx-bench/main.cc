@@ -253,7 +253,9 @@ int run(const Options& opt) {
     timed.push_back(makeRouting(k, s, opt.seed));
     check.push_back(makeRouting(k, s, opt.seed + 7777));
     infos.push_back(describe(k, s, timed.back()));
-    infos.back().net = netFloor(s, infos.back().traffic, ranksPerNode, opt);
+    // Hybrid: the rows of both hops (on fake nodes the forward hop crosses the emulated NIC too).
+    infos.back().net = netFloor(s, opt.hybrid > 0 ? hybridTrafficOf(s, timed.back(), opt.hybrid) : infos.back().traffic,
+                                ranksPerNode, opt);
     // Hybrid (--hybrid R): the copies of nodes of R ranks, the nodes the run forwards over.
     infos.back().copies = netCopies(s, opt.hybrid > 0 ? opt.hybrid : ranksPerNode, timed.back(), opt);
   }

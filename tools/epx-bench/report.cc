@@ -96,8 +96,11 @@ void Report::printNetFloor(const std::vector<RoutingInfo>& routings, int ranksPe
   std::printf("# network floor: NIC %.1f GB/s per direction per rank, %.1f us one-way latency (EPX_GIN_EMU_GBPS /\n"
               "#   EPX_GIN_EMU_LATENCY_US or --net-gbps / --net-latency-us); rows between ranks on different nodes\n"
               "#   (%d rank(s) per node), max over ranks of max(bytes out, bytes in), payload only; floor = bytes /\n"
-              "#   rate + latency. The epx table's last columns are time / floor (x).\n",
-              opt_.netGBps, opt_.netLatencyUs, ranksPerNode);
+              "#   rate + latency. The epx table's last columns are time / floor (x).%s\n",
+              opt_.netGBps, opt_.netLatencyUs, ranksPerNode,
+              opt_.hybrid > 0 ? "\n#   --hybrid: the rows of both hops, source -> the rank on its rail of each other node (once\n"
+                                "#   per token), that rank -> the other ranks of its node needing it, and the own node's rows"
+                              : "");
   for (const auto& r : routings) {
     auto part = [&](const char* op, double bytes, double us) {
       std::printf("#   %-8s %-13s %9.2f MB -> floor %9.1f us\n", routingName(r.kind), op, bytes / 1e6, us);

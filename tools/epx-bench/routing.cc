@@ -154,6 +154,35 @@ Traffic trafficOf(const BenchShape& s, const std::vector<epx::ref::RankRouting>&
   return tr;
 }
 
+Traffic hybridTrafficOf(const BenchShape& s, const std::vector<epx::ref::RankRouting>& routing, int forwardNodeSize) {
+  const int n = s.nRanks, R = forwardNodeSize, epr = s.expertsPerRank();
+  Traffic tr;
+  tr.n = n;
+  tr.rows.assign(size_t(n) * n, 0);
+  std::vector<char> hit(static_cast<size_t>(n), 0), nodeHit(static_cast<size_t>(n / R), 0);
+  for (int src = 0; src < n; ++src) {
+    const auto& r = routing[size_t(src)];
+    const int srcNode = src / R, lane = src % R;
+    for (int t = 0; t < r.numTokens; ++t) {
+      std::fill(hit.begin(), hit.end(), 0);
+      std::fill(nodeHit.begin(), nodeHit.end(), 0);
+      for (int k = 0; k < s.topk; ++k) {
+        const int64_t e = r.topkIdx[size_t(t) * s.topk + k];
+        if (e >= 0) hit[size_t(e / epr)] = 1, nodeHit[size_t(e / epr / R)] = 1;
+      }
+      for (int node = 0; node < n / R; ++node) {
+        if (!nodeHit[size_t(node)]) continue;
+        const int rail = node * R + lane;  // the source's own node: the source itself
+        if (node != srcNode) ++tr.rows[size_t(src) * n + rail];
+        for (int d = node * R; d < (node + 1) * R; ++d)
+          if (hit[size_t(d)] && d != rail) ++tr.rows[size_t(rail) * n + d];
+        if (node == srcNode && hit[size_t(src)]) ++tr.rows[size_t(src) * n + src];
+      }
+    }
+  }
+  return tr;
+}
+
 int64_t Traffic::recvRows(int d) const {
   int64_t v = 0;
   for (int s = 0; s < n; ++s) v += at(s, d);

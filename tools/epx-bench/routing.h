@@ -46,5 +46,11 @@ struct Traffic {
   int64_t remoteSendRows(int s) const;  // rows rank s sends to other ranks
 };
 Traffic trafficOf(const BenchShape& s, const std::vector<epx::ref::RankRouting>& routing);
+// The rows hybrid forwarding moves over nodes of forwardNodeSize ranks, both hops as transfers
+// between ranks: a token goes once to each other destination node's rank on its source's rail,
+// which passes it on to every other rank of that node that needs it; ranks of the source's own
+// node get it from the source (as direct mode). Every (source, token, destination) of direct mode
+// is reached through exactly one chain.
+Traffic hybridTrafficOf(const BenchShape& s, const std::vector<epx::ref::RankRouting>& routing, int forwardNodeSize);
 
 }  // namespace epxbench
