@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# On the device machine, in one call: hybrid mode's first run (bundle of the hybrid branch:
-# scripts/gpu-bundle.sh, then mv .devbuild .devbuild-hybrid; carry .devbuild-hybrid). Steps of
-# EPX_HYBRID_STEPS in order (default "direct4 v4x2 v8x4 v8x2 bench"):
-#   direct4   direct mode still passes (modes, zero_copy) across 4 fake nodes
-#   vNxR      the EP suites and the randomized test in hybrid mode across N fake nodes grouped into
-#             virtual nodes of R (EPX_TEST_HYBRID=R; the forward hop runs over GIN)
-#   bench     epx-bench at 8 fake nodes, virtual nodes of 4, direct against hybrid, emulated NIC
+# On the device machine, in one call (bundle: scripts/gpu-bundle.sh, NCCL 2.28.9; carry .devbuild):
+# hybrid forwarding across fake nodes grouped into virtual nodes. Steps of EPX_HYBRID_STEPS in order
+# (default "direct4 v4x2 v8x4 v8x2 bench"):
+#   direct4   direct mode's suites modes and zero_copy across 4 fake nodes
+#   vNxR      the EP suites (default modes, edge, zero_copy, precision) and the randomized test in
+#             hybrid mode across N fake nodes grouped into virtual nodes of R (EPX_TEST_HYBRID=R;
+#             the forward hop runs over GIN): v4x2 is 2 x 2, v8x4 2 x 4, v8x2 4 x 2
+#   bench     epx-bench at 8 fake nodes, direct against --hybrid 4 (2 x 4), 4096 tokens, hidden
+#             7168, top-8 of 256, 8 SMs, emulated NIC 50 GB/s + 3 us (gpu-fn-bench.sh)
 # EPX_HYBRID_SUITES overrides the fixed suites of vNxR, EPX_HYBRID_RANDOM_S the randomized test's
-# seconds. Logs and the summary under $OUT.
+# seconds. Logs and the summary under $OUT; results in docs/hybrid.md.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"; export OUT
-[ -d .devbuild-hybrid ] || { echo "need .devbuild-hybrid" >&2; exit 2; }
-rm -rf .devbuild && cp -a .devbuild-hybrid .devbuild
 . scripts/devbuild-env.sh
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 for step in ${EPX_HYBRID_STEPS:-direct4 v4x2 v8x4 v8x2 bench}; do

@@ -1,4 +1,4 @@
-// Dispatch + combine against the CPU reference at the shapes: hidden 2048/4096/7168/8192,
+// Dispatch + combine against the CPU reference at the target shapes: hidden 2048/4096/7168/8192,
 // top-k 1/6/8, 16 and 256 experts, alignment 1 and 128, BF16 and FP8, the DeepSeek-V3 shape at the
 // maximum token count, and SM budgets; then both ends of every documented range of ep.h: top-k 31
 // and 32 (both layouts and modes, source info checked), hidden 8 and 65536 (BF16; 128 and 65536
