@@ -206,6 +206,14 @@ BOOST_AUTO_TEST_CASE(cta_count) {
   LinkRates rdma = h200;
   rdma.rdmaGBps = 50;
   BOOST_TEST(resolveCtaCount(g, 132, 4, 2, rdma) == 4);
+  // The same group forwarding in hybrid mode: the hybrid model (docs/topology.md: 12 SMs at 2 x 2);
+  // over virtual nodes of forwardNodeSize ranks the model takes those nodes.
+  g.forwarding = ncclEpForwardHybrid;
+  BOOST_TEST(resolveCtaCount(g, 132, 4, 2, rdma) == 12);
+  g.forwardNodeSize = 2;
+  BOOST_TEST(resolveCtaCount(g, 132, 4, 1, rdma) == 12);
+  g.forwarding = ncclEpForwardDirect;
+  g.forwardNodeSize = 0;
   BOOST_TEST(resolveCtaCount(g, 20, 2, 2, h200) == 20);  // capped by the GPU's SMs
   g.smBudget = 24;
   BOOST_TEST(resolveCtaCount(g, 132, 2, 2, h200) == 24);

@@ -79,7 +79,7 @@ BOOST_AUTO_TEST_CASE(forwarding_option_refusals_name_the_field) {
        "forwardNodeSize must be >= 0"},
       {"node size with direct", [](ncclEpConfig_t& c) { c.forwarding = ncclEpForwardDirect, c.forwardNodeSize = 2; },
        "applies to forwarding = ncclEpForwardHybrid only"},
-      {"node size with auto", [](ncclEpConfig_t& c) { c.forwardNodeSize = 2; }, "with direct forwarding"},
+      {"node size with auto", [](ncclEpConfig_t& c) { c.forwardNodeSize = 2; }, "with forwarding = ncclEpForwardAuto (direct)"},
       {"low latency", [](ncclEpConfig_t& c) { c.forwarding = ncclEpForwardHybrid, c.algorithm = ncclEpAlgoLowLatency; },
        "high-throughput"},
   };
@@ -395,11 +395,12 @@ std::pair<OpCounts, OpCounts> checkForwardHop(const ForwardModel& m) {
 
 BOOST_AUTO_TEST_CASE(batched_forward_hop_runs_and_segments) {
   std::mt19937 rng(0x6da5c07e);
-  // The first GPU run's failing case: 4 fake nodes as 2 x 2, K 13 over 4 experts, 63 % unused.
+  // A large uneven case: 4 fake nodes as 2 x 2, K 13 over 4 experts, 63 % unused, 22795 tokens on
+  // one rank (per-row forwarding put ~49,000 GIN operations here; runs put at most 8).
   {
     const ForwardModel m(4, 2, 13, 4, {22795, 2123, 13398, 6110}, 0.6317, rng);
     const auto [dispatch, combine] = checkForwardHop(m);
-    BOOST_TEST_MESSAGE("failing case: dispatch GIN ops per row " << dispatch.perRow << ", batched " << dispatch.batched
+    BOOST_TEST_MESSAGE("large uneven case: dispatch GIN ops per row " << dispatch.perRow << ", batched " << dispatch.batched
                        << "; combine per row " << combine.perRow << ", batched " << combine.batched);
     BOOST_TEST(dispatch.batched <= 4 * 2);  // 4 forwarders x 1 other node x 1 network rank x 2 puts
     BOOST_TEST(combine.batched <= 4 * 2);

@@ -125,6 +125,12 @@ BOOST_AUTO_TEST_CASE(options_of_the_other_algorithm_are_refused) {
   BOOST_TEST(parse({"--algo", "low-latency", "--ll-tokens", "1,32", "--sms", "8", "--no-check"}).status == 0);
   BOOST_TEST(parse({"--algo", "low-latency", "--ll-align"}).status == 0);
   BOOST_TEST(has(parse({"--ll-align"}), "--ll-align applies to --algo low-latency only"));
+  // --hybrid: high-throughput only (low-latency groups always send directly), a node size in [1, 64].
+  BOOST_TEST(parse({"--hybrid", "4"}).status == 0);
+  BOOST_TEST(has(parse({"--algo", "low-latency", "--hybrid", "2"}), "--hybrid has no effect with --algo low-latency"));
+  BOOST_TEST(has(parse({"--algo", "bucket", "--hybrid", "2"}), "--hybrid has no effect with --algo bucket"));
+  BOOST_TEST(parse({"--hybrid", "0"}).status == 2);
+  BOOST_TEST(parse({"--hybrid", "65"}).status == 2);
 }
 
 // --algo bucket / pp (coll_bench.h): their own sizes and CTA count; EP options mean nothing there.

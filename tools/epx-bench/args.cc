@@ -186,13 +186,13 @@ const char* layoutName(int layout) { return layout == 0 ? "expanded" : "dedup"; 
 const char* modeName(int mode) { return mode == 0 ? "exact" : "capacity"; }
 
 // Options of one algorithm's benchmark only: given with the other, they would be ignored.
-constexpr const char* kHighThroughputOnly[] = {"--tokens", "--routing", "--layout",      "--mode",     "--buffers", "--align",
-                                               "--idx32",  "--no-baseline", "--no-ceiling", "--no-floor", "--csv"};
+constexpr const char* kHighThroughputOnly[] = {"--tokens", "--routing",     "--layout",     "--mode",     "--buffers", "--align",
+                                               "--idx32",  "--no-baseline", "--no-ceiling", "--no-floor", "--csv",
+                                               "--hybrid"};
 constexpr const char* kLowLatencyOnly[] = {"--ll-tokens", "--ll-align"};
 // EP options (either algorithm) that mean nothing to --algo bucket / pp, and theirs.
-constexpr const char* kEpOnly[] = {"--hidden",     "--topk", "--experts",       "--sms",
-                                   "--no-check",   "--seed", "--ranks-per-node", "--net-latency-us",
-                                   "--hybrid"};
+constexpr const char* kEpOnly[] = {"--hidden",   "--topk", "--experts",       "--sms",
+                                   "--no-check", "--seed", "--ranks-per-node", "--net-latency-us"};
 constexpr const char* kBucketOnly[] = {"--coll-mib"};
 constexpr const char* kPpOnly[] = {"--pp-mib"};
 constexpr const char* kCollOnly[] = {"--coll-ctas", "--chunk-kib"};

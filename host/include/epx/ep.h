@@ -99,9 +99,10 @@ typedef enum {
 /*
  * Group configuration. Initialize with NCCL_EP_CONFIG_INITIALIZER, then set fields; fields left
  * undefined take the defaults given here. All ranks must pass the same values: ncclEpGroupCreate
- * exchanges maxTokensPerRank, hidden, topk, numExperts, fp8Dispatch, algorithm, smBudget (and the
- * CTA count it resolves to), timeoutMs and the epx/NCCL versions between the ranks and fails on every
- * rank when any differ (qpBudget and slIndex are not compared: ignored intranode).
+ * exchanges maxTokensPerRank, hidden, topk, numExperts, fp8Dispatch, exactCombine, algorithm,
+ * forwarding, forwardNodeSize, smBudget (and the CTA count it resolves to), timeoutMs and the epx/NCCL
+ * versions between the ranks and fails on every rank when any differ (qpBudget and slIndex are not
+ * compared: ignored intranode).
  */
 typedef struct {
   size_t size;          /* sizeof(ncclEpConfig_t) */
@@ -310,6 +311,9 @@ ncclResult_t ncclEpGroupGetAsyncError(ncclEpGroup_t group, ncclResult_t* asyncEr
  * nRanks * maxTokensPerRank rows (receive arrays, combine buffers); the count exchange of every
  * ncclEpDispatchLayout moves nRanks + Le ints to every rank. A low-latency config
  * (ncclEpAlgoLowLatency) is sized for its own regions instead (docs/low-latency.md, "Memory").
+ * Hybrid forwarding adds the forwarder's regions; without a communicator the hint cannot see the
+ * NVLink team, so with forwardNodeSize 0 it assumes nodes of one rank whose forward hop stages rows
+ * (the largest size; over real NVLink those staging regions take 0 bytes, docs/hybrid.md).
  * Errors: ncclInvalidArgument for an invalid config (reason in ncclEpGetLastError).
  */
 ncclResult_t ncclEpGetBufferSizeHint(const ncclEpConfig_t* config, int nRanks, size_t* bytes);
@@ -326,7 +330,8 @@ ncclResult_t ncclEpGetBufferSizeHint(const ncclEpConfig_t* config, int nRanks, s
  * stream-ordered with each other.
  * The ranks first agree on the config (one ncclAllGather on comm, on a private stream): each compares
  * every rank's maxTokensPerRank, hidden, topk, numExperts, fp8Dispatch, exactCombine, algorithm,
- * smBudget and resolved CTA count, timeoutMs and epx/NCCL build versions with rank 0's. When any
+ * forwarding, forwardNodeSize, smBudget and resolved CTA count, timeoutMs and epx/NCCL build versions
+ * with rank 0's. When any
  * differ, every rank (not only the odd one) returns ncclInvalidUsage with the same message, naming
  * the first differing rank, the field and both values, e.g. "ncclEpGroupCreate: rank 3 has smBudget
  * 16 (16 CTAs) but rank 0 has 24 (24 CTAs); every rank must create the group with the same config";

@@ -110,7 +110,7 @@ std::string normalizeConfig(const ncclEpConfig_t* in, int nRanks, GroupConfig* o
     return "forwardNodeSize must be >= 0 (0 = the NVLink team), got " + std::to_string(c.forwardNodeSize);
   if (c.forwardNodeSize != 0 && !c.hybrid())
     return "forwardNodeSize applies to forwarding = ncclEpForwardHybrid only, got " + std::to_string(c.forwardNodeSize) +
-           " with direct forwarding";
+           " with forwarding = " + (fw == ncclEpForwardAuto ? "ncclEpForwardAuto (direct)" : "ncclEpForwardDirect");
   if (c.hybrid() && c.lowLatency())
     return "forwarding = ncclEpForwardHybrid applies to the high-throughput algorithm; ncclEpAlgoLowLatency sends "
            "every row directly";
@@ -173,16 +173,18 @@ std::string checkForwarding(const GroupConfig& cfg, int nRanks, int lsaSize, int
   if (!cfg.hybrid()) return {};
   const int n = cfg.forwardNodeSize > 0 ? cfg.forwardNodeSize : lsaSize;
   std::ostringstream os;
-  os << "forwarding = ncclEpForwardHybrid with nodes of " << n << " ranks"
+  auto ranks = [](int k) { return std::to_string(k) + (k == 1 ? " rank" : " ranks"); };
+  os << "forwarding = ncclEpForwardHybrid with nodes of " << ranks(n)
      << (cfg.forwardNodeSize > 0 ? " (forwardNodeSize)" : " (the NVLink team)") << ": ";
   if (cfg.lowLatency()) {
     os << "needs the high-throughput algorithm";
   } else if (n < 1 || nRanks % n != 0) {
     os << "the node size must divide the EP size " << nRanks;
   } else if (nRanks / n < 2) {
-    os << "all " << nRanks << " ranks are one node, nothing crosses the network (use direct forwarding)";
+    os << (nRanks == 1 ? std::string("the only rank is") : "all " + ranks(nRanks) + " are")
+       << " one node, nothing crosses the network (use direct forwarding)";
   } else if (lsaSize < 1 || n % lsaSize != 0) {
-    os << "a node must hold whole NVLink teams (of " << lsaSize << " ranks)";
+    os << "a node must hold whole NVLink teams (of " << ranks(lsaSize) << ")";
   } else if (n > kMaxNodeSize) {
     os << "at most " << kMaxNodeSize << " ranks per node are supported";
   } else {
@@ -239,9 +241,13 @@ LinkRates parseLinkRates(const char* nvlinkEnv, const char* rdmaEnv, std::string
 int analyticSmCount(const GroupConfig& cfg, int numSMs, int nRanks, int lsaSize, const LinkRates& rates) {
   // One model for libepx and epx-topo: topology/include/epx/topology/estimate.h (source and
   // constants in docs/topology.md, "SM and QP estimate").
+  // Hybrid groups: the hybrid model over their nodes (the NVLink team, or virtual nodes of
+  // forwardNodeSize ranks); direct groups: the direct model over the NVLink team.
   topo::EpxEpShape shape;
-  shape.numScaleupRanks = std::max(1, lsaSize);
-  shape.numScaleoutRanks = lsaSize > 0 ? std::max(1, nRanks / lsaSize) : 1;
+  const int node = cfg.hybrid() && cfg.forwardNodeSize > 0 ? cfg.forwardNodeSize : lsaSize;
+  shape.numScaleupRanks = std::max(1, node);
+  shape.numScaleoutRanks = node > 0 ? std::max(1, nRanks / node) : 1;
+  shape.forwarding = cfg.hybrid() ? topo::EpxForwarding::kHybrid : topo::EpxForwarding::kDirect;
   if (cfg.numExperts > 0) shape.numExperts = cfg.numExperts;
   if (cfg.topk > 0) shape.numTopk = cfg.topk;
   return topo::epxEstimateEpResources(rates.nvlinkGBps, rates.rdmaGBps, numSMs, shape).sms;

@@ -1,8 +1,7 @@
-// CPU tests of epx-bench's traffic model of hybrid forwarding (routing.h hybridTrafficOf): a worked
-// example, the edge geometries that make it direct mode's traffic, and on seeded random routings
-// that its first hop is the CPU reference's network copies (epx::ref::hybridPlan) and that every
-// (source, token, destination) of direct mode is reached once.
-#define BOOST_TEST_MODULE epx_bench_routing
+// CPU tests of epx-bench's traffic model of hybrid forwarding (tools/epx-bench/routing.h
+// hybridTrafficOf): a worked example, the edge geometries that make it direct mode's traffic, and
+// on seeded random routings that its first hop is the CPU reference's network copies
+// (epx::ref::hybridPlan) and that every (source, token, destination) of direct mode is reached once.
 #include <boost/test/unit_test.hpp>
 
 #include <cstdint>
