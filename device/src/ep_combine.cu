@@ -178,6 +178,14 @@ __device__ __forceinline__ int rowsThrough(const EpCommon& c, const Route& r, in
   return rows;
 }
 
+// Partials the forwarder expects per combine from rank dLocal of its node: the rows it forwarded
+// to that rank at dispatch, from every other node (Route::fwdRowsTo).
+__device__ __forceinline__ uint32_t partialsFrom(const Route& r, int dLocal, int nodes, int myNode, int N) {
+  uint32_t rows = 0;
+  for (int n = 0; n < nodes; ++n) rows += n == myNode ? 0u : uint32_t(r.fwdRowsTo[n * N + dLocal]);
+  return rows;
+}
+
 // Each received row i of a forwarded source s goes back to its forwarder f (the rank of this node
 // on s's rail) as this rank's partial: j = i - recvBase[s] of the segment (s's node, this rank) of
 // f's fwdPart areas, with its weights. An NVLink forwarder (or this rank) gets it stored there; for
@@ -262,11 +270,9 @@ __device__ void sumNodes(const CombineArgs& a, const Transport& tr, OpSession& s
   char* local = tr.localBase();
   bool ok = !ses.abort;
   for (int i = threadIdx.x; i < N && ok; i += kThreads) {
-    uint32_t expected = 0;
-    for (int n = 0; n < nodes; ++n) expected += n == myNode ? 0u : uint32_t(r.fwdRowsTo[n * N + i]);
     const int d = first + i;
-    ok = tr.waitWord(ginSignalId(kFlagForwardCombine, d, R), d, sa.arrived[kArrivedFwdCombine * R + d] + expected,
-                     kPhaseCombineData);
+    ok = tr.waitWord(ginSignalId(kFlagForwardCombine, d, R), d,
+                     sa.arrived[kArrivedFwdCombine * R + d] + partialsFrom(r, i, nodes, myNode, N), kPhaseCombineData);
   }
   if (!ok) ses.abort = 1;
   __syncthreads();
@@ -304,11 +310,7 @@ __device__ void sumNodes(const CombineArgs& a, const Transport& tr, OpSession& s
     tr.putSignal(s, c.wl.combineRecv + at * wire, c.wl.fwdNodeX + q0 * wire, uint64_t(cnt) * wire, kFlagArriveCombine,
                  uint32_t(cnt), ctx);
   }
-  for (int i = threadIdx.x; i < N; i += kThreads) {
-    uint32_t expected = 0;
-    for (int n = 0; n < nodes; ++n) expected += n == myNode ? 0u : uint32_t(r.fwdRowsTo[n * N + i]);
-    sa.arrived[kArrivedFwdCombine * R + first + i] += expected;
-  }
+  for (int i = threadIdx.x; i < N; i += kThreads) sa.arrived[kArrivedFwdCombine * R + first + i] += partialsFrom(r, i, nodes, myNode, N);
   __syncthreads();
 }
 

@@ -346,10 +346,10 @@ __device__ void forwardRecord(const DispatchArgs& a, const Transport& tr, size_t
   const int pos = lane < K ? meta[2 * K + lane] : -1;
   const int drow = lane < K ? meta[3 * K + lane] : -1;
   const int token = meta[4 * K];
-  const int dest = drow >= 0 ? destOf(e, Le) : -1;
+  const int eDest = destOf(e, Le);
+  const int dest = drow >= 0 ? eDest : -1;  // the slot's rank when the record's row goes there
   const uint32_t dests = __ballot_sync(0xffffffffu, dest >= 0);
   uint64_t mask = 0;
-  const int eDest = destOf(e, Le);
   char* local = tr.localBase();
   for (uint32_t m = dests; m; m &= m - 1) {
     const int l = __ffs(m) - 1;

@@ -5,6 +5,7 @@
 // marks the slots that are not forwarded. Every (token, slot) is written by exactly one CTA.
 #include "epx/device/ep_args.h"
 #include "epx/device/launch.h"
+#include "epx/device/warp.cuh"
 
 namespace epx::dev {
 
@@ -13,7 +14,7 @@ namespace {
 constexpr int kThreads = 512;
 
 __global__ void __launch_bounds__(kThreads) hybridRouteKernel(const __grid_constant__ LayoutArgs a) {
-  __shared__ int counts[kThreads];
+  __shared__ int counts[kThreads + 1];  // per thread's token range, then its exclusive prefix and the total
   const Route& r = a.r;
   const int K = a.c.shape.topk, Le = a.c.shape.localExperts, N = a.c.nodeSize;
   const int node = blockIdx.x, myNode = nodeOfRank(a.c.link.rank, N);
@@ -33,14 +34,9 @@ __global__ void __launch_bounds__(kThreads) hybridRouteKernel(const __grid_const
     for (int k = 0; k < K; ++k) n += firstSlotOfNode(r.tokExpert + size_t(t) * K, k, Le, N, node) ? 1 : 0;
   counts[threadIdx.x] = n;
   __syncthreads();
-  if (threadIdx.x == 0) {  // exclusive prefix over the threads' token ranges (in token order)
-    int sum = 0;
-    for (int i = 0; i < kThreads; ++i) {
-      const int c = counts[i];
-      counts[i] = sum;
-      sum += c;
-    }
-    r.nodeCount[node] = sum;
+  if (threadIdx.x < kWarp) {  // exclusive prefix over the threads' token ranges (in token order)
+    const int total = warpExclusiveScan(counts, counts, kThreads, int(threadIdx.x));
+    if (threadIdx.x == 0) r.nodeCount[node] = total;
   }
   __syncthreads();
   int slot = counts[threadIdx.x];
