@@ -32,8 +32,7 @@ epx::LinkRates linkRates() {
 
 void releaseGroup(ncclEpGroup* g) {
   epx::linkClose(&g->link);  // window, device communicator, GIN posted totals, error record
-  if (g->state) cudaFree(g->state);
-  if (g->arrived) cudaFree(g->arrived);
+  g->ses.release();
   epx::llGroupRelease(g);
   epx::closeBeacons(&g->beacons);
   delete g;
@@ -104,7 +103,7 @@ epx::dev::LinkArgs ncclEpGroup::linkArgs() const {
 epx::dev::EpCommon ncclEpGroup::common() const {
   epx::dev::EpCommon c{};
   c.link = linkArgs();
-  c.session = {state, arrived, nCtas};
+  c.session = ses.args(nCtas);
   c.userBase = buffer();
   c.wl = wl;
   c.shape = shape();
@@ -173,10 +172,7 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
     releaseGroup(g);
     return r;
   }
-  if ((ce = cudaMalloc(&g->state, sizeof(epx::dev::GroupState))) != cudaSuccess ||
-      (ce = cudaMemset(g->state, 0, sizeof(epx::dev::GroupState))) != cudaSuccess ||
-      (ce = cudaMalloc(&g->arrived, sizeof(uint32_t) * epx::dev::kNumArrivedKinds * l.nRanks)) != cudaSuccess ||
-      (ce = cudaMemset(g->arrived, 0, sizeof(uint32_t) * epx::dev::kNumArrivedKinds * l.nRanks)) != cudaSuccess ||
+  if ((ce = g->ses.alloc(l.nRanks)) != cudaSuccess ||
       (g->cfg.lowLatency() && (ce = epx::llGroupInit(g)) != cudaSuccess) ||
       (ce = cudaDeviceSynchronize()) != cudaSuccess) {
     releaseGroup(g);

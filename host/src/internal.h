@@ -22,8 +22,7 @@ struct ncclEpGroup {
   epx::GroupConfig cfg;
   epx::dev::WindowLayout wl{};
   int nodeSize = 0;                         // hybrid forwarding: ranks per node; 0 direct (checkForwarding)
-  epx::dev::GroupState* state = nullptr;    // device memory
-  uint32_t* arrived = nullptr;              // device memory [kNumArrivedKinds][nRanks]
+  epx::SessionState ses;                    // the protocol session's device state (link.h)
   epx::Beacons beacons;                     // debugging: EPX_DEBUG_BEACONS (beacons.h)
   // Low-latency groups (cfg.lowLatency()): the LL region and the group-owned LL device state.
   epx::dev::LlLayout ll{};
