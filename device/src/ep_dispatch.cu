@@ -602,8 +602,14 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const __grid_const
   const GinRows ginRows{r.recvBase, nullptr};
 
   ses.begin(tr, a.c.session, kOpDispatch, kPhaseDispatchReady, c.nodeSize);
-  // Send in put rounds (protocol.h): round j's rows leave while round j+1 is staged.
   const int T = r.totals->numTokens;
+  // Hybrid: the records go first (the network hop feeds the forwarders), so they are on the wire
+  // while this node's rows are staged and sent, and the forwarders find them landed.
+  if (hybrid) {
+    if (!ses.abort) stageRecords(a, tr, shareOf(T, gridDim.x, blockIdx.x), lane);
+    if (lastCtaOf(&c.session.state->fwdCtas[kFwdRecordsStaged]) && !ses.abort) postRecords(a, tr, ses);
+  }
+  // Send in put rounds (protocol.h): round j's rows leave while round j+1 is staged.
   const int rounds =
       putRoundsOf((T + kLayoutChunk - 1) / kLayoutChunk, gin, defaultPutRounds(c.link.nRanks - c.link.lsaSize));
   for (int j = 0; j < rounds; ++j) {
@@ -613,11 +619,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatchKernel(const __grid_const
     if (!ses.abort) sendTokens(a, tr, Share{tok.begin + mine.begin, tok.begin + mine.end}, lane, dsts, gin);
     if (gin && ses.lastToStage(a.c.session, kOpDispatch, j) && !ses.abort) putRound(a, tr, ses, tok, j == 0);
   }
-  if (hybrid) {  // records to the rail peers of the other nodes, then this rank's forwarder step
-    if (!ses.abort) stageRecords(a, tr, shareOf(T, gridDim.x, blockIdx.x), lane);
-    if (lastCtaOf(&c.session.state->fwdCtas[kFwdRecordsStaged]) && !ses.abort) postRecords(a, tr, ses);
-    forwardRecords(a, tr, ses, globalWarp, numWarps, lane);
-  }
+  if (hybrid) forwardRecords(a, tr, ses, globalWarp, numWarps, lane);  // this rank's forwarder step
   ses.arriveLsa(tr, kOpDispatch);
   // Receive in waves (network sources' rows as their rounds land; NVLink sources in the last wave)
   // and, within a wave, in groups of sources starting with the group after this rank's own: each
