@@ -254,8 +254,8 @@ int run(const Options& opt) {
     check.push_back(makeRouting(k, s, opt.seed + 7777));
     infos.push_back(describe(k, s, timed.back()));
     // Hybrid: the rows of both hops (on fake nodes the forward hop crosses the emulated NIC too).
-    infos.back().net = netFloor(s, opt.hybrid > 0 ? hybridTrafficOf(s, timed.back(), opt.hybrid) : infos.back().traffic,
-                                ranksPerNode, opt);
+    infos.back().wire = opt.hybrid > 0 ? hybridTrafficOf(s, timed.back(), opt.hybrid) : infos.back().traffic;
+    infos.back().net = netFloor(s, infos.back().wire, ranksPerNode, opt);
     // Hybrid (--hybrid R): the copies of nodes of R ranks, the nodes the run forwards over.
     infos.back().copies = netCopies(s, opt.hybrid > 0 ? opt.hybrid : ranksPerNode, timed.back(), opt);
   }
@@ -507,7 +507,7 @@ int run(const Options& opt) {
             failed = failed || !row.ok;
             rep.printEpx(row, infos[i], opt.baseline ? &base[i] : nullptr);
             rep.printMemFloor(row, floors[i]);
-            if (ginOn) rep.printGin(ginSummary(gin, times, infos[i].traffic, s, ranksPerNode, gather));
+            if (ginOn) rep.printGin(ginSummary(gin, times, infos[i].wire, s, ranksPerNode, gather));
           }
           mg.run([&](const epx::testing::RankContext& ctx) { BENCH_EP(ncclEpHandleDestroy(handles[ctx.rank])); });
         }

@@ -306,7 +306,8 @@ void Report::printMemFloor(const EpxRow& row, const MemFloorSummary& f) {
 
 void Report::printGin(const std::vector<GinOpSummary>& ops) {
   if (!printer_) return;
-  std::printf("#   GIN per call (mean over ranks; overhead = wire bytes beyond the token rows that cross nodes, max over ranks):\n");
+  std::printf("#   GIN per call (mean over ranks; overhead = wire bytes beyond the token rows that cross nodes, --hybrid: of\n"
+              "#     both hops, max over ranks):\n");
   std::printf("#     %-13s %8s %8s %8s %8s %11s %11s %9s %9s\n", "op", "ops", "puts", "put+sig", "sig-only",
               "wire(MiB)", "rows(MiB)", "ovh(%)", "net(GB/s)");
   for (const GinOpSummary& g : ops)

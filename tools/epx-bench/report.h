@@ -38,6 +38,7 @@ struct RoutingInfo {
   RoutingKind kind;
   std::string description;
   Traffic traffic;
+  Traffic wire;  // rows the mode run moves between ranks: traffic, or with --hybrid both hops' rows
   OpBytes bf16, fp8, combine;  // per rank, mean over ranks
   double maxRemoteBytes16 = 0;  // max over ranks of max(remote bytes in, out) for BF16 dispatch
   double lowerBoundUs = 0;      // maxRemoteBytes16 at the best measured peer-copy rate (0: unknown)
