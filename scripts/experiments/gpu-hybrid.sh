@@ -23,7 +23,7 @@ for step in ${EPX_HYBRID_STEPS:-direct4 v4x2 v8x4 v8x2 bench}; do
       n=${step#v}; n=${n%x*}; rpn=${step#*x}
       scripts/gpu-fn-suites.sh "$n" 90 "${EPX_HYBRID_SUITES:-modes,edge,zero_copy,precision,graph}" EPX_TEST_HYBRID="$rpn"
       scripts/gpu-fn-suites.sh "$n" 90 random EPX_TEST_HYBRID="$rpn" EPX_RANDOM_SECONDS="${EPX_HYBRID_RANDOM_S:-30}"
-      grep -hE "random:|seed" "$OUT/fn$n-random/rank0.log" | head -6 ;;
+      grep -hE "^random: " "$OUT/fn$n-random/rank0.log" | head -6 ;;
     bench)
       for fw in direct hybrid; do
         extra=(); [ $fw = hybrid ] && extra=(--hybrid 4)
