@@ -15,7 +15,7 @@ for m in exact capacity; do
   mv "$OUT/fn4-dead_peer" "$OUT/fn4-dead_peer-$m"
   grep -hiE "remote|peer|rank [0-9]" "$OUT/fn4-dead_peer-$m/rank0.log" | head -4
 done
-bash scripts/gpu-fn-suites.sh 8 150 graph EPX_TEST_HYBRID=2 | head -4
+bash scripts/gpu-fn-suites.sh 8 120 graph EPX_TEST_HYBRID=2 | head -4
 if [ "${EPX_WAITS_ENGRAM:-0}" = 1 ]; then
   for c in 2048 8192; do
     timeout 90 bash scripts/gpu-fn-bench.sh 8 80 engram-c$c --algo engram --chunk-kib $c > /dev/null
