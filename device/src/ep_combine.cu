@@ -481,9 +481,6 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_consta
   const GinRows ginRows{nullptr, r.sendCount};
 
   ses.begin(tr, a.c.session, kOpCombine, kPhaseCombineReady);
-  // Hybrid: partials of forwarded rows to their forwarders first (they feed the network hop), so
-  // the forwarders can sum them while this rank's other rows are staged and sent.
-  if (c.nodeSize > 0) sendPartials<WireRow, kExpanded>(a, tr, ses, lane, rows);
   // Rows from network sources in put rounds (protocol.h): round j (the j-th share of every
   // network source's rows) leaves while round j+1 is staged; then rows from NVLink sources
   // (push), while the last round is on the wire.
@@ -501,7 +498,12 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_consta
       if (ses.lastToStage(a.c.session, kOpCombine, j) && !ses.abort) putRound(a, tr, ses, j, rounds);
     }
   }
-  if (c.nodeSize > 0) sumNodes<WireRow>(a, tr, ses, globalWarp, numWarps, lane, rows);  // this rank's node sums
+  // Hybrid: partials of forwarded rows to their forwarders, then this rank's node sums. (Partials
+  // first, before the rows returned directly, measured slower: docs/performance.md.)
+  if (c.nodeSize > 0) {
+    sendPartials<WireRow, kExpanded>(a, tr, ses, lane, rows);
+    sumNodes<WireRow>(a, tr, ses, globalWarp, numWarps, lane, rows);
+  }
   const bool pull = !kExpanded && a.pull;
   if (!pull && !ses.abort)
     sendBack<WireRow, kExpanded>(a, tr, SendRows::kLsa, shareOf(lsaRows(c, r, kExpanded).count(), gridDim.x, blockIdx.x),

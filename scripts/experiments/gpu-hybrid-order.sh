@@ -8,6 +8,10 @@
 # Prediction (written before the run): the emulated NIC serializes a rank's puts, and the forwarder
 # sat idle waiting for records that left last; records first takes uniform BF16 dispatch from
 # 1.32 x to about 1.10 x of its two-hop floor, combine from 1.37 x to about 1.2 x.
+# Result (2026-12-07, one H100): dispatch as predicted (uniform BF16 1.32 -> 1.11 x, FP8 1.69 ->
+# 1.33 x); combine no faster with uniform routing and 13 % slower with grouped, so only the
+# dispatch order was kept (docs/performance.md, "Choices measured"). Rerunning it needs the builds
+# of 00304b4 (new, both orders changed) and its parent (base).
 # Logs under $OUT/logs.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/../.."

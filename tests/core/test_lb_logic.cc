@@ -158,9 +158,9 @@ BOOST_AUTO_TEST_CASE(config_defaults_and_bounds) {
   BOOST_TEST(normalizeEngramConfig(EngramConfigRequest{}, &c) == "");
   BOOST_TEST(c.numCtas == 8);
   BOOST_TEST(c.timeoutMs == 10000);
-  BOOST_TEST(c.chunkBytes == (uint64_t(2) << 20));
+  BOOST_TEST(c.chunkBytes == (uint64_t(8) << 20));
   BOOST_TEST(kEngramDefaultCtas == 8);
-  BOOST_TEST(kEngramDefaultChunkBytes == (uint64_t(2) << 20));
+  BOOST_TEST(kEngramDefaultChunkBytes == (uint64_t(8) << 20));
   EngramConfigRequest r;
   r.numCtas = 1;
   r.timeoutMs = 1;
@@ -196,7 +196,7 @@ BOOST_AUTO_TEST_CASE(config_defaults_and_bounds) {
   b.timeoutMs = 0;
   BOOST_TEST(refused(b) == "timeoutMs 0 must be >= 1");
   b = EngramConfigRequest{};
-  const std::string chunk = " is not a multiple of 16 in 65536 .. 1073741824 (0 = default 2097152)";
+  const std::string chunk = " is not a multiple of 16 in 65536 .. 1073741824 (0 = default 8388608)";
   b.chunkBytes = (uint64_t(64) << 10) - 16;
   BOOST_TEST(refused(b) == "chunkBytes 65520" + chunk);
   b.chunkBytes = (uint64_t(64) << 10) + 8;
@@ -225,7 +225,7 @@ BOOST_AUTO_TEST_CASE(agreement_names_the_first_difference) {
   BOOST_TEST(a.entriesPerToken == 8);
   BOOST_TEST(a.numCtas == 8);
   BOOST_TEST(a.timeoutMs == 10000);
-  BOOST_TEST(a.chunkBytes == (uint64_t(2) << 20));
+  BOOST_TEST(a.chunkBytes == (uint64_t(8) << 20));
   // Exchanged byte for byte: equal inputs give equal bytes.
   const EngramAgreed b = makeEngramAgreed(p, c, 100);
   BOOST_TEST(std::memcmp(&a, &b, sizeof(a)) == 0);
@@ -240,7 +240,7 @@ BOOST_AUTO_TEST_CASE(agreement_names_the_first_difference) {
   EngramPlan p2 = p;
   p2.numLayers = 3;
   all[2] = makeEngramAgreed(p2, c, 100);
-  BOOST_TEST(checkEngramAgreement(all) == "rank 1 has chunkBytes 65536 but rank 0 has 2097152" + tail);
+  BOOST_TEST(checkEngramAgreement(all) == "rank 1 has chunkBytes 65536 but rank 0 has 8388608" + tail);
   // One rank's first field in order: version, numLayers, numRows, rowBytes, maxTokens, entries, CTAs, timeout, chunk.
   all.assign(3, a);
   EngramPlan q = p;

@@ -29,7 +29,7 @@ struct Plan {
   int maxTokens = 32;
   int entries = 4;           // entriesPerToken
   int numCtas = 8;           // capped by the SM cap of processes sharing a GPU
-  uint64_t chunkBytes = 0;   // 0 = the default (2 MiB)
+  uint64_t chunkBytes = 0;   // 0 = the default (8 MiB)
   int timeoutMs = 0;         // 0 = the default
   int64_t numRows() const;  // at nRanks() ranks
   int64_t numRows(int nRanks) const { return rowsPerRank * nRanks; }

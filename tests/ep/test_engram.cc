@@ -400,7 +400,7 @@ BOOST_AUTO_TEST_CASE(bad_plans_and_configs_are_refused) {
     BOOST_TEST(m[13] == "4:ncclEpEngramCreate: numCtas 33 is not in 1 .. 32");
     BOOST_TEST(m[14] == "4:ncclEpEngramCreate: numCtas 0 is not in 1 .. 32");
     BOOST_TEST(m[15] == "4:ncclEpEngramCreate: timeoutMs 0 must be >= 1");
-    const std::string chunk = " is not a multiple of 16 in 65536 .. 1073741824 (0 = default 2097152)";
+    const std::string chunk = " is not a multiple of 16 in 65536 .. 1073741824 (0 = default 8388608)";
     BOOST_TEST(m[16] == "4:ncclEpEngramCreate: chunkBytes 1000" + chunk);
     BOOST_TEST(m[17] == "4:ncclEpEngramCreate: chunkBytes 65520" + chunk);
     BOOST_TEST(m[18] == "4:ncclEpEngramCreate: chunkBytes 65544" + chunk);
@@ -435,7 +435,7 @@ BOOST_AUTO_TEST_CASE(plans_that_differ_between_ranks_are_refused, *boost::unit_t
   for (int r : localRanks()) {
     BOOST_TEST_REQUIRE(msgs[size_t(r)].size() == 2u);
     BOOST_TEST(msgs[size_t(r)][0] == who + " has maxTokens 64 but rank 0 has 32" + tail);
-    BOOST_TEST(msgs[size_t(r)][1] == who + " has chunkBytes 65536 but rank 0 has 2097152" + tail);
+    BOOST_TEST(msgs[size_t(r)][1] == who + " has chunkBytes 65536 but rank 0 has 8388608" + tail);
   }
 }
 

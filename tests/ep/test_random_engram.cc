@@ -3,7 +3,7 @@
 // reference and its async error against its indices (engram_harness.h). Per object (group of
 // kCasesPerObject cases): 1..4 layers (now and then 5..64 layers of tiny sizes), rows of 16 B ..
 // 4 KiB (multiples of 16), 1 .. 4096 rows per rank (numRows a multiple of the rank count), maxTokens
-// 1..1024, 1..32 entries per token, 1..8 CTAs, chunks of the default 2 MiB, 64 KiB, 256 KiB or an
+// 1..1024, 1..32 entries per token, 1..8 CTAs, chunks of the default 8 MiB, 64 KiB, 256 KiB or an
 // odd multiple of 16 above 64 KiB, tables in device memory (now and then mapped pinned host memory);
 // budgets keep the output (per rank) and the tables (all ranks) small. Per case: every rank's token
 // count 0..maxTokens and its indices: uniform with a random share of -1, every index to one owner,

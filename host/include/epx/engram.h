@@ -77,7 +77,7 @@ typedef struct {
   int timeoutMs;        /* device wait bound, >= 1; default 10000 */
   size_t chunkBytes;    /* network requesters: rows are gathered and put in chunks of at most this
                          * many bytes (whole rows, at least one), 64 KiB .. 1 GiB, a multiple of 16;
-                         * 0 = default 2 MiB */
+                         * 0 = default 8 MiB */
 } ncclEpEngramConfig_t;
 
 #define NCCL_EP_ENGRAM_CONFIG_INITIALIZER \

@@ -170,7 +170,8 @@ std::string checkLbAgreement(const std::vector<LbAgreed>& all);
 constexpr int kEngramMaxLayers = 64;  // NCCL_EP_ENGRAM_MAX_LAYERS
 constexpr int kEngramMaxCtas = 32;
 constexpr int kEngramDefaultCtas = 8;
-constexpr uint64_t kEngramDefaultChunkBytes = uint64_t(2) << 20;
+// 8 MiB: fewer, larger GIN operations (8 fake nodes: 2.35 x the floor against 3.03 x with 2 MiB).
+constexpr uint64_t kEngramDefaultChunkBytes = uint64_t(8) << 20;
 constexpr int64_t kEngramMaxRows = (int64_t(1) << 31) - 1;  // global row numbers are int32
 constexpr int64_t kEngramMaxRequests = int64_t(1) << 24;    // maxTokens * entriesPerToken
 constexpr int kEngramMaxRanks = 1024;  // the fetch counts rows per owner in shared memory

@@ -206,9 +206,10 @@ EPX_HD Share combineRoundRows(const int* recvGinBase, int s, int rounds, int j) 
 // returns one node partial per record to the source, into the source's combine receive area of the
 // forwarder's rank (a rank of another node never returns rows to the source directly). Every hop
 // goes through the transport: LSA within an NVLink domain, GIN between fake nodes.
-// Order: the hop that feeds a forwarder leaves first (dispatch: the records, before the rows for
-// the own node; combine: the partials for the forwarders, before the rows returned directly), so
-// it is on the wire while the rest is staged and the forwarder finds it landed.
+// Order: dispatch puts the records before the rows for the own node, so they are on the wire
+// while the rest is staged and the forwarder finds them landed. Combine returns the rows of its
+// own node's sources first, then the partials for the forwarders (partials first measured slower
+// on fake nodes: docs/performance.md, "Choices measured").
 // Batching: every hop moves whole runs of rows, never a row at a time where it goes over GIN (each
 // GIN operation has a fixed cost, ~20-300 us on the fake-node rig's proxy path). A source's rows to
 // rank d arrive at d in the source's token order, so the forwarder's rows for d from one source
