@@ -123,8 +123,13 @@ BOOST_AUTO_TEST_CASE(options_of_the_other_algorithm_are_refused) {
   BOOST_TEST(ht.status == 2);
   BOOST_TEST(has(ht, "--ll-tokens applies to --algo low-latency only"), ht.output);
   BOOST_TEST(parse({"--algo", "low-latency", "--ll-tokens", "1,32", "--sms", "8", "--no-check"}).status == 0);
-  BOOST_TEST(parse({"--algo", "low-latency", "--ll-align"}).status == 0);
-  BOOST_TEST(has(parse({"--ll-align"}), "--ll-align applies to --algo low-latency only"));
+  BOOST_TEST(parse({"--algo", "low-latency", "--sync-start"}).status == 0);
+  BOOST_TEST(parse({"--sync-start"}).status == 0);  // high-throughput too
+  const Outcome parsed = epxbench::testing::parseInChild({"--sync-start"}, {}, [](const epxbench::Options& o) {
+    std::printf("syncStart=%d\n", int(o.syncStart));
+  });
+  BOOST_TEST(has(parsed, "syncStart=1"));
+  BOOST_TEST(has(parse({"--algo", "bucket", "--sync-start"}), "--sync-start"));
   // --hybrid: high-throughput only (low-latency groups always send directly), a node size in [1, 64].
   BOOST_TEST(parse({"--hybrid", "4"}).status == 0);
   BOOST_TEST(has(parse({"--algo", "low-latency", "--hybrid", "2"}), "--hybrid has no effect with --algo low-latency"));

@@ -80,8 +80,9 @@ void usage(FILE* f) {
       "                      floor with ranks on other nodes, else the memory floor; rows checked once\n"
       "  --ll-tokens LIST    low-latency: tokens per rank, comma separated, each 0..4096 (default\n"
       "                      1,32,128,256); 0 times the fixed cost of a call (no rows)\n"
-      "  --ll-align          low-latency: an NCCL all-reduce of one value before each timed sequence (not\n"
-      "                      timed), so that every rank starts it together (default: back to back)\n"
+      "  --sync-start        an NCCL all-reduce of one value (not timed) before each timed op (high-\n"
+      "                      throughput) or dispatch/combine sequence (low-latency), so that every rank\n"
+      "                      starts it together (default: back to back, each where the last left it)\n"
       "  --coll-mib N        bucket: tensor size in MiB, 1..4096 (default 64)\n"
       "  --pp-mib N          pp: message size in MiB, 1..4096 (default 16)\n"
       "  --chunk-kib N       bucket, pp, lb, engram: the GIN chunk (the objects' config .chunkBytes) in\n"
@@ -189,10 +190,11 @@ const char* modeName(int mode) { return mode == 0 ? "exact" : "capacity"; }
 constexpr const char* kHighThroughputOnly[] = {"--tokens", "--routing",     "--layout",     "--mode",     "--buffers", "--align",
                                                "--idx32",  "--no-baseline", "--no-ceiling", "--no-floor", "--csv",
                                                "--hybrid"};
-constexpr const char* kLowLatencyOnly[] = {"--ll-tokens", "--ll-align"};
+constexpr const char* kLowLatencyOnly[] = {"--ll-tokens"};
 // EP options (either algorithm) that mean nothing to --algo bucket / pp, and theirs.
 constexpr const char* kEpOnly[] = {"--hidden",   "--topk", "--experts",       "--sms",
-                                   "--no-check", "--seed", "--ranks-per-node", "--net-latency-us"};
+                                   "--no-check", "--seed", "--ranks-per-node", "--net-latency-us",
+                                   "--sync-start"};
 constexpr const char* kBucketOnly[] = {"--coll-mib"};
 constexpr const char* kPpOnly[] = {"--pp-mib"};
 constexpr const char* kCollOnly[] = {"--coll-ctas", "--chunk-kib"};
@@ -315,8 +317,8 @@ Options parseArgs(int argc, char** argv) {
       else bad("--algo: expected high-throughput, low-latency, bucket, pp, lb or engram, got '" + v + "'");
     } else if (!std::strcmp(a, "--ll-tokens")) {
       o.llTokens = toIntList(a, val(), 0, 4096);
-    } else if (!std::strcmp(a, "--ll-align")) {
-      o.llAlign = true;
+    } else if (!std::strcmp(a, "--sync-start")) {
+      o.syncStart = true;
     } else if (!std::strcmp(a, "--coll-mib")) {
       o.collBytes = size_t(toInt(a, val(), 1, 4096)) << 20;
     } else if (!std::strcmp(a, "--pp-mib")) {

@@ -62,9 +62,10 @@ struct Options {
     return algo == Algo::Bucket || algo == Algo::Pp || algo == Algo::Lb || algo == Algo::Engram;
   }
   std::vector<int> llTokens = {1, 32, 128, 256};
-  // Low-latency: an NCCL all-reduce of one value before each timed dispatch/combine sequence (not
-  // timed), so that the ranks start it together instead of where the previous one left them.
-  bool llAlign = false;
+  // An NCCL all-reduce of one value (not timed) before each timed op (high-throughput) or each
+  // dispatch/combine sequence (low-latency), so that the ranks start it together instead of where
+  // the previous one left them (--sync-start).
+  bool syncStart = false;
   size_t collBytes = size_t(64) << 20;
   size_t ppBytes = size_t(16) << 20;
   size_t chunkBytes = 0;  // bucket, PP, LB and Engram GIN chunk; 0: the library's default

@@ -204,28 +204,36 @@ EpxTimes EpxRank::timed(const epx::testing::RankContext& ctx, const epx::ref::Ra
 
   const int total = m.opt.warmup + m.opt.iters;
   epx::testing::setPhase("epx: timed loop (enqueue, then stream sync)");
-  EventSeq ev(size_t(total) * 5);
+  // Each iteration times four ops, each between its own start and end events; with --sync-start
+  // an untimed all-reduce of one value before each start lines the ranks up.
+  constexpr size_t kOps = 4, kEventsPerIter = 2 * kOps;
+  EventSeq ev(size_t(total) * kEventsPerIter);
+  DevBuf sync(sizeof(float));
+  BENCH_CUDA(cudaMemsetAsync(sync.get(), 0, sizeof(float), st));
   for (int it = 0; it < total; ++it) {
-    const size_t e = size_t(it) * 5;
-    ev.record(e + 0, st);
-    BENCH_EP(ncclEpDispatchLayout(m.handle, &m.routing, st));
-    ev.record(e + 1, st);
-    BENCH_EP(ncclEpDispatch(m.handle, &m.in16, &m.out16, st));
-    ev.record(e + 2, st);
-    BENCH_EP(ncclEpCombine(m.handle, &m.cin, &m.cout, st));
-    ev.record(e + 3, st);
-    if (m.spec.fp8) BENCH_EP(ncclEpDispatch(m.handle, &m.in8, &m.out8, st));
-    ev.record(e + 4, st);
+    const size_t e = size_t(it) * kEventsPerIter;
+    auto timedOp = [&](size_t op, auto&& call) {
+      if (m.opt.syncStart) BENCH_NCCL(ncclAllReduce(sync.get(), sync.get(), 1, ncclFloat32, ncclSum, ctx.comm, st));
+      ev.record(e + 2 * op, st);
+      call();
+      ev.record(e + 2 * op + 1, st);
+    };
+    timedOp(0, [&] { BENCH_EP(ncclEpDispatchLayout(m.handle, &m.routing, st)); });
+    timedOp(1, [&] { BENCH_EP(ncclEpDispatch(m.handle, &m.in16, &m.out16, st)); });
+    timedOp(2, [&] { BENCH_EP(ncclEpCombine(m.handle, &m.cin, &m.cout, st)); });
+    timedOp(3, [&] {
+      if (m.spec.fp8) BENCH_EP(ncclEpDispatch(m.handle, &m.in8, &m.out8, st));
+    });
   }
   BENCH_CUDA(cudaStreamSynchronize(st));
   epx::testing::setPhase("epx: after timed loop");
   std::vector<double> lay, d16, comb, d8;
   for (int it = m.opt.warmup; it < total; ++it) {
-    const size_t e = size_t(it) * 5;
+    const size_t e = size_t(it) * kEventsPerIter;
     lay.push_back(ev.us(e + 0, e + 1));
-    d16.push_back(ev.us(e + 1, e + 2));
-    comb.push_back(ev.us(e + 2, e + 3));
-    if (m.spec.fp8) d8.push_back(ev.us(e + 3, e + 4));
+    d16.push_back(ev.us(e + 2, e + 3));
+    comb.push_back(ev.us(e + 4, e + 5));
+    if (m.spec.fp8) d8.push_back(ev.us(e + 6, e + 7));
   }
   EpxTimes t;
   t.layoutUs = median(lay);

@@ -186,7 +186,7 @@ int runLowLatency(const Options& opt, epx::testing::MultiGpu& mg, int n, int ran
         BENCH_CUDA(cudaMemset(align.get(), 0, sizeof(float)));
         gin.start(c);
         for (int i = 0; i < opt.warmup + opt.iters; ++i) {
-          if (opt.llAlign)  // every rank leaves it at about the same time (--ll-align)
+          if (opt.syncStart)  // every rank leaves it at about the same time (--sync-start)
             BENCH_NCCL(ncclAllReduce(align.get(), align.get(), 1, ncclFloat32, ncclSum, c.comm, c.stream));
           ev.record(0, c.stream);
           BENCH_EP(ncclEpLowLatencyDispatch(h, &din, &dout, NCCL_EP_LL_SEND_RECV, c.stream));

@@ -145,8 +145,9 @@ void Report::printConditions(const BenchShape& s, const std::vector<RoutingInfo>
                 r.bf16.logical / 1e6, r.bf16.nvlink / 1e6, r.maxRemoteBytes16 / 1e6);
   }
   std::printf("# timing: %d warm-up + %d timed iterations of [layout, BF16 dispatch, BF16 combine, FP8 dispatch];\n"
-              "#   each op timed with CUDA events on the rank's stream, median over iterations per rank, then max over ranks\n",
-              opt_.warmup, opt_.iters);
+              "#   each op timed with CUDA events on the rank's stream, median over iterations per rank, then max over ranks%s\n",
+              opt_.warmup, opt_.iters,
+              opt_.syncStart ? ";\n#   --sync-start: each op starts after an untimed all-reduce of one value (ranks start together)" : "");
   std::printf("# logical GB/s: received (token, rank) rows incl. the rank's own tokens x bytes per row (BF16 %d B,\n"
               "#   FP8 %d B = H + H/128*4) / time; combine counts the BF16 dispatch bytes. NVLink GB/s: only rows\n"
               "#   from/to other ranks. Bytes are averaged over ranks; 1 GB = 1e9 B.\n",
