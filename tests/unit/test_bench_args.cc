@@ -52,6 +52,11 @@ BOOST_AUTO_TEST_CASE(option_equals_value_is_option_space_value) {
   Outcome n = parse({"--no-check=1"});
   BOOST_TEST(n.status == 2);
   BOOST_TEST(has(n, "--no-check takes no value, got '--no-check=1'"), n.output);
+  for (const char* flag : {"--help=1", "--version=1"}) {
+    const Outcome f = parse({flag});
+    BOOST_TEST(f.status == 2, flag);
+    BOOST_TEST(has(f, "takes no value"), f.output);
+  }
   n = parse({"--bogus=3"});
   BOOST_TEST(n.status == 2);
   BOOST_TEST(has(n, "unknown option '--bogus'"), n.output);

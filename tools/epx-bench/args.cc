@@ -39,8 +39,8 @@ void usage(FILE* f) {
       "  --topk K            experts per token (default 8)\n"
       "  --experts E         experts in total (default 256)\n"
       "  --sms LIST          SM budgets, comma separated; 0 = epx's analytic default (default 24,0)\n"
-      "  --hybrid R          hybrid forwarding over nodes of R ranks (virtual nodes of R fake nodes; the\n"
-      "                      forward hop then runs over GIN too); default direct\n"
+      "  --hybrid R          hybrid forwarding over nodes of R ranks, 1..64 (virtual nodes of R fake\n"
+      "                      nodes; the forward hop then runs over GIN too); default direct\n"
       "  --routing R         uniform | grouped | both (default both)\n"
       "                      grouped: DeepSeek-V3 group-limited, 8 groups, top-4 groups, Zipf(0.8)\n"
       "                      expert popularity over a seed-shuffled expert order\n"
@@ -86,8 +86,8 @@ void usage(FILE* f) {
       "  --coll-mib N        bucket: tensor size in MiB, 1..4096 (default 64)\n"
       "  --pp-mib N          pp: message size in MiB, 1..4096 (default 16)\n"
       "  --chunk-kib N       bucket, pp, lb, engram: the GIN chunk (the objects' config .chunkBytes) in\n"
-      "                      KiB, 64..1048576 (default: the library's, 2 MiB bucket, LB and engram,\n"
-      "                      4 MiB PP)\n"
+      "                      KiB, 64..1048576 (default: the library's, 2 MiB bucket and LB, 8 MiB\n"
+      "                      engram, 4 MiB PP)\n"
       "  --coll-ctas N       bucket, pp, lb, engram: CTAs per kernel, 1..32 (default: the library's, 4\n"
       "                      for buckets and PP, 8 for load balancing and engram)\n"
       "  --engram-layers N   engram: layers (tables) per fetch, 1..64 (default 4)\n"
@@ -237,6 +237,8 @@ Options parseArgs(int argc, char** argv) {
       if (i + 1 >= argc) bad(std::string(a) + " needs a value");
       return argv[++i];
     };
+    if (inlineValue && (!std::strcmp(a, "--help") || !std::strcmp(a, "--version")))
+      bad(std::string(a) + " takes no value, got '" + argv[i] + "'");
     if (!std::strcmp(a, "-h") || !std::strcmp(a, "--help")) {
       usage(stdout);
       std::exit(0);
@@ -244,7 +246,7 @@ Options parseArgs(int argc, char** argv) {
       std::printf("epx-bench %s\n", epxVersionText().c_str());
       std::exit(0);
     } else if (!std::strcmp(a, "--gpus")) {
-      o.gpus = int(toInt(a, val(), 1, 64));
+      o.gpus = int(toInt(a, val(), 1, kMaxJobRanks));
     } else if (!std::strcmp(a, "--tokens")) {
       o.tokens = int(toInt(a, val(), 1, 65536));
     } else if (!std::strcmp(a, "--hidden")) {

@@ -10,6 +10,8 @@ enum class RoutingKind { Uniform, Grouped };
 // Ranks one process drives, one per GPU (--gpus outside multi-process mode): one NVLink domain in
 // this release.
 constexpr int kMaxRanks = 8;
+// Ranks of a job (--gpus, or EPX_MP_SIZE in multi-process mode).
+constexpr int kMaxJobRanks = 64;
 // Accepted EPX_GIN_EMU_GBPS rates other than 0 (off), in GB/s: a mirror of kNicMinGBps/kNicMaxGBps
 // in plugin/rig/nic_pacer.h (plugin-private, not on epx-bench's include path);
 // tests/unit/test_bench_args.cc checks that they agree.

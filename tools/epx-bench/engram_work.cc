@@ -152,7 +152,7 @@ void printEngramHeader(const EngramBenchShape& s, const Options& opt, int ranksP
               s.nRanks, nodes, nodes == 1 ? "" : "s", ranksPerNode, s.layers, (long long)s.numRows,
               (unsigned long long)s.rowBytes, (long long)s.rowsPerRank(), s.tokens, s.entries, opt.seed, ctas,
               opt.collCtas > 0 ? "" : " (the library's default)",
-              opt.chunkBytes ? sizeText(opt.chunkBytes).c_str() : "2 MiB (the library's default)", opt.iters,
+              opt.chunkBytes ? sizeText(opt.chunkBytes).c_str() : "8 MiB (the library's default)", opt.iters,
               opt.warmup);
   switch (f.kind) {
     case EngramFloorKind::Network:

@@ -200,6 +200,10 @@ int run(const Options& opt) {
     std::fprintf(stderr, "epx-bench: %s\n", ex.what());
     return 2;
   }
+  if (mpe.enabled && mpe.size > kMaxJobRanks) {
+    std::fprintf(stderr, "epx-bench: EPX_MP_SIZE=%d: a job runs 1..%d ranks\n", mpe.size, kMaxJobRanks);
+    return 2;
+  }
   // A --gpus that contradicts the job's rank count is an error on every machine, GPU or not.
   if (mpe.enabled && opt.gpus && opt.gpus != mpe.size) {
     std::fprintf(stderr, "epx-bench: --gpus %d, but the job has EPX_MP_SIZE=%d ranks\n", opt.gpus, mpe.size);

@@ -115,7 +115,7 @@ void Report::printNetFloor(const std::vector<RoutingInfo>& routings, int ranksPe
               "#   analytic ones are epxExpectedNetworkRows (uniform routing). Bytes per call: copies x row bytes x\n"
               "#   routed tokens; the GIN lines below count what the run put (hybrid on virtual nodes: the forward\n"
               "#   hop's puts too)\n",
-              opt_.hybrid > 0 ? (" (--hybrid: nodes of " + std::to_string(opt_.hybrid) + " ranks)").c_str() : "");
+              opt_.hybrid > 0 ? (" (--hybrid: nodes of " + std::to_string(opt_.hybrid) + (opt_.hybrid == 1 ? " rank)" : " ranks)")).c_str() : "");
   for (const auto& r : routings) {
     const NetCopies& c = r.copies;
     const std::string ratio = c.direct > 0 ? std::to_string(int(std::lround(100.0 * c.hybrid / c.direct))) + " %" : "none cross";

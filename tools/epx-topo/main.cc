@@ -100,7 +100,8 @@ int main(int argc, char** argv) {
       report.estimated && expertsOpt->count() && est.experts % ranks != 0)
     return fail("--experts " + std::to_string(est.experts) + " is not a multiple of the EP size " + std::to_string(ranks) +
                     " (" + std::to_string(report.shape.numScaleupRanks) + " NVLink ranks x " +
-                    std::to_string(report.shape.numScaleoutRanks) + " nodes), as libepx needs", kExitUsage);
+                    std::to_string(report.shape.numScaleoutRanks) +
+                    (report.shape.numScaleoutRanks == 1 ? " node), as libepx needs" : " nodes), as libepx needs"), kExitUsage);
 
   if (!exportPath.empty()) {
     std::string err = writeNcclTopo(report.topo, report.rails, exportPath);
