@@ -147,12 +147,12 @@ void printEngramHeader(const EngramBenchShape& s, const Options& opt, int ranksP
                        const EngramFloor& f) {
   const int nodes = s.nRanks / ranksPerNode;
   std::printf("# engram: %d ranks (%d node%s x %d), %d layers x %lld rows x %llu B (%lld rows per rank); per rank and layer\n"
-              "#   %d tokens x %d entries, uniform random rows (seed %llu, a stream per rank); %d CTAs%s, chunk %s; %d timed\n"
+              "#   %d tokens x %d entries, uniform random rows (seed %llu, a stream per rank); %d CTAs%s, chunks %s; %d timed\n"
               "#   fetches after %d\n",
               s.nRanks, nodes, nodes == 1 ? "" : "s", ranksPerNode, s.layers, (long long)s.numRows,
               (unsigned long long)s.rowBytes, (long long)s.rowsPerRank(), s.tokens, s.entries, opt.seed, ctas,
               opt.collCtas > 0 ? "" : " (the library's default)",
-              opt.chunkBytes ? sizeText(opt.chunkBytes).c_str() : "8 MiB (the library's default)", opt.iters,
+              opt.chunkBytes ? ("of " + sizeText(opt.chunkBytes)).c_str() : "of the library's default size", opt.iters,
               opt.warmup);
   switch (f.kind) {
     case EngramFloorKind::Network:

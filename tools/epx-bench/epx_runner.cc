@@ -221,9 +221,7 @@ EpxTimes EpxRank::timed(const epx::testing::RankContext& ctx, const epx::ref::Ra
     timedOp(0, [&] { BENCH_EP(ncclEpDispatchLayout(m.handle, &m.routing, st)); });
     timedOp(1, [&] { BENCH_EP(ncclEpDispatch(m.handle, &m.in16, &m.out16, st)); });
     timedOp(2, [&] { BENCH_EP(ncclEpCombine(m.handle, &m.cin, &m.cout, st)); });
-    timedOp(3, [&] {
-      if (m.spec.fp8) BENCH_EP(ncclEpDispatch(m.handle, &m.in8, &m.out8, st));
-    });
+    if (m.spec.fp8) timedOp(3, [&] { BENCH_EP(ncclEpDispatch(m.handle, &m.in8, &m.out8, st)); });
   }
   BENCH_CUDA(cudaStreamSynchronize(st));
   epx::testing::setPhase("epx: after timed loop");

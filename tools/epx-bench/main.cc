@@ -176,7 +176,9 @@ int ranksPerNodeOf(const Options& opt, bool mp, int n) { return opt.ranksPerNode
 bool rankShapeFits(const Options& opt, bool mp, int n) {
   std::string why;
   const int perNode = ranksPerNodeOf(opt, mp, n);
-  if (!opt.collectives() && opt.experts % n)
+  if (n > kMaxJobRanks)  // --gpus is bounded when parsed; a multi-process job's size is not
+    why = (mp ? "EPX_MP_SIZE=" : "--gpus ") + std::to_string(n) + ": a job runs 1.." + std::to_string(kMaxJobRanks) + " ranks";
+  else if (!opt.collectives() && opt.experts % n)
     why = "--experts " + std::to_string(opt.experts) + " is not a multiple of the " + std::to_string(n) + " ranks";
   else if (perNode > n || n % perNode)
     why = "ranks per node " + std::to_string(perNode) + " (--ranks-per-node / EPX_MP_RANKS_PER_NODE) does not divide the " +
@@ -198,10 +200,6 @@ int run(const Options& opt) {
     mpe = epx::testing::mpEnv();
   } catch (const std::exception& ex) {
     std::fprintf(stderr, "epx-bench: %s\n", ex.what());
-    return 2;
-  }
-  if (mpe.enabled && mpe.size > kMaxJobRanks) {
-    std::fprintf(stderr, "epx-bench: EPX_MP_SIZE=%d: a job runs 1..%d ranks\n", mpe.size, kMaxJobRanks);
     return 2;
   }
   // A --gpus that contradicts the job's rank count is an error on every machine, GPU or not.
