@@ -8,7 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${EPX_BUILD_DIR:-build}
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$BUILD" -j"$(nproc)"
+# Only what the bundle packs (the CPU tests build with scripts/test.sh); EPX_BUNDLE_ALL=1 builds all.
+if [ -n "${EPX_BUNDLE_ALL:-}" ]; then cmake --build "$BUILD" -j"$(nproc)"
+else cmake --build "$BUILD" -j"$(nproc)" --target epx_ep_tests plugin_gpu_check epx-bench epx-topo epx nccl-net-epx; fi
 rm -rf .devbuild && mkdir -p .devbuild/bin .devbuild/lib
 # GPU test suites (CTest label gpu) and the tools.
 for f in "$BUILD"/tests/ep/epx_ep_tests "$BUILD"/tests/plugin/plugin_gpu_check "$BUILD"/tools/epx-bench/epx-bench "$BUILD"/tools/epx-topo/epx-topo; do
