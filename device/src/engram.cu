@@ -7,15 +7,19 @@
 //              their request word), after they are ready; NVLink owners read it in place once every
 //              CTA of this rank added 1 to their request word; bad indices are recorded (once per
 //              link) and never used;
-//   serve      once every requester's list arrived: for network requesters, chunks of chunkRows
+//   serve      once every requester's list arrived, requesters in rotation from the next rank on
+//              (owner o serves o + 1 first, so each requester hears from one owner at a time, in
+//              the order rank - 1, rank - 2, ...): for network requesters, chunks of chunkRows
 //              rows (chunk item i over the call: CTA i % nCtas) gathered from the table into one of
 //              the CTA's two stage buffers and put with +1 on the requester's rows word; for NVLink
 //              requesters, every warp of the grid stores rows straight into the requester's
 //              receive rows (this rank's own rows: into their output positions); then each CTA
 //              adds 1 to every NVLink requester's rows word;
-//   receive    once every owner's rows arrived (NVLink: all its CTAs; network: its chunks, counted
-//              from this rank's own request headers): every warp copies receive rows to their output
-//              positions, and output rows of index -1 or of bad indices are zeroed;
+//   receive    owner by owner in the order their rows come (rank - 1, rank - 2, ...), once that
+//              owner's rows arrived (NVLink: all its CTAs; network: its chunks, counted from this
+//              rank's own request header to it): every warp copies them to their output positions
+//              while later owners' rows are still on the wire; then output rows of index -1 or of
+//              bad indices are zeroed;
 //   end        the CTAs' stage puts and CTA 0's request puts have left their buffers; the running
 //              totals of both arrival words advance.
 #include "epx/device/bulk_copy.cuh"
@@ -141,6 +145,13 @@ __device__ Request readRequest(const char* listBase, const EngramLayout& l) {
   return r;
 }
 
+// The i-th requester (1 ... nRanks) this rank serves: the ranks after it in rotation, itself last.
+// Every owner starting one further on spreads each requester's rows over time, one owner at a
+// time (no incast of every owner at rank 0), and receive() takes the owners in that order.
+__device__ __forceinline__ int servedAt(const LinkArgs& c, int i) { return (c.rank + i) % c.nRanks; }
+// The k-th owner (1 ... nRanks - 1) whose rows reach this rank (servedAt's inverse order).
+__device__ __forceinline__ int ownerAt(const LinkArgs& c, int k) { return (c.rank - k + c.nRanks) % c.nRanks; }
+
 __device__ void serve(const EngramArgs& a, const Transport& t, OpSession& ses) {
   const LinkArgs& c = a.link;
   const EngramLayout& l = a.l;
@@ -153,7 +164,8 @@ __device__ void serve(const EngramArgs& a, const Transport& t, OpSession& ses) {
   // Network requesters first: their chunks are on the wire while the NVLink rows are stored.
   uint64_t item = 0;
   int buffer = 0;
-  for (int p = 0; p < c.nRanks && !ses.abort; ++p) {
+  for (int i = 1; i <= c.nRanks && !ses.abort; ++i) {
+    const int p = servedAt(c, i);
     if (t.lsa(p)) continue;
     const Request r = readRequest(local + l.inboxOffset(p), l);
     const int chunks = int(engramChunksOf(r.rows, l.chunkRows));
@@ -175,7 +187,8 @@ __device__ void serve(const EngramArgs& a, const Transport& t, OpSession& ses) {
   }
   // NVLink requesters: every warp of the grid stores rows into their receive rows; this rank's
   // own rows go straight to their output positions (its CTA 0 built them before its arrival).
-  for (int p = 0; p < c.nRanks && !ses.abort; ++p) {
+  for (int i = 1; i <= c.nRanks && !ses.abort; ++i) {
+    const int p = servedAt(c, i);
     if (!t.lsa(p)) continue;
     const bool self = p == c.rank;
     char* base = self ? local : t.lsaBase(p);
@@ -199,33 +212,34 @@ __device__ void receive(const EngramArgs& a, const Transport& t, OpSession& ses)
   const int gw = me * kWarpsPerCta + int(threadIdx.x) / kWarp, warps = nCtas * kWarpsPerCta;
   char* local = t.localBase();
   // CTA 0's lists and positions of this op are built (it publishes whatever happened before).
-  __shared__ int total;
   if (threadIdx.x == 0) {
-    total = 0;
     uint32_t seen = 0;
     const bool ok = t.spinBounded([&] { return reached(seen = loadAcquireSys(a.builtSeq), ses.seq); }, WaitBound{},
                                   [&] { recordTimeout(c.error, kPhaseEngramRows, c.rank, c.rank, kTransportLsa, ses.seq, seen); });
     if (!ok) ses.abort = 1;
   }
   __syncthreads();
+  // Each owner's receive rows to their output positions as soon as they arrived (this rank's own
+  // rows are there already): blocks of kWarp rows per warp (warpCopyRowBlock).
   const RowChunks chunks{&l, local};
-  ses.waitArrivals(t, a.session, kEngramRowsKind, kPhaseEngramRows, true, true, chunks);
-  if (ses.abort) return;
-  for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x)
-    atomicAdd(&total, ldI32Volatile(reinterpret_cast<const int32_t*>(local + l.requestOffset(p)) + kEngramHeaderRows));
-  __syncthreads();
-  // Receive rows to their output positions (but this rank's own, already there), then the rows of
-  // -1 and bad indices zeroed: blocks of kWarp rows per warp (warpCopyRowBlock).
   const int32_t* positions = reinterpret_cast<const int32_t*>(local + l.positions);
-  const Request own = readRequest(local + l.requestOffset(c.rank), l);
   const uint32_t vecs = uint32_t(l.rowBytes / kVecBytes);
-  for (int j0 = gw * kWarp; j0 < total; j0 += warps * kWarp) {
-    const int j = j0 + lane, n = total - j0 < kWarp ? total - j0 : kWarp;
-    const char* src = j < total ? local + l.recvOffset(j) : nullptr;
-    const bool copy = j < total && (j < own.recvRow || j >= own.recvRow + own.rows);
-    char* dst = copy ? a.output + uint64_t(ldI32Volatile(positions + j)) * l.rowBytes : nullptr;
-    warpCopyRowBlock</*kPeerSrc=*/true>(src, dst, n, vecs, lane);
+  for (int k = 1; k < c.nRanks && !ses.abort; ++k) {
+    const int owner = ownerAt(c, k);
+    ses.waitSourceRange(t, a.session, kEngramRowsKind, kPhaseEngramRows, owner, owner + 1, chunks);
+    if (ses.abort) break;
+    const Request q = readRequest(local + l.requestOffset(owner), l);
+    const int end = q.recvRow + q.rows;
+    for (int j0 = q.recvRow + gw * kWarp; j0 < end; j0 += warps * kWarp) {
+      const int j = j0 + lane, n = end - j0 < kWarp ? end - j0 : kWarp;
+      const char* src = j < end ? local + l.recvOffset(j) : nullptr;
+      char* dst = j < end ? a.output + uint64_t(ldI32Volatile(positions + j)) * l.rowBytes : nullptr;
+      warpCopyRowBlock</*kPeerSrc=*/true>(src, dst, n, vecs, lane);
+    }
   }
+  t.mark(kStepArrived);
+  if (ses.abort) return;
+  // The rows of -1 and bad indices zeroed.
   const int n = a.numTokens * l.entries;
   for (int i0 = gw * kWarp; i0 < n; i0 += warps * kWarp) {
     const int i = i0 + lane, m = n - i0 < kWarp ? n - i0 : kWarp;
