@@ -252,11 +252,47 @@ __device__ void sendPartials(const CombineArgs& a, const Transport& tr, OpSessio
   __syncthreads();
 }
 
+// The forwarder's node sums of round i, posted by the last CTA to sum them: to every source node,
+// its records [shareOf(count, rounds, i)) (one put of weights, one of rows adding them to the
+// source's arrival word of this rank). Rounds leave in order (a CTA counts for round i + 1 only
+// after posting round i), so each signal covers the rows of the rounds before it.
+__device__ void postNodeSums(const CombineArgs& a, const Transport& tr, OpSession& ses, int i, int rounds) {
+  const EpCommon& c = a.c;
+  const Route& r = a.r;
+  const int R = c.link.nRanks, K = c.shape.topk, N = c.nodeSize, nodes = R / N, myNode = nodeOfRank(c.link.rank, N);
+  const int T = c.shape.maxTokens;
+  const size_t wire = wireRowBytes(a);
+  ses.readyAllGin(tr, kOpCombine, kPhaseCombineFree);  // the sources finished their previous combine
+  if (ses.abort) return;
+  for (int n = threadIdx.x; n < nodes; n += kThreads) {
+    const Share js = shareOf(r.fwdCount[n], rounds, i);
+    if (n == myNode || js.end == js.begin) continue;
+    const int s = railPeerOf(c.link.rank, n, N), ctx = dataContextOf(s, c.link.ginContexts);
+    const uint64_t at = uint64_t(c.link.rank) * T + uint64_t(js.begin), q0 = uint64_t(fwdRecordRow(n, js.begin, T));
+    const uint64_t cnt = uint64_t(js.end - js.begin);
+    if (a.topkWeights) tr.put(s, c.wl.combineRecvW + at * K * 4, c.wl.fwdNodeW + q0 * K * 4, cnt * K * 4, ctx);
+    tr.putSignal(s, c.wl.combineRecv + at * wire, c.wl.fwdNodeX + q0 * wire, cnt * wire, kFlagArriveCombine,
+                 uint32_t(cnt), ctx);
+  }
+  __syncthreads();
+}
+
+// Rounds of node sums: as many as direct mode's put rounds over the other nodes (protocol.h
+// defaultPutRounds), at most one per layout chunk of the largest record count. Every CTA computes
+// the same number (the counts are the dispatch's).
+__device__ int nodeSumRounds(const Route& r, int nodes, int myNode) {
+  int most = 0;
+  for (int n = 0; n < nodes; ++n)
+    if (n != myNode && r.fwdCount[n] > most) most = r.fwdCount[n];
+  return putRoundsOf((most + kLayoutChunk - 1) / kLayoutChunk, true, defaultPutRounds(nodes - 1));
+}
+
 // The forwarder's step: once every rank of its node stored its partials (their words reached the
 // running totals plus the rows forwarded to them at dispatch), each record's node sum: the
 // partials in ascending rank order, summed in FP32 and rounded like a rank partial, and each slot's
-// weight from the rank that owns its expert. The last CTA puts every source node its sums (one
-// put of weights, one of rows adding them to the source's arrival word of this rank).
+// weight from the rank that owns its expert. In rounds of each source node's records (token
+// order), each posted as soon as summed (postNodeSums), so the source starts reducing early tokens
+// while later sums are on the wire.
 template <class WireRow>
 __device__ void sumNodes(const CombineArgs& a, const Transport& tr, OpSession& ses, int globalWarp, int numWarps, int lane,
                          const int4* (&srcs)[kWarps][kMaxRowList]) {
@@ -276,51 +312,55 @@ __device__ void sumNodes(const CombineArgs& a, const Transport& tr, OpSession& s
   }
   if (!ok) ses.abort = 1;
   __syncthreads();
-  for (int n = 0; n < nodes && !ses.abort; ++n) {
-    if (n == myNode) continue;
-    for (int j = globalWarp; j < r.fwdCount[n]; j += numWarps) {
-      const size_t q = size_t(fwdRecordRow(n, j, T));
-      const uint64_t mask = r.fwdMask[q];
-      // d's partial of record q: j = fwdSlot of its run from node n (protocol.h "Batching").
-      auto partOf = [&](int dLocal) { return fwdSegmentRow(n, dLocal, r.fwdSlot[q * N + dLocal], N, T); };
-      int k = 0;
-      for (uint64_t m = mask; m; m &= m - 1, ++k)
-        if (lane == 0) srcs[warp][k] = reinterpret_cast<const int4*>(local + c.wl.fwdPartX + partOf(__ffsll(m) - 1) * wire);
-      __syncwarp();
-      warpSumRows<WireRow, WireRow, true, 2>(reinterpret_cast<int4*>(local + c.wl.fwdNodeX + q * wire), srcs[warp], k,
-                                             nullptr, nullptr, H / 8, lane);
-      if (lane < K) {
-        const int e = r.fwdExperts[q * K + lane];
-        const float* w = reinterpret_cast<const float*>(local + c.wl.fwdPartW);
-        reinterpret_cast<float*>(local + c.wl.fwdNodeW)[q * K + lane] =
-            e >= 0 ? ((const volatile float*)w)[partOf(destOf(e, Le) % N) * K + lane] : 0.f;
+  const int rounds = nodeSumRounds(r, nodes, myNode);
+  for (int round = 0; round < rounds; ++round) {
+    for (int n = 0; n < nodes && !ses.abort; ++n) {
+      if (n == myNode) continue;
+      const Share js = shareOf(r.fwdCount[n], rounds, round);
+      for (int j = js.begin + globalWarp; j < js.end; j += numWarps) {
+        const size_t q = size_t(fwdRecordRow(n, j, T));
+        const uint64_t mask = r.fwdMask[q];
+        // d's partial of record q: j = fwdSlot of its run from node n (protocol.h "Batching").
+        auto partOf = [&](int dLocal) { return fwdSegmentRow(n, dLocal, r.fwdSlot[q * N + dLocal], N, T); };
+        int k = 0;
+        for (uint64_t m = mask; m; m &= m - 1, ++k)
+          if (lane == 0) srcs[warp][k] = reinterpret_cast<const int4*>(local + c.wl.fwdPartX + partOf(__ffsll(m) - 1) * wire);
+        __syncwarp();
+        warpSumRows<WireRow, WireRow, true, 2>(reinterpret_cast<int4*>(local + c.wl.fwdNodeX + q * wire), srcs[warp], k,
+                                               nullptr, nullptr, H / 8, lane);
+        if (lane < K) {
+          const int e = r.fwdExperts[q * K + lane];
+          const float* w = reinterpret_cast<const float*>(local + c.wl.fwdPartW);
+          reinterpret_cast<float*>(local + c.wl.fwdNodeW)[q * K + lane] =
+              e >= 0 ? ((const volatile float*)w)[partOf(destOf(e, Le) % N) * K + lane] : 0.f;
+        }
+        __syncwarp();
       }
-      __syncwarp();
+    }
+    // Every CTA counts every round (lastCtaOf re-arms it for the next op), aborted or not.
+    if (!lastCtaOf(&sa.state->fwdSumCtas[round]) || ses.abort) continue;
+    postNodeSums(a, tr, ses, round, rounds);
+    if (round == rounds - 1 && !ses.abort) {  // every CTA has read the running totals above
+      for (int i = threadIdx.x; i < N; i += kThreads)
+        sa.arrived[kArrivedFwdCombine * R + first + i] += partialsFrom(r, i, nodes, myNode, N);
+      __syncthreads();
     }
   }
-  if (!lastCtaOf(&sa.state->fwdCtas[kFwdNodeSummed]) || ses.abort) return;
-  ses.readyAllGin(tr, kOpCombine, kPhaseCombineFree);  // the sources finished their previous combine
-  if (ses.abort) return;
-  for (int n = threadIdx.x; n < nodes; n += kThreads) {
-    const int cnt = r.fwdCount[n];
-    if (n == myNode || cnt == 0) continue;
-    const int s = railPeerOf(c.link.rank, n, N), ctx = dataContextOf(s, c.link.ginContexts);
-    const uint64_t at = uint64_t(c.link.rank) * T, q0 = uint64_t(fwdRecordRow(n, 0, T));
-    if (a.topkWeights) tr.put(s, c.wl.combineRecvW + at * K * 4, c.wl.fwdNodeW + q0 * K * 4, uint64_t(cnt) * K * 4, ctx);
-    tr.putSignal(s, c.wl.combineRecv + at * wire, c.wl.fwdNodeX + q0 * wire, uint64_t(cnt) * wire, kFlagArriveCombine,
-                 uint32_t(cnt), ctx);
-  }
-  for (int i = threadIdx.x; i < N; i += kThreads) sa.arrived[kArrivedFwdCombine * R + first + i] += partialsFrom(r, i, nodes, myNode, N);
-  __syncthreads();
 }
 
-// Rows this rank sent network destination d for its tokens before token t (d returns them in that
-// order): the prefix of d's returned rows that the tokens before t need.
+// Rows network peer p returns to this rank for its tokens before token t (in that order): the
+// prefix of p's returned rows that the tokens before t need. Direct: the rows this rank sent p.
+// Hybrid: the same for p of this node; for the rank on this rank's rail of another node, its
+// node sums (one per token with a record for that node); none from the other ranks there.
 struct ReturnedBefore {
   const Route& r;
-  int nRanks, t;
-  __device__ int operator()(int d) const {
-    return rowsBeforeToken(r.chunkRankBase, r.sendCount, nRanks, r.totals->numTokens, t, d);
+  int rank, nRanks, nodeSize, t;
+  __device__ int operator()(int p) const {
+    const int T = r.totals->numTokens;
+    if (!isForwarded(rank, p, nodeSize)) return rowsBeforeToken(r.chunkRankBase, r.sendCount, nRanks, T, t, p);
+    const int node = nodeOfRank(p, nodeSize);
+    return p == railPeerOf(rank, node, nodeSize) ? rowsBeforeToken(r.chunkNodeBase, r.nodeCount, nRanks / nodeSize, T, t, node)
+                                                 : 0;
   }
 };
 
@@ -449,14 +489,12 @@ __device__ void reduceTokens(const CombineArgs& a, const Transport& tr, OpSessio
   const EpCommon& c = a.c;
   const Route& r = a.r;
   const int T = r.totals->numTokens;
-  const bool hybrid = c.nodeSize > 0;  // node sums arrive in one put per source node: all at once
-  const int step = tr.hasGin() && !hybrid ? kLayoutChunk : (T > 0 ? T : 1);
+  const int step = tr.hasGin() ? kLayoutChunk : (T > 0 ? T : 1);
   for (int t0 = 0; t0 < T; t0 += step) {
     const int t1 = t0 + step < T ? t0 + step : T;
-    if (tr.hasGin() && hybrid)
-      ses.waitGinPrefix(tr, a.c.session, kOpCombine, kPhaseCombineData, CombineReturns{r, c.link.rank, c.nodeSize});
-    else if (tr.hasGin())
-      ses.waitGinPrefix(tr, a.c.session, kOpCombine, kPhaseCombineData, ReturnedBefore{r, c.link.nRanks, t1});
+    if (tr.hasGin())
+      ses.waitGinPrefix(tr, a.c.session, kOpCombine, kPhaseCombineData,
+                        ReturnedBefore{r, c.link.rank, c.link.nRanks, c.nodeSize, t1});
     if (ses.abort) return;
     reduceRange<kPull, WireRow, kExpanded>(a, tr, Share{t0, t1}, globalWarp, numWarps, lane, srcRows, ownRows);
   }

@@ -41,6 +41,7 @@ size_t carveRoute(char* base, const ncclEpGroup& g, epx::dev::Route* r) {
     const size_t nodes = R / size_t(g.nodeSize);
     take(&r->tokNodeSlot, T * K);
     take(&r->nodeCount, nodes);
+    take(&r->chunkNodeBase, chunks * nodes);
     take(&r->fwdCount, nodes);
     take(&r->fwdMask, nodes * T);
     take(&r->fwdRowsTo, nodes * size_t(g.nodeSize));

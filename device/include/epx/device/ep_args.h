@@ -67,6 +67,8 @@ struct Route {
   int32_t* tokNodeSlot;     // [maxTokens, K] slot k is the first with its node, another node: the
                             //   token's slot among this rank's tokens to that node (global); else -1
   int32_t* nodeCount;       // [nodes] this rank's tokens to each other node (own node: 0)
+  int32_t* chunkNodeBase;   // [chunks, nodes] of those, the tokens in earlier layout chunks (the
+                            //   node sums' prefix combine waits for: rowsBeforeToken)
   int32_t* fwdCount;        // [nodes] records this rank forwarded from each source node (dispatch)
   uint64_t* fwdMask;        // [nodes * maxTokens] ranks of this node (bit = index in node) a record went to
   int32_t* fwdRowsTo;       // [nodes, nodeSize] rows this rank forwards from its rail peer on each source

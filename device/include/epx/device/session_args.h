@@ -13,7 +13,7 @@ enum OpKind : int { kOpDispatch = 0, kOpCombine = 1, kNumOpKinds = 2 };
 // a forwarder received from each rail peer, partials it received from each rank of its node).
 enum ArrivedKind : int { kArrivedFwdDispatch = kNumOpKinds, kArrivedFwdCombine = kNumOpKinds + 1, kNumArrivedKinds = kNumOpKinds + 2 };
 // Grid-wide steps of hybrid forwarding that the last CTA completes (GroupState::fwdCtas).
-enum FwdStep : int { kFwdRecordsStaged = 0, kFwdRowsWritten = 1, kFwdPartialsSent = 2, kFwdNodeSummed = 3, kNumFwdSteps = 4 };
+enum FwdStep : int { kFwdRecordsStaged = 0, kFwdRowsWritten = 1, kFwdPartialsSent = 2, kNumFwdSteps = 3 };
 
 // CTAs whose staging progress a kernel can follow chunk by chunk (GroupState::stageProgress).
 constexpr int kStageProgressCtas = 32;
@@ -27,6 +27,7 @@ struct GroupState {
   uint32_t doneCtas[kNumOpKinds];
   uint32_t stagedCtas[kNumOpKinds][kMaxPutRounds];  // CTAs done staging a put round (OpSession::lastToStage)
   uint32_t fwdCtas[kNumFwdSteps];                   // CTAs done with a hybrid forwarding step (FwdStep)
+  uint32_t fwdSumCtas[kMaxPutRounds];               // CTAs done summing a round of node sums (combine)
   // CTA b's staged chunks of the running op, tagged with its sequence number: (seq << 32) | chunks
   // (the bucket reduce-scatter's BF16 conversion; monotonic, so never reset).
   uint64_t stageProgress[kStageProgressCtas];
