@@ -1,10 +1,12 @@
 // The Engram fetch kernel (ncclEpEngramFetch; engram_layout.h): one launch per layer, one op of the
 // protocol session (session.cuh) on every rank:
-//   begin      ready to every peer (this rank's inbox may be written), NVLink peers' readiness;
+//   begin      ready to every NVLink peer (this rank's inbox may be written), NVLink peers'
+//              readiness; network peers learn it from end() of the layer before;
 //   requests   CTA 0 counts this rank's valid indices per owner, writes each owner's list (header:
 //              rows, first receive row; then the owner's local rows) and each receive row's output
 //              position, publishes "built"; network owners get their list with one put (+1 on
-//              their request word), after they are ready; NVLink owners read it in place once every
+//              their request word) once they finished their previous layer (so its serve step has
+//              read the inbox: no round trip at the start of a layer); NVLink owners read it in place once every
 //              CTA of this rank added 1 to their request word; bad indices are recorded (once per
 //              link) and never used;
 //   serve      once every requester's list arrived, requesters in rotation from the next rank on
@@ -21,7 +23,7 @@
 //              while later owners' rows are still on the wire; then output rows of index -1 or of
 //              bad indices are zeroed;
 //   end        the CTAs' stage puts and CTA 0's request puts have left their buffers; the running
-//              totals of both arrival words advance.
+//              totals of both arrival words advance; every network peer hears "finished".
 #include "epx/device/bulk_copy.cuh"
 #include "epx/device/coll_launch.h"
 #include "epx/device/engram_layout.h"
@@ -253,7 +255,9 @@ __global__ void __launch_bounds__(kCollThreads, 1) engramKernel(const __grid_con
   const LinkArgs& c = a.link;
   __shared__ OpSession ses;
   __shared__ RequestTally tally;
-  ses.begin(t, a.session, kEngramRequestKind, kPhaseEngramReady);
+  // A requester's list may go to a network owner once the owner finished its previous layer (it
+  // read its inbox in that layer's serve step): no round trip at the start of each layer.
+  ses.begin(t, a.session, kEngramRequestKind, kPhaseEngramReady, 0, /*finishedFrees=*/true);
   if (blockIdx.x == 0) {
     buildRequests(a, t, tally);
     if (threadIdx.x == 0) {
@@ -282,7 +286,8 @@ __global__ void __launch_bounds__(kCollThreads, 1) engramKernel(const __grid_con
     const Transport reqT(c, engramRequestCounterBase(int(gridDim.x)));
     if (!reqT.completeGinCounters(reqT.counterOf(), 1)) ses.abort = 1;
   }
-  ses.endWith(t, a.session, kEngramRequestKind, OnePerPeer{}, kEngramRowsKind, RowChunks{&a.l, t.localBase()});
+  ses.endWith(t, a.session, kEngramRequestKind, OnePerPeer{}, kEngramRowsKind, RowChunks{&a.l, t.localBase()},
+              kFlagReadyDispatch);
 }
 
 }  // namespace

@@ -43,8 +43,14 @@ struct OpSession {
   int ginReady;  // this CTA has seen every network peer ready (readyAllGin)
   int nodeSize;  // hybrid forwarding (protocol.h): a source of another node arrives through its
                  // forwarder here, whose transport carries the arrival word; 0: direct mode
+  int freeAtEnd; // a network peer may write this op's areas once this rank finished the previous
+                 // op (end() publishes it), not once it started this one (see ginFreeAtEnd)
 
-  __device__ void begin(const Transport& t, const SessionArgs& sa, int kind, int phase, int forwardNodeSize = 0) {
+  // finishedFrees: the op's areas are free once the previous op finished, whatever its kind
+  // (Engram: its inbox is read in the serve step only); the op's end() must then publish its
+  // ready kind as freeKind.
+  __device__ void begin(const Transport& t, const SessionArgs& sa, int kind, int phase, int forwardNodeSize = 0,
+                        bool finishedFrees = false) {
     const LinkArgs& c = t.link;
     const int readyKind = kind == kOpDispatch ? kFlagReadyDispatch : kFlagReadyCombine;
     if (threadIdx.x == 0) {
@@ -52,12 +58,13 @@ struct OpSession {
       abort = 0;
       ginReady = 0;
       nodeSize = forwardNodeSize;
+      freeAtEnd = ginFreeAtEnd(kind) || finishedFrees;
     }
     __syncthreads();
     const uint32_t s = seq;
     if (blockIdx.x == 0)
       for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x)
-        if (t.lsa(p) || !ginFreeAtEnd(kind)) t.publish(p, readyKind, s);
+        if (t.lsa(p) || !freeAtEnd) t.publish(p, readyKind, s);
     bool ok = true;
     for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x) {
       if (t.lsa(p)) ok = ok && t.wait(readyKind, p, s, phase);
@@ -76,13 +83,13 @@ struct OpSession {
   // "the peer started this op". The buckets use the same end-of-op word (bucket_layout.h).
   static __device__ bool ginFreeAtEnd(int kind) { return kind == kOpCombine; }
   // The credit depth of that word (protocol.h creditTarget): 1 = finished the previous op, 0 = started this one.
-  static __device__ uint32_t ginReadyDepth(int kind) { return ginFreeAtEnd(kind) ? 1u : 0u; }
+  __device__ uint32_t ginReadyDepth() const { return freeAtEnd ? 1u : 0u; }
 
   // Single thread, before its first put to network peer p in this op: p may receive it from us.
   // false after a timeout (the CTA aborts).
   __device__ bool readyGin(const Transport& t, int kind, int p, int phase) {
     const int readyKind = kind == kOpDispatch ? kFlagReadyDispatch : kFlagReadyCombine;
-    if (waitCredit(t, readyKind, p, seq, ginReadyDepth(kind), phase)) return true;
+    if (waitCredit(t, readyKind, p, seq, ginReadyDepth(), phase)) return true;
     abort = 1;
     return false;
   }
@@ -96,7 +103,7 @@ struct OpSession {
     const int readyKind = kind == kOpDispatch ? kFlagReadyDispatch : kFlagReadyCombine;
     bool ok = true;
     for (int p = threadIdx.x; p < t.link.nRanks; p += blockDim.x)
-      if (!t.lsa(p)) ok = ok && waitCredit(t, readyKind, p, seq, ginReadyDepth(kind), phase);
+      if (!t.lsa(p)) ok = ok && waitCredit(t, readyKind, p, seq, ginReadyDepth(), phase);
     if (!ok) abort = 1;
     __syncthreads();
     if (threadIdx.x == 0) ginReady = 1;
