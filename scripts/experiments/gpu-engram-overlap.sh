@@ -7,9 +7,9 @@
 # owner's rows out as soon as they arrived (in the order rank - 1, rank - 2, ...), while later
 # owners' rows are on the wire; and a requester's list goes to a network owner once that owner
 # finished its previous layer (published at the end of that layer) instead of after a "started this
-# layer" signal (a round trip at the start of every layer). Then, with EPX_ENGRAM_OVERLAP_SUITES=1, the new build's Engram
-# suites at 1 rank, 2 and 8 fake nodes (scripts/experiments/gpu-engram.sh). EPX_ENGRAM_AB: the runs
-# in order (default "base new new2 base2").
+# layer" signal (a round trip at the start of every layer). EPX_ENGRAM_AB: the runs in order
+# (default "base new new2 base2"). Then, with EPX_ENGRAM_OVERLAP_SUITES=1, the new build's Engram
+# suites at 1 rank, 2 and 8 fake nodes (scripts/experiments/gpu-engram.sh).
 # Prediction (written before the run): the copy-out (64 MiB per rank and layer, eight processes
 # on one GPU) mostly hides behind the wire and one rig round trip (~140 us) goes: per layer
 # ~2.8 -> ~2.1 ms (2.35 -> ~1.8 x the floor).
