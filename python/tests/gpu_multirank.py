@@ -15,7 +15,9 @@ zero-copy combine buffer); the MoE example against its single-GPU reference; an 
 in capacity mode (EpAsyncError at the next call, once); a configuration that differs between ranks
 (EpError on every rank); expert load balancing (epx.LoadBalancer: prefetch and the
 fixed-order gradient reduction); the Engram fetch (epx.EngramBuffer: tables in device and pinned
-host memory, per-layer waits on a second stream, against the tables gathered with all_gather).
+host memory, per-layer waits on a second stream, against the tables gathered with all_gather);
+from 4 ranks on, hybrid forwarding (forwarding="hybrid" over virtual nodes of 2 ranks): expanded
+exact, dedup exact and FP8 dedup capacity against the same references as direct mode.
 Runs at 1 rank too (world size 1 without a launcher).
 Each case does all its collective calls first and checks afterwards, so a failed check on one rank
 does not leave the others waiting. Prints PASS/FAIL per case and rank; exit 1 if any failed.
@@ -102,10 +104,16 @@ def scale(e):
     return 0.5 + e / E
 
 
-def expanded(mode, alignment, zero_gaps=False):
+def hybrid_kw(hybrid):
+    """Buffer arguments of hybrid forwarding over virtual nodes of 2 ranks (on fake nodes the
+    forward hop runs over GIN; results must equal direct mode's)."""
+    return {"forwarding": "hybrid", "forward_node_size": 2} if hybrid else {}
+
+
+def expanded(mode, alignment, zero_gaps=False, hybrid=False):
     data = inputs(11 + alignment)
     x, idx, w = data[RANK]
-    with buffer() as buf:
+    with buffer(**hybrid_kw(hybrid)) as buf:
         d = buf.dispatch(x, idx, w, layout="expanded", alignment=alignment, zero_gaps=zero_gaps, mode=mode,
                          return_src_info=True)
         torch.cuda.synchronize()
@@ -133,13 +141,13 @@ def expanded(mode, alignment, zero_gaps=False):
     torch.testing.assert_close(out.float(), expanded_ref(x, idx, w), rtol=2e-2, atol=5e-2)
 
 
-def dedup(mode, fp8=False):
+def dedup(mode, fp8=False, hybrid=False):
     data = inputs(23)
     x, idx, w = data[RANK]
     idx = idx.to(torch.int32)
     g = torch.Generator(device="cuda").manual_seed(99 + RANK)
     sc = torch.rand((len(x), H // 128), generator=g, device="cuda") + 0.5
-    with buffer(fp8=fp8) as buf:
+    with buffer(fp8=fp8, **hybrid_kw(hybrid)) as buf:
         if fp8:
             d = buf.dispatch((x.to(torch.float8_e4m3fn), sc), idx, w, layout="dedup", mode=mode)
         else:
@@ -552,6 +560,10 @@ def main():
     case(config_mismatch)
     case(load_balancing)
     case(engram)
+    if SIZE >= 4 and SIZE % 2 == 0:  # hybrid forwarding needs two virtual nodes or more
+        case(expanded, "exact", 16, True, True)
+        case(dedup, "exact", False, True)
+        case(dedup, "capacity", True, True)
     flag = torch.tensor([len(failures)], device="cuda")
     dist.all_reduce(flag)
     dist.destroy_process_group()
