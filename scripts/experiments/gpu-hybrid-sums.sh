@@ -8,8 +8,8 @@
 # suite at 2 x 4 and the randomized test at 4 x 2.
 # Prediction (written before the run): the source's reduction (~1.5 ms at 8 processes on one GPU)
 # overlaps the wire; uniform combine ~7960 -> ~6900 us (1.36 -> ~1.18 x the two-hop floor).
-# Not yet run: the rounds are commit 56828fb, reverted on main until this A/B has run. Build
-# .devbuild from 56828fb and .devbuild-base from its parent (scripts/gpu-bundle.sh in each).
+# Ran 2026-12-07 (docs/performance.md, "Choices measured"); the rounds are in use. .devbuild-base
+# was a build of the commit before them (scripts/gpu-bundle.sh).
 # Logs under $OUT/logs.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
