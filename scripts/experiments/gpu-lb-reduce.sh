@@ -9,7 +9,8 @@
 # 4 / replicas pieces of each, step k + 1's gets posted before step k is added.
 # Steps: epx-bench --algo lb at 2 fake nodes (one DeepSeek-V3 expert: FP8 + scales and BF16
 # prefetch, FP32 reduction; 8 CTAs, 2 MiB chunks, emulated NIC 50 GB/s + 3 us) base, new, base,
-# new; then the new build's lb and random_lb suites at 1 rank and 2 fake nodes, random_lb at 4.
+# new (EPX_LB_AB: the runs in order); then the new build's lb and random_lb suites at 1 rank and 2
+# fake nodes, random_lb at 4.
 # Prediction (written before the run): the reduction 33 % -> ~85 % of the NIC rate; prefetch
 # unchanged (86-92 %).
 set -uo pipefail
@@ -17,7 +18,7 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"; export OUT
 for b in .devbuild-lb .devbuild-lb-base; do gunzip -c .nccl/2.30.7/libnccl.so.2.gz > "$b/lib/libnccl.so.2"; done
 rm -rf .devbuild && cp -r .devbuild-lb .devbuild
-for v in base new base2 new2; do
+for v in ${EPX_LB_AB:-base new base2 new2}; do
   b=.devbuild-lb; case $v in base*) b=.devbuild-lb-base ;; esac
   EPX_AB_BUILD=$b scripts/gpu-fn-bench.sh 2 120 "lb-$v" --algo lb --iters 5 --warmup 2 > /dev/null
   echo "-- $v"; grep -vE "^\s*$" "$OUT/bench-fn2-lb-$v.txt" | grep -vE "^#  " | tail -8
