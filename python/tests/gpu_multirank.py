@@ -22,7 +22,7 @@ Runs at 1 rank too (world size 1 without a launcher).
 Each case does all its collective calls first and checks afterwards, so a failed check on one rank
 does not leave the others waiting. Prints PASS/FAIL per case and rank; exit 1 if any failed.
 What has run where: python/README.md, "Not done yet" (every case but load_balancing, which was written
-2026-12-06, and engram, written later; neither has run on a GPU).
+2026-12-06, engram and the hybrid cases, written later; none of these has run on a GPU).
 """
 
 import os
