@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "agree.h"
@@ -128,38 +129,34 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
   if (!out) return fail(ncclInvalidArgument, "ncclEpGroupCreate: group is NULL");
   *out = nullptr;
   if (!comm) return fail(ncclInvalidArgument, "ncclEpGroupCreate: comm is NULL");
-  auto* g = new ncclEpGroup;
+  // Every early return releases what was set up so far (releaseGroup is safe at every step).
+  std::unique_ptr<ncclEpGroup, void (*)(ncclEpGroup*)> owned(new ncclEpGroup, releaseGroup);
+  ncclEpGroup* g = owned.get();
   // The runtime NCCL; the communicator's size, this rank, its device (made current) and its LSA
   // team (link.h).
   if (ncclResult_t r = epx::linkStart(comm, "ncclEpGroupCreate", &g->link); r != ncclSuccess) {
-    delete g;
     return r;
   }
   epx::WindowLink& l = g->link;
   std::string err = epx::normalizeConfig(config, l.nRanks, &g->cfg);
   if (!err.empty()) {
-    delete g;
     return fail(ncclInvalidArgument, "ncclEpGroupCreate: " + err);
   }
   ncclResult_t r;
   cudaError_t ce = cudaDeviceGetAttribute(&g->numSMs, cudaDevAttrMultiProcessorCount, l.cudaDev);
   if (ce != cudaSuccess) {
-    delete g;
     return fail(ncclUnhandledCudaError, cudaMsg("ncclEpGroupCreate: device query", ce));
   }
   g->nCtas = epx::resolveCtaCount(g->cfg, g->numSMs, l.nRanks, l.lsaSize, linkRates());
   if ((r = epx::agreeOnConfig(*g)) != ncclSuccess) {  // collective: all ranks fail alike (host/src/agree.cc)
-    releaseGroup(g);
     return r;
   }
   // Hybrid forwarding's nodes, after the agreement: every rank has the same config and LSA team
   // size, so every rank refuses alike.
   if (std::string why = epx::checkForwarding(g->cfg, l.nRanks, l.lsaSize, &g->nodeSize); !why.empty()) {
-    releaseGroup(g);
     return fail(ncclInvalidArgument, "ncclEpGroupCreate: " + why);
   }
   if (std::string why = checkCoResident(g->nCtas, g->numSMs, l.nRanks); !why.empty()) {
-    delete g;
     return fail(ncclInvalidUsage, "ncclEpGroupCreate: " + why);
   }
   g->wl = epx::computeWindowLayout(g->cfg, l.nRanks, l.lsaSize);
@@ -169,13 +166,11 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
   // setup every epx object shares (link.h); it ends with a gather after the GIN signals are zeroed.
   const epx::LinkRequest req = groupRequest(g->cfg, g->nCtas, g->wl, l);
   if ((r = epx::linkOpen(req, &l)) != ncclSuccess) {  // the reason is recorded (ncclEpGetLastError)
-    releaseGroup(g);
     return r;
   }
   if ((ce = g->ses.alloc(l.nRanks)) != cudaSuccess ||
       (g->cfg.lowLatency() && (ce = epx::llGroupInit(g)) != cudaSuccess) ||
       (ce = cudaDeviceSynchronize()) != cudaSuccess) {
-    releaseGroup(g);
     return fail(ncclUnhandledCudaError, cudaMsg("ncclEpGroupCreate: device state", ce));
   }
   if (std::string berr; !epx::openBeacons(l.rank, &g->beacons, &berr))
@@ -187,7 +182,7 @@ extern "C" ncclResult_t ncclEpGroupCreate(ncclComm_t comm, const ncclEpConfig_t*
                  l.rank, l.nRanks, g->cfg.maxTokensPerRank, g->cfg.hidden, g->cfg.topk, g->cfg.numExperts,
                  int(g->cfg.fp8Dispatch), g->nCtas, size_t(g->wl.totalBytes), l.lsaSize, l.ginContexts,
                  g->nodeSize ? "hybrid" : "direct", g->nodeSize ? g->nodeSize : l.lsaSize);
-  *out = g;
+  *out = owned.release();
   epx::clearLastError();
   return ncclSuccess;
 }
