@@ -11,8 +11,8 @@
 # prefetch, FP32 reduction; 8 CTAs, 2 MiB chunks, emulated NIC 50 GB/s + 3 us) base, new, base,
 # new (EPX_LB_AB: the runs in order); then the new build's lb and random_lb suites at 1 rank and 2
 # fake nodes, random_lb at 4.
-# Not yet run: the new reduction is commit f1e5dd8, reverted on main (ebec315) until this has run;
-# build .devbuild-lb from f1e5dd8 and .devbuild-lb-base from its parent, both with
+# Not yet run: the new reduction is commit 05583e0, reverted on main (6807b18) until this has run;
+# build .devbuild-lb from 05583e0 and .devbuild-lb-base from its parent, both with
 # cmake -DEPX_NCCL_HOME=<NCCL 2.30.7> and EPX_BUILD_DIR set for scripts/gpu-bundle.sh.
 # Prediction (written before the run): the reduction 33 % -> ~85 % of the NIC rate; prefetch
 # unchanged (86-92 %).
