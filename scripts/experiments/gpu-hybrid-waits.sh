@@ -2,8 +2,8 @@
 # On the device machine, in one call (bundle: scripts/gpu-bundle.sh; carry .devbuild): hybrid mode's
 # bounded waits and graph capture on fake nodes grouped into virtual nodes: the timeout suite and the
 # dead-peer test (exact and capacity mode) at 4 fake nodes as 2 x 2, the graph suite at 8 as 4 x 2.
-# Then, when EPX_WAITS_ENGRAM=1, epx-bench --algo engram at 8 fake nodes with the default GIN chunk
-# (2 MiB) against 8 MiB, side by side. Logs under $OUT/logs.tgz.
+# Then, when EPX_WAITS_ENGRAM=1, epx-bench --algo engram at 8 fake nodes with 2 MiB GIN chunks (the
+# default when it ran) against 8 MiB (the default since), side by side. Logs under $OUT/logs.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 REAL_OUT=${OUT:-gpu-logs}; export OUT=/tmp/logs; mkdir -p "$OUT" "$REAL_OUT"

@@ -184,8 +184,8 @@ bool rankShapeFits(const Options& opt, bool mp, int n) {
     why = "ranks per node " + std::to_string(perNode) + " (--ranks-per-node / EPX_MP_RANKS_PER_NODE) does not divide the " +
           std::to_string(n) + " ranks";
   else if (opt.hybrid > 0 && (n % opt.hybrid || n / opt.hybrid < 2))
-    why = "--hybrid " + std::to_string(opt.hybrid) + " needs nodes that divide the " + std::to_string(n) +
-          " ranks into at least two";
+    why = "--hybrid " + std::to_string(opt.hybrid) + ": virtual nodes of " + std::to_string(opt.hybrid) +
+          " ranks must split the " + std::to_string(n) + " ranks evenly into two nodes or more";
   else if (opt.algo == Algo::Engram)
     engramShapeOf(opt, n, &why);  // its rows over the ranks
   if (!why.empty()) std::fprintf(stderr, "epx-bench: %s\n", why.c_str());
