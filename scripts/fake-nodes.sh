@@ -63,7 +63,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ $# -ge 1 ] || { echo "fake-nodes: no program given (after --)" >&2; usage; }
-case "$n$g$limit" in *[!0-9]*) echo "fake-nodes: -n, -g, -t take integers" >&2; exit 2 ;; esac
+case "$n$g$limit" in *[!0-9]*) echo "fake-nodes: -n, -g, -t take whole numbers (digits only)" >&2; exit 2 ;; esac
 [ ${#n} -le 5 ] && [ ${#g} -le 5 ] && [ ${#limit} -le 7 ] || { echo "fake-nodes: -n, -g, -t: values too large" >&2; exit 2; }
 [ "$n" -le 1024 ] && [ "$limit" -ge 1 ] || { echo "fake-nodes: need -n <= 1024 (epx's rank limit) and -t >= 1" >&2; exit 2; }
 [ "$n" -ge 1 ] && [ "$g" -ge 1 ] || { echo "fake-nodes: need -n >= 1 and -g >= 1" >&2; exit 2; }

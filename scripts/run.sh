@@ -13,6 +13,10 @@ cmake --build "$BUILD" --target epx-bench -j"$(nproc)"
 # its RUNPATH; a pip nvidia-nccl install (e.g. PyTorch's) is put first when libepx accepts it
 # (ncclEpGetNcclVersions, with that libnccl loaded first), and skipped with libepx's reason when
 # not. EPX_NCCL_LIB=<lib dir> chooses the runtime NCCL outright.
+if [ -n "${EPX_NCCL_LIB:-}" ] && [ ! -e "$EPX_NCCL_LIB/libnccl.so.2" ]; then
+  echo "run.sh: EPX_NCCL_LIB=$EPX_NCCL_LIB holds no libnccl.so.2 (it names NCCL's lib directory)" >&2
+  exit 2
+fi
 if [ -z "${EPX_NCCL_LIB:-}" ]; then
   for py in python3 /opt/torch/.venv/bin/python3; do
     d=$($py -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null) || continue
