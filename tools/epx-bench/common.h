@@ -117,6 +117,21 @@ class DevBuf {
   size_t n_ = 0;
 };
 
+// --sync-start: before a timed op, an NCCL all-reduce of one value (not timed) that every rank
+// leaves at about the same time, so the op starts together on every rank. Off: nothing.
+class SyncStart {
+ public:
+  explicit SyncStart(bool on) : buf_(on ? sizeof(float) : 0) {
+    if (on) BENCH_CUDA(cudaMemset(buf_.get(), 0, sizeof(float)));
+  }
+  void operator()(ncclComm_t comm, cudaStream_t st) const {
+    if (buf_.get()) BENCH_NCCL(ncclAllReduce(buf_.get(), buf_.get(), 1, ncclFloat32, ncclSum, comm, st));
+  }
+
+ private:
+  DevBuf buf_;
+};
+
 // Events recorded on one stream: event i marks the boundary between step i-1 and step i.
 class EventSeq {
  public:

@@ -208,12 +208,11 @@ EpxTimes EpxRank::timed(const epx::testing::RankContext& ctx, const epx::ref::Ra
   // an untimed all-reduce of one value before each start lines the ranks up.
   constexpr size_t kOps = 4, kEventsPerIter = 2 * kOps;
   EventSeq ev(size_t(total) * kEventsPerIter);
-  DevBuf sync(sizeof(float));
-  BENCH_CUDA(cudaMemsetAsync(sync.get(), 0, sizeof(float), st));
+  const SyncStart syncStart(m.opt.syncStart);
   for (int it = 0; it < total; ++it) {
     const size_t e = size_t(it) * kEventsPerIter;
     auto timedOp = [&](size_t op, auto&& call) {
-      if (m.opt.syncStart) BENCH_NCCL(ncclAllReduce(sync.get(), sync.get(), 1, ncclFloat32, ncclSum, ctx.comm, st));
+      syncStart(ctx.comm, st);
       ev.record(e + 2 * op, st);
       call();
       ev.record(e + 2 * op + 1, st);

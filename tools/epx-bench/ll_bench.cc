@@ -182,12 +182,10 @@ int runLowLatency(const Options& opt, epx::testing::MultiGpu& mg, int n, int ran
         ncclEpLowLatencyCombineOutputs_t cout{out.get()};
         EventSeq ev(9);
         std::vector<double> disp, send, recv, comb, csend, crecv;
-        DevBuf align(sizeof(float));
-        BENCH_CUDA(cudaMemset(align.get(), 0, sizeof(float)));
+        const SyncStart syncStart(opt.syncStart);
         gin.start(c);
         for (int i = 0; i < opt.warmup + opt.iters; ++i) {
-          if (opt.syncStart)  // every rank leaves it at about the same time (--sync-start)
-            BENCH_NCCL(ncclAllReduce(align.get(), align.get(), 1, ncclFloat32, ncclSum, c.comm, c.stream));
+          syncStart(c.comm, c.stream);
           ev.record(0, c.stream);
           BENCH_EP(ncclEpLowLatencyDispatch(h, &din, &dout, NCCL_EP_LL_SEND_RECV, c.stream));
           ev.record(1, c.stream);
