@@ -286,8 +286,7 @@ __global__ void __launch_bounds__(kCollThreads, 1) engramKernel(const __grid_con
     const Transport reqT(c, engramRequestCounterBase(int(gridDim.x)));
     if (!reqT.completeGinCounters(reqT.counterOf(), 1)) ses.abort = 1;
   }
-  ses.endWith(t, a.session, kEngramRequestKind, OnePerPeer{}, kEngramRowsKind, RowChunks{&a.l, t.localBase()},
-              kFlagReadyDispatch);
+  ses.endWith(t, a.session, kEngramRequestKind, OnePerPeer{}, kEngramRowsKind, RowChunks{&a.l, t.localBase()});
 }
 
 }  // namespace

@@ -558,11 +558,11 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_consta
     if (!ses.abort) reduceTokens<false, WireRow, kExpanded>(a, tr, ses, globalWarp, numWarps, lane, rows, ownRows);
   }
   if (gin) tr.completeGin();  // combineX / weights are the caller's again
-  // Network peers: this combine finished (ginReadyDepth).
+  // end() tells network peers that this combine finished (ginReadyDepth).
   if (c.nodeSize > 0)
-    ses.end(tr, a.c.session, kOpCombine, CombineReturns{r, c.link.rank, c.nodeSize}, kFlagReadyCombine);
+    ses.end(tr, a.c.session, kOpCombine, CombineReturns{r, c.link.rank, c.nodeSize});
   else
-    ses.end(tr, a.c.session, kOpCombine, ginRows, kFlagReadyCombine);
+    ses.end(tr, a.c.session, kOpCombine, ginRows);
 }
 
 }  // namespace

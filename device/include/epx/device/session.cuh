@@ -12,8 +12,10 @@
 //                  of sources, so the receiver can start on early ones): NVLink sources when all
 //                  their CTAs added (seq * nCtas), network sources when the rows they put (signal
 //                  summed over contexts) reach the running total kept in SessionArgs::arrived;
-//   end()          the last CTA advances the running totals and publishes the sequence number
-//                  (combine, and every bucket op: also "finished" to every network peer).
+//   end()          the last CTA advances the running totals and publishes the sequence number;
+//                  when the op's ready word counts finished ops (freeAtEnd: combine, Engram), it
+//                  also publishes that word to every network peer (a bucket op adds its own
+//                  "free" word, bucket_layout.h).
 // All CTAs of the grid must be co-resident (checked at group creation), and every rank launches
 // the same grid (agreed at group creation).
 #pragma once
@@ -44,21 +46,21 @@ struct OpSession {
   int nodeSize;  // hybrid forwarding (protocol.h): a source of another node arrives through its
                  // forwarder here, whose transport carries the arrival word; 0: direct mode
   int freeAtEnd; // a network peer may write this op's areas once this rank finished the previous
-                 // op (end() publishes it), not once it started this one (see ginFreeAtEnd)
+                 // op (end() publishes the ready word), not once it started this one (ginFreeAtEnd)
+  int readyKind; // this op's ready word (kFlagReadyDispatch / kFlagReadyCombine)
 
   // finishedFrees: the op's areas are free once the previous op finished, whatever its kind
-  // (Engram: its inbox is read in the serve step only); the op's end() must then publish its
-  // ready kind as freeKind.
+  // (Engram: its inbox is read in the serve step only); end() then publishes the ready word.
   __device__ void begin(const Transport& t, const SessionArgs& sa, int kind, int phase, int forwardNodeSize = 0,
                         bool finishedFrees = false) {
     const LinkArgs& c = t.link;
-    const int readyKind = kind == kOpDispatch ? kFlagReadyDispatch : kFlagReadyCombine;
     if (threadIdx.x == 0) {
       seq = nextSeq(&sa.state->opSeq[kind]);
       abort = 0;
       ginReady = 0;
       nodeSize = forwardNodeSize;
       freeAtEnd = ginFreeAtEnd(kind) || finishedFrees;
+      readyKind = kind == kOpDispatch ? kFlagReadyDispatch : kFlagReadyCombine;
     }
     __syncthreads();
     const uint32_t s = seq;
@@ -186,8 +188,9 @@ struct OpSession {
     __syncthreads();
   }
 
-  // publishFree: the last CTA then adds 1 to every network peer's `freeKind` word of this rank (the
-  // count of ops this rank finished: its receive areas are free again; buckets, bucket_layout.h).
+  // freeKind: the last CTA also publishes that word to every network peer (the count of ops this
+  // rank finished: its receive areas are free again; buckets, bucket_layout.h). A freeAtEnd op's
+  // ready word is published without it.
   template <class Rows>
   __device__ void end(const Transport& t, const SessionArgs& sa, int kind, const Rows& rows, int freeKind = -1) {
     endWith(t, sa, kind, rows, -1, rows, freeKind);
@@ -211,9 +214,12 @@ struct OpSession {
         }
     __syncthreads();
     if (threadIdx.x == 0) publishSeq(&sa.state->opSeq[kind], seq);
-    if (freeKind >= 0 && !abort && t.hasGin())
-      for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x)
-        if (!t.lsa(p)) t.publish(p, freeKind, seq);
+    if (abort || !t.hasGin()) return;
+    for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x)
+      if (!t.lsa(p)) {
+        if (freeAtEnd) t.publish(p, readyKind, seq);
+        if (freeKind >= 0) t.publish(p, freeKind, seq);
+      }
   }
 };
 
