@@ -67,6 +67,7 @@ case "$n$g$limit" in *[!0-9]*) echo "fake-nodes: -n, -g, -t take whole numbers (
 [ ${#n} -le 5 ] && [ ${#g} -le 5 ] && [ ${#limit} -le 7 ] || { echo "fake-nodes: -n, -g, -t: values too large" >&2; exit 2; }
 [ "$n" -le 1024 ] && [ "$limit" -ge 1 ] || { echo "fake-nodes: need -n <= 1024 (epx's rank limit) and -t >= 1" >&2; exit 2; }
 [ "$n" -ge 1 ] && [ "$g" -ge 1 ] || { echo "fake-nodes: need -n >= 1 and -g >= 1" >&2; exit 2; }
+[ $((n % g)) -eq 0 ] || { echo "fake-nodes: -g $g must divide -n $n (every fake node has -g ranks)" >&2; exit 2; }
 
 bin=$1; shift
 if [[ $bin != */* ]]; then bin=$(command -v "$bin") || { echo "fake-nodes: program not found in PATH" >&2; exit 2; }; fi

@@ -77,6 +77,10 @@ BOOST_AUTO_TEST_CASE(sms_list_experts_and_host_sync_checked_at_parse_time) {
   BOOST_TEST(has(o, "--algo low-latency runs one SM budget: give --sms one value, got 2"), o.output);
   BOOST_TEST(parse({"--algo", "low-latency", "--sms", "8"}).status == 0);
   BOOST_TEST(parse({"--algo", "low-latency"}).status == 0);  // the default list: its first value
+  o = parse({"--sms", "24,161"});  // smBudget's range (NCCL_EP_MAX_SM_BUDGET), not a later failure
+  BOOST_TEST(o.status == 2);
+  BOOST_TEST(has(o, "161"), o.output);
+  BOOST_TEST(parse({"--sms", "160"}).status == 0);
   o = parse({"--gpus", "2", "--experts", "3", "--topk", "1"});
   BOOST_TEST(o.status == 2);
   BOOST_TEST(has(o, "--experts 3 must be a multiple of --gpus 2"), o.output);

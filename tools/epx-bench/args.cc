@@ -259,7 +259,7 @@ Options parseArgs(int argc, char** argv) {
     } else if (!std::strcmp(a, "--hybrid")) {
       o.hybrid = int(toInt(a, val(), 1, 64));
     } else if (!std::strcmp(a, "--sms")) {
-      o.sms = toIntList(a, val(), 0, 1024);
+      o.sms = toIntList(a, val(), 0, kMaxSmBudget);
     } else if (!std::strcmp(a, "--routing")) {
       std::string v = val();
       if (v == "uniform") o.routings = {RoutingKind::Uniform};

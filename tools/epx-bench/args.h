@@ -98,6 +98,8 @@ const char* layoutName(int layout);
 // epx's version: EPX_VERSION_CODE of epx/ep.h, mirrored here so that the argument parser builds
 // without CUDA/NCCL headers (the unit tests); report.cc checks that both agree.
 constexpr int kEpxVersionCode = 100;
+// NCCL_EP_MAX_SM_BUDGET of epx/ep.h (the largest smBudget), mirrored the same way.
+constexpr int kMaxSmBudget = 160;
 std::string epxVersionText();  // "0.1.0"
 
 const char* modeName(int mode);

@@ -59,6 +59,7 @@ void Report::note(const std::string& line) {
 }
 
 static_assert(kEpxVersionCode == EPX_VERSION_CODE, "args.h kEpxVersionCode must mirror epx/ep.h");
+static_assert(kMaxSmBudget == NCCL_EP_MAX_SM_BUDGET, "args.h kMaxSmBudget must mirror epx/ep.h");
 
 void Report::printSystem(const Placement& pl) {
   if (!printer_) return;

@@ -45,6 +45,7 @@ extern "C" {
 #define EPX_VERSION_CODE 100 /* 0.1.0 */
 #define NCCL_EP_CONFIG_MAGIC 0x45505831u /* "EPX1" */
 #define NCCL_EP_UNDEF_INT (-2147483647 - 1)
+#define NCCL_EP_MAX_SM_BUDGET 160 /* largest ncclEpConfig_t.smBudget */
 
 /* Opaque objects. */
 typedef struct ncclEpGroup* ncclEpGroup_t;
@@ -115,7 +116,7 @@ typedef struct {
   int numExperts;       /* required: E, a multiple of nRanks, at most 1024 (so nRanks <= 1024) */
   int fp8Dispatch;      /* 0 (default): dispatch BF16 only; 1: also allow FP8 e4m3 + FP32 scales */
   int algorithm;        /* ncclEpAlgo_t, default ncclEpAlgoAuto */
-  int smBudget;         /* CTAs (one per SM) per kernel, 0 .. 160; 0 or undefined: analytic estimate
+  int smBudget;         /* CTAs (one per SM) per kernel, 0 .. NCCL_EP_MAX_SM_BUDGET; 0 or undefined: analytic estimate
                            (host/src/core/config.cc); never more than the GPU's SMs. Every CTA of a
                            kernel must be resident at once: leave SMs free of long-running kernels
                            (checked against the kernels' occupancy at creation; with several ranks

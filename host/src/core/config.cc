@@ -86,6 +86,7 @@ std::string normalizeConfig(const ncclEpConfig_t* in, int nRanks, GroupConfig* o
       return os.str();
     }
   }
+  static_assert(dev::kMaxCtas == NCCL_EP_MAX_SM_BUDGET, "ep.h states the kernels' CTA limit");
   c.smBudget = undef(in->smBudget) ? 0 : in->smBudget;
   if (c.smBudget < 0 || c.smBudget > dev::kMaxCtas) {
     os << "smBudget must be in [0, " << dev::kMaxCtas << "] (0 = analytic), got " << c.smBudget;
