@@ -26,6 +26,7 @@ for v in ${EPX_LB_AB:-base new base2 new2}; do
   EPX_AB_BUILD=$b scripts/gpu-fn-bench.sh 2 120 "lb-$v" --algo lb --iters 5 --warmup 2 > /dev/null
   echo "-- $v"; grep -vE "^\s*$" "$OUT/bench-fn2-lb-$v.txt" | grep -vE "^#  " | tail -8
 done
+[ "${EPX_LB_SUITES:-1}" = 0 ] && exit 0  # EPX_LB_SUITES=0: the A/B only
 . scripts/devbuild-env.sh
 EPX_TEST_GPUS=1 EPX_RANDOM_SECONDS=10 timeout 90 .devbuild/bin/epx_ep_tests --run_test=lb:random_lb \
   --log_level=test_suite > "$OUT/lb-1rank.txt" 2>&1
