@@ -1,6 +1,6 @@
 // Expert load-balancing kernels (ncclEpLbPrefetchWeights / ncclEpLbReduceGrads) on the transport
 // layer and the protocol session (session.cuh, slot kLbSessionKind; lb_layout.h):
-//   scan       every CTA walks the redundancy mapping in (rank, slot) order, kLbGetLanes entries of
+//   scan       every CTA walks the redundancy mapping in (rank, slot) order, kLbSetLanes entries of
 //              this rank's experts at a time (warp 0, ballots); an entry outside [-1, numExperts) is
 //              skipped and recorded once (kPhaseLbBadMapping), by every rank alike;
 //   prefetch   begin (ready to every peer, NVLink holders' readiness); for each slot holding an
@@ -11,12 +11,14 @@
 //              with +1 on the holder's arrival signal, after every network peer is ready;
 //              arrivals: every NVLink source's CTAs, every network source's chunks (counted from
 //              the mapping); the CTA's puts have left its stage buffers; end;
-//   reduce     begin; each CTA owns an element range of every gradient row and walks it in pieces of
-//              laneBytes: for the replicas of this rank's experts in (rank, slot) order, a batch of
-//              up to kLbGetLanes at a time, network replicas' pieces are got into the CTA's lanes
-//              (one flush), NVLink replicas read in place, and each element adds the batch's
-//              replicas in order to its expert's gradient (FP32, the same thread for every replica
-//              of an element: the order is the mapping's); then "done reading" to every peer
+//   reduce     begin; each CTA owns an element range of every gradient row; for the replicas of
+//              this rank's experts in (rank, slot) order, a batch of up to kLbSetLanes at a time,
+//              it walks its range in steps of kLbSetLanes / batch pieces of laneBytes per replica
+//              (about one chunk per step): network replicas' pieces of step k + 1 are got into one
+//              lane set while the pieces of step k (the other set, flushed) are added, NVLink
+//              replicas read in place; each element adds the batch's replicas in order to its
+//              expert's gradient (FP32, the same thread for every replica of an element, batch
+//              after batch: the order is the mapping's); then "done reading" to every peer
 //              (NVLink: every CTA; network: the last CTA, once every CTA's gets completed);
 //              arrivals: every peer finished reading this rank's slot gradients; end.
 #include "epx/device/bulk_copy.cuh"
@@ -38,19 +40,20 @@ struct Replica {
 struct MappingScan {
   int pos;                      // next entry to look at
   int count;                    // entries in `batch`
-  Replica batch[kLbGetLanes];
+  Replica batch[kLbSetLanes];
 };
 
-// Warp 0: the next up to kLbGetLanes entries from s.pos on that name an expert of this rank, in
+// Warp 0: the next up to kLbSetLanes entries from s.pos on that name an expert of this rank, in
 // mapping order; bad entries are recorded (once per link) and skipped. Every thread of the CTA
 // calls it (it ends with a barrier); s.count = 0 at the end of the mapping.
 __device__ void nextReplicas(const LbArgs& a, MappingScan& s) {
   const LinkArgs& c = a.link;
   const int n = c.nRanks * a.l.numSlots, L = a.localExperts;
+  __syncthreads();  // every thread has read the previous batch (a caller may go straight on)
   if (threadIdx.x < 32) {
     const unsigned lane = threadIdx.x;
     int pos = s.pos, count = 0;
-    while (pos < n && count < kLbGetLanes) {
+    while (pos < n && count < kLbSetLanes) {
       const int i = pos + int(lane);
       const int e = i < n ? a.mapping[i] : -1;
       const bool bad = i < n && (e < -1 || e >= a.numExperts);
@@ -63,7 +66,7 @@ __device__ void nextReplicas(const LbArgs& a, MappingScan& s) {
       int taken = 32;  // entries of this window consumed
       while (ballot != 0u) {
         const int k = __ffs(ballot) - 1;
-        if (count == kLbGetLanes) {
+        if (count == kLbSetLanes) {
           taken = k;
           break;
         }
@@ -154,6 +157,64 @@ __device__ void prefetch(const LbArgs& a, const Transport& t, OpSession& ses, Ma
   ses.end(t, a.session, kLbSessionKind, rows);
 }
 
+// One step of the gradient reduction: `pieces` consecutive pieces of laneElems elements from
+// element `p0` on (clipped at `end`), for each replica of the batch.
+struct GradStep {
+  uint64_t p0, end, laneElems;
+  int pieces;
+  __device__ uint64_t pieceBegin(int g) const { return p0 + uint64_t(g) * laneElems; }
+  __device__ uint64_t pieceEnd(int g) const {
+    const uint64_t e = pieceBegin(g) + laneElems;
+    return e < end ? e : end;
+  }
+};
+
+// Every thread (Transport::get): the gets of one step's network replicas into lane set `set`
+// (lane g * count + r of the set: piece g of replica r). true, on every thread, if any was posted.
+__device__ bool getStep(const LbArgs& a, const Transport& t, const MappingScan& scan, int ti, const GradStep& st, int set,
+                        int ctx) {
+  const LinkArgs& c = a.link;
+  bool any = false;
+  for (int r = 0; r < scan.count; ++r) {
+    const Replica rep = scan.batch[r];
+    if (rep.holder == c.rank || t.lsa(rep.holder)) continue;
+    for (int g = 0; g < st.pieces; ++g) {
+      const uint64_t b = st.pieceBegin(g), e = st.pieceEnd(g);
+      if (b >= e) break;
+      any = true;
+      t.get(rep.holder, lbLaneOffset(a.l, int(blockIdx.x), set * kLbSetLanes + g * scan.count + r),
+            lbSlotGradOffset(a.l, ti, rep.slot) + b * sizeof(float), (e - b) * sizeof(float), ctx);
+    }
+  }
+  return any;
+}
+
+// Every thread: adds one step's pieces (network ones from lane set `set`, flushed) to the
+// originals' gradients, each element's replicas in batch order.
+__device__ void addStep(const LbArgs& a, const Transport& t, const MappingScan& scan, int ti, const GradStep& st, int set) {
+  const LinkArgs& c = a.link;
+  const uint64_t rowElems = a.l.gradRowElems[ti];
+  for (int g = 0; g < st.pieces; ++g) {
+    const uint64_t b = st.pieceBegin(g), e = st.pieceEnd(g);
+    if (b >= e) break;
+    const float* src[kLbSetLanes];
+    float* dst[kLbSetLanes];
+    for (int r = 0; r < scan.count; ++r) {
+      const Replica rep = scan.batch[r];
+      const bool near = rep.holder == c.rank || t.lsa(rep.holder);
+      const char* base = near ? (rep.holder == c.rank ? t.localBase() : t.lsaBase(rep.holder)) +
+                                    lbSlotGradOffset(a.l, ti, rep.slot) + b * sizeof(float)
+                              : t.localBase() + lbLaneOffset(a.l, int(blockIdx.x), set * kLbSetLanes + g * scan.count + r);
+      src[r] = reinterpret_cast<const float*>(base);
+      dst[r] = a.grads[ti] + uint64_t(rep.local) * rowElems + b;
+    }
+    // Each element: the batch's replicas in mapping order (one thread per element: the order
+    // of the additions is the mapping's, whatever the CTA count).
+    for (uint64_t j = threadIdx.x; j < e - b; j += blockDim.x)
+      for (int r = 0; r < scan.count; ++r) dst[r][j] = dst[r][j] + ldF32Volatile(src[r] + j);
+  }
+}
+
 __device__ void reduceGrads(const LbArgs& a, const Transport& t, OpSession& ses, MappingScan& scan) {
   const LinkArgs& c = a.link;
   const int nCtas = int(gridDim.x), me = int(blockIdx.x);
@@ -161,43 +222,32 @@ __device__ void reduceGrads(const LbArgs& a, const Transport& t, OpSession& ses,
   if (t.hasGin()) ses.readyAllGin(t, kLbSessionKind, kPhaseLbReady);
   const uint64_t laneElems = a.l.laneBytes / sizeof(float);
   for (int ti = 0; ti < a.l.numGradTensors && !ses.abort; ++ti) {
-    const uint64_t rowElems = a.l.gradRowElems[ti];
     // This CTA's elements of every row: whole 16-byte vectors (rows are multiples of 4 elements).
-    const ByteRange mine = vecShare(rowElems * sizeof(float), nCtas, me);
-    for (uint64_t p0 = mine.begin / sizeof(float); p0 < mine.end / sizeof(float) && !ses.abort; p0 += laneElems) {
-      const uint64_t p1 = p0 + laneElems < mine.end / sizeof(float) ? p0 + laneElems : mine.end / sizeof(float);
-      if (threadIdx.x == 0) scan.pos = 0;
-      __syncthreads();
-      for (;;) {
-        nextReplicas(a, scan);
-        if (scan.count == 0) break;
-        bool anyGin = false;
-        for (int r = 0; r < scan.count; ++r) {
-          const Replica rep = scan.batch[r];
-          if (rep.holder == c.rank || t.lsa(rep.holder)) continue;
-          anyGin = true;
-          t.get(rep.holder, lbLaneOffset(a.l, me, r), lbSlotGradOffset(a.l, ti, rep.slot) + p0 * sizeof(float),
-                (p1 - p0) * sizeof(float), ctx);
-        }
-        if (anyGin && !t.completeGets(ctx)) ses.abort = 1;
+    const ByteRange mine = vecShare(a.l.gradRowElems[ti] * sizeof(float), nCtas, me);
+    const uint64_t begin = mine.begin / sizeof(float), end = mine.end / sizeof(float);
+    if (threadIdx.x == 0) scan.pos = 0;
+    __syncthreads();
+    for (;;) {
+      nextReplicas(a, scan);
+      if (scan.count == 0) break;
+      if (begin >= end) continue;  // no elements here; the walk goes on (it records bad entries)
+      const int pieces = kLbSetLanes / scan.count;
+      const uint64_t stepElems = uint64_t(pieces) * laneElems;
+      // Step k + 1's gets go out before step k is added; one flush per step (it waits for every
+      // get of this CTA on ctx: those of the step about to be added).
+      bool pending = getStep(a, t, scan, ti, GradStep{begin, end, laneElems, pieces}, 0, ctx);
+      int set = 0;
+      for (uint64_t p0 = begin; p0 < end; p0 += stepElems, set ^= 1) {
+        if (pending && !t.completeGets(ctx)) ses.abort = 1;
+        pending = false;
+        __syncthreads();
         if (ses.abort) break;
-        const float* src[kLbGetLanes];
-        float* dst[kLbGetLanes];
-        for (int r = 0; r < scan.count; ++r) {
-          const Replica rep = scan.batch[r];
-          const bool near = rep.holder == c.rank || t.lsa(rep.holder);
-          const char* base = near ? (rep.holder == c.rank ? t.localBase() : t.lsaBase(rep.holder)) +
-                                        lbSlotGradOffset(a.l, ti, rep.slot) + p0 * sizeof(float)
-                                  : t.localBase() + lbLaneOffset(a.l, me, r);
-          src[r] = reinterpret_cast<const float*>(base);
-          dst[r] = a.grads[ti] + uint64_t(rep.local) * rowElems + p0;
-        }
-        // Each element: the batch's replicas in mapping order (one thread per element: the order
-        // of the additions is the mapping's, whatever the CTA count).
-        for (uint64_t j = threadIdx.x; j < p1 - p0; j += blockDim.x)
-          for (int r = 0; r < scan.count; ++r) dst[r][j] = dst[r][j] + ldF32Volatile(src[r] + j);
-        __syncthreads();  // the lanes are free for the next batch
+        const uint64_t next = p0 + stepElems;
+        pending = next < end && getStep(a, t, scan, ti, GradStep{next, end, laneElems, pieces}, set ^ 1, ctx);
+        addStep(a, t, scan, ti, GradStep{p0, end, laneElems, pieces}, set);
+        __syncthreads();  // this set is free for step k + 2's gets
       }
+      if (ses.abort) break;  // the last step posts no gets: none is in flight here (but after a timeout)
     }
   }
   // Done reading: NVLink peers from every CTA; network peers once, from the last CTA, after every

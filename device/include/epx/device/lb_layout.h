@@ -6,8 +6,9 @@
 //   slotGrads  per gradient tensor: [numSlots][rowElems] FP32, the replicas' gradients
 //   stage      network peers and weight tensors: [CTA][kLbStageBuffers][chunkBytes], where the
 //              prefetch copies a chunk of an original row before putting it to a network holder
-//   scratch    network peers and gradient tensors: [CTA][kLbGetLanes][laneBytes], where the
-//              gradient reduction gets pieces of network replicas' rows before adding them
+//   scratch    network peers and gradient tensors: [CTA][kLbLaneSets][kLbSetLanes][laneBytes]
+//              (two sets of chunkBytes), where the gradient reduction gets pieces of network
+//              replicas' rows into one set while it adds the other's
 // Both calls run through the protocol session's slot kLbSessionKind: a call is op #seq on every
 // rank, ready = "this rank entered op #seq" (its slots may be written, its slot gradients are
 // final), arrival = "a source finished writing into / reading from this rank".
@@ -28,8 +29,13 @@ constexpr uint64_t kLbRowAlign = 256;
 // A CTA alternates between two stage buffers: it copies a chunk into one while the other's put is
 // on the wire (the buffer's GIN counter says when its put left).
 constexpr int kLbStageBuffers = 2;
-// A CTA gets the pieces of up to kLbGetLanes network replicas before one flush, then adds them.
-constexpr int kLbGetLanes = 8;
+// The gradient reduction's lanes: a CTA gets pieces of network replicas into one set of
+// kLbSetLanes lanes while it adds the pieces the other set got (one flush per step). A batch of
+// replicas fills a set: kLbSetLanes / replicas pieces of each, so a set always holds up to one
+// chunk. The mapping is walked in batches of at most kLbSetLanes replicas.
+constexpr int kLbLaneSets = 2;
+constexpr int kLbSetLanes = 4;
+constexpr int kLbGetLanes = kLbLaneSets * kLbSetLanes;
 
 struct LbLayout {
   uint64_t flags;
@@ -41,11 +47,11 @@ struct LbLayout {
   uint64_t stage;      // 0 without network peers or weight tensors
   uint64_t scratch;    // 0 without network peers or gradient tensors
   uint64_t chunkBytes;  // stage buffer bytes
-  uint64_t laneBytes;   // scratch lane bytes (a multiple of 16)
+  uint64_t laneBytes;   // scratch lane bytes (a multiple of 16): a set of lanes is about one chunk
 };
 
 EPX_HD uint64_t lbLaneBytes(uint64_t chunkBytes) {
-  const uint64_t b = chunkBytes / uint64_t(kLbGetLanes) / kVecBytes * kVecBytes;
+  const uint64_t b = chunkBytes / uint64_t(kLbSetLanes) / kVecBytes * kVecBytes;
   return b > 0 ? b : kVecBytes;
 }
 
