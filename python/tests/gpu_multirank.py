@@ -21,8 +21,8 @@ exact, dedup exact and FP8 dedup capacity against the same references as direct 
 Runs at 1 rank too (world size 1 without a launcher).
 Each case does all its collective calls first and checks afterwards, so a failed check on one rank
 does not leave the others waiting. Prints PASS/FAIL per case and rank; exit 1 if any failed.
-What has run where: python/README.md, "Not done yet" (every case but load_balancing, which was written
-2026-12-06, engram and the hybrid cases, written later; none of these has run on a GPU).
+What has run where: python/README.md, "Not done yet" (load_balancing, engram and the hybrid cases
+ran at 4 processes only).
 """
 
 import os

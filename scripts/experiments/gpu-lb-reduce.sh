@@ -11,11 +11,12 @@
 # prefetch, FP32 reduction; 8 CTAs, 2 MiB chunks, emulated NIC 50 GB/s + 3 us) base, new, base,
 # new (EPX_LB_AB: the runs in order); then the new build's lb and random_lb suites at 1 rank and 2
 # fake nodes, random_lb at 4.
-# Not yet run: the new reduction is commit 05583e0, reverted on main (6807b18) until this has run;
-# build .devbuild-lb from 05583e0 and .devbuild-lb-base from its parent, both with
-# cmake -DEPX_NCCL_HOME=<NCCL 2.30.7> and EPX_BUILD_DIR set for scripts/gpu-bundle.sh.
+# Builds: .devbuild-lb from main with the new reduction, .devbuild-lb-base from the commit before
+# it, both with cmake -DEPX_NCCL_HOME=<NCCL 2.30.7> and EPX_BUILD_DIR set for scripts/gpu-bundle.sh.
 # Prediction (written before the run): the reduction 33 % -> ~85 % of the NIC rate; prefetch
-# unchanged (86-92 %).
+# unchanged (86-92 %). Ran 2026-12-07 (one H100; EPX_LB_SUITES=0, the suites at 2 fake nodes run
+# apart): reduction 34.1 / 28.9 % -> 51.1 / 51.6 %, prefetch unchanged; the new reduction is in
+# use (docs/performance.md, "Expert load balancing").
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"; export OUT
