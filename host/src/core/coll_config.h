@@ -132,6 +132,7 @@ constexpr int kLbMaxCtas = 32;
 constexpr int kLbDefaultCtas = 8;
 constexpr uint64_t kLbDefaultChunkBytes = uint64_t(2) << 20;
 constexpr uint64_t kLbRowAlign = 16;  // weight rows (bytes) and gradient rows (4 FP32) alike
+static_assert(kLbRowAlign % dev::kVecBytes == 0, "the LB kernels split rows into whole 16-byte vectors");
 
 struct LbConfig {
   int numCtas = kLbDefaultCtas;
