@@ -208,10 +208,22 @@ __device__ void addStep(const LbArgs& a, const Transport& t, const MappingScan& 
       src[r] = reinterpret_cast<const float*>(base);
       dst[r] = a.grads[ti] + uint64_t(rep.local) * rowElems + b;
     }
-    // Each element: the batch's replicas in mapping order (one thread per element: the order
-    // of the additions is the mapping's, whatever the CTA count).
-    for (uint64_t j = threadIdx.x; j < e - b; j += blockDim.x)
-      for (int r = 0; r < scan.count; ++r) dst[r][j] = dst[r][j] + ldF32Volatile(src[r] + j);
+    // Each element: the batch's replicas in mapping order (one thread per 16-byte vector of
+    // elements: the order of the additions is the mapping's, whatever the CTA count). Pieces
+    // start and end on whole vectors (vecShare, laneBytes % 16 == 0), and rows, slots and lanes
+    // are 16-byte aligned; lanes and peers' slots are read volatile (written by GIN / peers).
+    const uint64_t vecs = (e - b) * sizeof(float) / kVecBytes;
+    for (uint64_t v = threadIdx.x; v < vecs; v += blockDim.x)
+      for (int r = 0; r < scan.count; ++r) {
+        float4* d = reinterpret_cast<float4*>(dst[r]) + v;
+        const int4 raw = ldVolatile(reinterpret_cast<const int4*>(src[r]) + v);
+        float4 acc = *d;
+        acc.x = acc.x + __int_as_float(raw.x);
+        acc.y = acc.y + __int_as_float(raw.y);
+        acc.z = acc.z + __int_as_float(raw.z);
+        acc.w = acc.w + __int_as_float(raw.w);
+        *d = acc;
+      }
   }
 }
 
