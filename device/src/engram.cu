@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(kCollThreads, 1) engramKernel(const __grid_con
       storeReleaseSys(a.builtSeq, ses.seq);
     }
     if (t.hasGin()) {
-      ses.readyAllGin(t, kEngramRequestKind, kPhaseEngramReady);
+      ses.readyAllGin(t, kPhaseEngramReady);
       const Transport reqT(c, engramRequestCounterBase(int(gridDim.x)));
       if (!ses.abort)
         for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x) {

@@ -130,7 +130,7 @@ __device__ void putRound(const CombineArgs& a, const Transport& tr, OpSession& s
   const int K = c.shape.topk;
   const uint64_t wire = wireRowBytes(a);
   const uint64_t wOff = inWindow(a, tr, a.topkWeights, c.wl.recvWeights) ? c.wl.recvWeights : c.wl.combineStageW;
-  ses.readyAllGin(tr, kOpCombine, kPhaseCombineFree);
+  ses.readyAllGin(tr, kPhaseCombineFree);
   if (ses.abort) return;
   for (int s = threadIdx.x; s < c.link.nRanks; s += kThreads) {
     if (tr.lsa(s) || isForwarded(s, c.link.rank, c.nodeSize)) continue;
@@ -203,7 +203,7 @@ __device__ void sendPartials(const CombineArgs& a, const Transport& tr, OpSessio
   const size_t wire = wireRowBytes(a);
   const uint32_t lanesBelow = (1u << lane) - 1u;
   const bool xInWindow = inWindow(a, tr, a.x, c.wl.combineX);
-  ses.readyAllGin(tr, kOpCombine, kPhaseCombineFree);  // network forwarders finished their previous combine
+  ses.readyAllGin(tr, kPhaseCombineFree);  // network forwarders finished their previous combine
   const Share mine = shareOf(r.recvBase[R], gridDim.x, blockIdx.x);
   for (int i = mine.begin + warp; i < mine.end && !ses.abort; i += kWarps) {
     const int s = sourceOfRow(r.recvBase, R, i);
@@ -262,7 +262,7 @@ __device__ void postNodeSums(const CombineArgs& a, const Transport& tr, OpSessio
   const int R = c.link.nRanks, K = c.shape.topk, N = c.nodeSize, nodes = R / N, myNode = nodeOfRank(c.link.rank, N);
   const int T = c.shape.maxTokens;
   const size_t wire = wireRowBytes(a);
-  ses.readyAllGin(tr, kOpCombine, kPhaseCombineFree);  // the sources finished their previous combine
+  ses.readyAllGin(tr, kPhaseCombineFree);  // the sources finished their previous combine
   if (ses.abort) return;
   for (int n = threadIdx.x; n < nodes; n += kThreads) {
     const Share js = shareOf(r.fwdCount[n], rounds, i);

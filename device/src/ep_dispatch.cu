@@ -228,7 +228,7 @@ __device__ void putRound(const DispatchArgs& a, const Transport& tr, OpSession& 
   const Route& r = a.r;
   const int K = c.shape.topk, T = r.totals->numTokens;
   const RowOffsets recv = RowOffsets::recv(c.wl), stage = RowOffsets::stage(c.wl);
-  ses.readyAllGin(tr, kOpDispatch, kPhaseDispatchReady);
+  ses.readyAllGin(tr, kPhaseDispatchReady);
   if (ses.abort) return;
   for (int d = threadIdx.x; d < c.link.nRanks; d += kThreads) {
     const int n = r.sendCount[d];
@@ -312,7 +312,7 @@ __device__ void postRecords(const DispatchArgs& a, const Transport& tr, OpSessio
   const Route& r = a.r;
   const int N = c.nodeSize, nodes = c.link.nRanks / N, myNode = nodeOfRank(c.link.rank, N), T = c.shape.maxTokens;
   const uint64_t metaBytes = uint64_t(fwdRecordInts(c.shape.topk)) * 4;
-  ses.readyAllGin(tr, kOpDispatch, kPhaseDispatchReady);
+  ses.readyAllGin(tr, kPhaseDispatchReady);
   if (ses.abort) return;
   for (int n = threadIdx.x; n < nodes; n += kThreads) {
     if (n == myNode) continue;
@@ -426,7 +426,7 @@ __device__ void forwardRecords(const DispatchArgs& a, const Transport& tr, OpSes
   const Route& r = a.r;
   const SessionArgs& sa = c.session;
   const int R = c.link.nRanks, N = c.nodeSize, nodes = R / N, myNode = nodeOfRank(c.link.rank, N), T = c.shape.maxTokens;
-  ses.readyAllGin(tr, kOpDispatch, kPhaseDispatchReady);  // network ranks of this node may receive rows
+  ses.readyAllGin(tr, kPhaseDispatchReady);  // network ranks of this node may receive rows
   bool ok = !ses.abort;
   for (int n = threadIdx.x; n < nodes; n += kThreads) {
     counts[n] = 0;

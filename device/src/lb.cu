@@ -107,7 +107,7 @@ __device__ void prefetch(const LbArgs& a, const Transport& t, OpSession& ses, Ma
   const Transport stageT[kLbStageBuffers] = {Transport(c, lbGinCounterBase(0, nCtas)),
                                              Transport(c, lbGinCounterBase(1, nCtas))};
   static_assert(kLbStageBuffers == 2, "stageT lists one transport per stage buffer");
-  if (t.hasGin()) ses.readyAllGin(t, kLbSessionKind, kPhaseLbReady);
+  if (t.hasGin()) ses.readyAllGin(t, kPhaseLbReady);
   uint64_t item = 0;  // network chunk items so far (every CTA counts them all)
   int buffer = 0;
   if (threadIdx.x == 0) scan.pos = 0;
@@ -167,6 +167,14 @@ struct GradStep {
     const uint64_t e = pieceBegin(g) + laneElems;
     return e < end ? e : end;
   }
+  // Pieces holding elements (the range's last step may hold fewer than `pieces`).
+  __device__ int filled() const {
+    const uint64_t left = end > p0 ? end - p0 : 0;
+    const uint64_t n = (left + laneElems - 1) / laneElems;
+    return n < uint64_t(pieces) ? int(n) : pieces;
+  }
+  // This CTA's lane of piece g of replica r (of `count` in the batch) in lane set `set`.
+  static __device__ int lane(int set, int g, int r, int count) { return set * kLbSetLanes + g * count + r; }
 };
 
 // Every thread (Transport::get): the gets of one step's network replicas into lane set `set`
@@ -178,11 +186,10 @@ __device__ bool getStep(const LbArgs& a, const Transport& t, const MappingScan& 
   for (int r = 0; r < scan.count; ++r) {
     const Replica rep = scan.batch[r];
     if (rep.holder == c.rank || t.lsa(rep.holder)) continue;
-    for (int g = 0; g < st.pieces; ++g) {
+    for (int g = 0; g < st.filled(); ++g) {
       const uint64_t b = st.pieceBegin(g), e = st.pieceEnd(g);
-      if (b >= e) break;
       any = true;
-      t.get(rep.holder, lbLaneOffset(a.l, int(blockIdx.x), set * kLbSetLanes + g * scan.count + r),
+      t.get(rep.holder, lbLaneOffset(a.l, int(blockIdx.x), GradStep::lane(set, g, r, scan.count)),
             lbSlotGradOffset(a.l, ti, rep.slot) + b * sizeof(float), (e - b) * sizeof(float), ctx);
     }
   }
@@ -194,9 +201,8 @@ __device__ bool getStep(const LbArgs& a, const Transport& t, const MappingScan& 
 __device__ void addStep(const LbArgs& a, const Transport& t, const MappingScan& scan, int ti, const GradStep& st, int set) {
   const LinkArgs& c = a.link;
   const uint64_t rowElems = a.l.gradRowElems[ti];
-  for (int g = 0; g < st.pieces; ++g) {
+  for (int g = 0; g < st.filled(); ++g) {
     const uint64_t b = st.pieceBegin(g), e = st.pieceEnd(g);
-    if (b >= e) break;
     const float* src[kLbSetLanes];
     float* dst[kLbSetLanes];
     for (int r = 0; r < scan.count; ++r) {
@@ -204,7 +210,7 @@ __device__ void addStep(const LbArgs& a, const Transport& t, const MappingScan& 
       const bool near = rep.holder == c.rank || t.lsa(rep.holder);
       const char* base = near ? (rep.holder == c.rank ? t.localBase() : t.lsaBase(rep.holder)) +
                                     lbSlotGradOffset(a.l, ti, rep.slot) + b * sizeof(float)
-                              : t.localBase() + lbLaneOffset(a.l, int(blockIdx.x), set * kLbSetLanes + g * scan.count + r);
+                              : t.localBase() + lbLaneOffset(a.l, int(blockIdx.x), GradStep::lane(set, g, r, scan.count));
       src[r] = reinterpret_cast<const float*>(base);
       dst[r] = a.grads[ti] + uint64_t(rep.local) * rowElems + b;
     }
@@ -231,7 +237,7 @@ __device__ void reduceGrads(const LbArgs& a, const Transport& t, OpSession& ses,
   const LinkArgs& c = a.link;
   const int nCtas = int(gridDim.x), me = int(blockIdx.x);
   const int ctx = c.ginContexts > 0 ? me % c.ginContexts : 0;
-  if (t.hasGin()) ses.readyAllGin(t, kLbSessionKind, kPhaseLbReady);
+  if (t.hasGin()) ses.readyAllGin(t, kPhaseLbReady);
   const uint64_t laneElems = a.l.laneBytes / sizeof(float);
   for (int ti = 0; ti < a.l.numGradTensors && !ses.abort; ++ti) {
     // This CTA's elements of every row: whole 16-byte vectors (rows are multiples of 4 elements).

@@ -87,22 +87,12 @@ struct OpSession {
   // The credit depth of that word (protocol.h creditTarget): 1 = finished the previous op, 0 = started this one.
   __device__ uint32_t ginReadyDepth() const { return freeAtEnd ? 1u : 0u; }
 
-  // Single thread, before its first put to network peer p in this op: p may receive it from us.
-  // false after a timeout (the CTA aborts).
-  __device__ bool readyGin(const Transport& t, int kind, int p, int phase) {
-    const int readyKind = kind == kOpDispatch ? kFlagReadyDispatch : kFlagReadyCombine;
-    if (waitCredit(t, readyKind, p, seq, ginReadyDepth(), phase)) return true;
-    abort = 1;
-    return false;
-  }
-
   // Every thread of the CTA, before the CTA's first puts of this op: every network peer may
   // receive it from us. The waits are spread over the threads and joined before any put, so the
   // puts are issued by converged warps, not interleaved with other threads' spinning (see
   // docs/performance.md, "Put rounds", for the measurement at 8 fake nodes).
-  __device__ void readyAllGin(const Transport& t, int kind, int phase) {
+  __device__ void readyAllGin(const Transport& t, int phase) {
     if (ginReady) return;
-    const int readyKind = kind == kOpDispatch ? kFlagReadyDispatch : kFlagReadyCombine;
     bool ok = true;
     for (int p = threadIdx.x; p < t.link.nRanks; p += blockDim.x)
       if (!t.lsa(p)) ok = ok && waitCredit(t, readyKind, p, seq, ginReadyDepth(), phase);
