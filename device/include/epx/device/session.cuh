@@ -48,6 +48,7 @@ struct OpSession {
   int freeAtEnd; // a network peer may write this op's areas once this rank finished the previous
                  // op (end() publishes the ready word), not once it started this one (ginFreeAtEnd)
   int readyKind; // this op's ready word (kFlagReadyDispatch / kFlagReadyCombine)
+  int readyPhase; // begin()'s phase: a peer that has not reached this op (blameLaggard)
 
   // finishedFrees: the op's areas are free once the previous op finished, whatever its kind
   // (Engram: its inbox is read in the serve step only); end() then publishes the ready word.
@@ -61,6 +62,7 @@ struct OpSession {
       nodeSize = forwardNodeSize;
       freeAtEnd = ginFreeAtEnd(kind) || finishedFrees;
       readyKind = kind == kOpDispatch ? kFlagReadyDispatch : kFlagReadyCombine;
+      readyPhase = phase;
     }
     __syncthreads();
     const uint32_t s = seq;
@@ -152,6 +154,28 @@ struct OpSession {
     waitSources(t, sa, kind, phase, wave == waves - 1, true, rows, first, last, wave, waves);
   }
 
+  // A wait for network data of this op from `peer` timed out (one thread). A peer that has not
+  // reached this op yet (its ready word is behind: it has not started, or for a freeAtEnd op not
+  // finished the previous one) is the cause, and is named instead: it holds up the others too,
+  // which then time out on each other (at 4 ranks, with rank 3 missing from a dispatch, rank 1
+  // waits for rank 3's readiness before its puts, so rank 0 would name rank 1). No such peer:
+  // `peer` is named.
+  __device__ void recordDataTimeout(const Transport& t, int phase, int peer, uint32_t target, uint32_t seen) const {
+    const LinkArgs& c = t.link;
+    for (int q = 0; q < c.nRanks; ++q) {
+      if (q == c.rank) continue;
+      // begin() publishes this op's number to NVLink peers (and to every peer unless freeAtEnd);
+      // end() of the previous op published its number to network peers (freeAtEnd).
+      const uint32_t want = t.lsa(q) || !freeAtEnd ? seq : creditTarget(seq, 1);
+      const uint32_t v = t.read(readyKind, q);
+      if (!reached(v, want)) {
+        recordTimeout(c.error, readyPhase, q, c.rank, t.transportOf(q), want, v);
+        return;
+      }
+    }
+    recordTimeout(c.error, phase, peer, c.rank, t.transportOf(peer), target, seen);
+  }
+
   template <class Rows>
   __device__ void waitSources(const Transport& t, const SessionArgs& sa, int kind, int phase, bool lsaSources,
                               bool ginSources, const Rows& rows, int first = 0, int last = -1, int wave = 0,
@@ -170,7 +194,8 @@ struct OpSession {
           // Hybrid combine: p is the rank that returns rows (a forwarder returns its node's sums).
           const uint32_t target = sa.arrived[kind * c.nRanks + p] + uint32_t(waveRowBegin(int(rows(p)), waves, wave + 1));
           const int writer = kind == kOpDispatch ? delivererOf(p, c.rank, nodeSize) : p;
-          ok = t.waitWord(ginSignalId(arriveKind, p, c.nRanks), writer, target, phase);
+          ok = t.waitWordOr(ginSignalId(arriveKind, p, c.nRanks), writer, target, {},
+                            [&](uint32_t seen) { recordDataTimeout(t, phase, writer, target, seen); });
         }
       }
     }

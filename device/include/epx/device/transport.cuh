@@ -340,9 +340,14 @@ struct Transport {
     return waitWord(ginSignalId(kind, src, link.nRanks), src, target, phase);
   }
   __device__ bool waitWord(uint32_t id, int src, uint32_t target, int phase, WaitBound bound = {}) const {
+    return waitWordOr(id, src, target, bound,
+                      [&](uint32_t v) { recordTimeout(link.error, phase, src, link.rank, transportOf(src), target, v); });
+  }
+  // The same, with the caller's own record: onTimeout(value last seen).
+  template <class OnTimeout>
+  __device__ bool waitWordOr(uint32_t id, int src, uint32_t target, WaitBound bound, OnTimeout onTimeout) const {
     uint32_t v = 0;
-    return spinBounded([&] { return reached(v = readWord(id, src), target); }, bound,
-                       [&] { recordTimeout(link.error, phase, src, link.rank, transportOf(src), target, v); });
+    return spinBounded([&] { return reached(v = readWord(id, src), target); }, bound, [&] { onTimeout(v); });
   }
 
   // The one bounded wait of every device wait: spins until ready() (checked first, then every
