@@ -4,19 +4,18 @@
 # bundle of scripts/gpu-bundle.sh), .devbuild-lb-base (base: its bin/epx-bench and lib/libepx.so*
 # only) and .nccl/2.30.7/libnccl.so.2.gz (the stripped library, gzipped); both builds are against
 # it. Replaces .devbuild with .devbuild-lb.
-# base: one piece (chunk / 8) per replica and flush, the adds after each flush with nothing in
-# flight; new: two lane sets of about one chunk, a batch of up to 4 replicas fills a set with
-# 4 / replicas pieces of each, step k + 1's gets posted before step k is added.
+# Second A/B (2026-12-07): base = two lane sets, one FP32 element per thread and replica in the adds;
+# new = the same with one 16-byte vector per thread and replica (the additions' order unchanged).
 # Steps: epx-bench --algo lb at 2 fake nodes (one DeepSeek-V3 expert: FP8 + scales and BF16
 # prefetch, FP32 reduction; 8 CTAs, 2 MiB chunks, emulated NIC 50 GB/s + 3 us) base, new, base,
 # new (EPX_LB_AB: the runs in order); then the new build's lb and random_lb suites at 1 rank and 2
 # fake nodes, random_lb at 4.
 # Builds: .devbuild-lb from main with the new reduction, .devbuild-lb-base from the commit before
 # it, both with cmake -DEPX_NCCL_HOME=<NCCL 2.30.7> and EPX_BUILD_DIR set for scripts/gpu-bundle.sh.
-# Prediction (written before the run): the reduction 33 % -> ~85 % of the NIC rate; prefetch
-# unchanged (86-92 %). Ran 2026-12-07 (one H100; EPX_LB_SUITES=0, the suites at 2 fake nodes run
-# apart): reduction 34.1 / 28.9 % -> 51.1 / 51.6 %, prefetch unchanged; the new reduction is in
-# use (docs/performance.md, "Expert load balancing").
+# First A/B (base: one piece per replica and flush, adds with nothing in flight; new: two lane
+# sets): predicted ~85 %, ran 2026-12-07 on one H100: 34.1 / 28.9 % -> 51.1 / 51.6 %. Second A/B:
+# predicted 51 -> ~85 %, ran 2026-12-07 on one H100 (with the suites): 51.2 / 50.8 % -> 63.7 / 74.9 %;
+# prefetch unchanged both times. Both changes are in use (docs/performance.md, "Expert load balancing").
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"; export OUT
