@@ -221,7 +221,8 @@ while [ "$left" -gt 0 ]; do
       left=$((left - 1))
       if [ "${rc[$r]}" -ne 0 ] && [ -z "$first_fail" ]; then
         first_fail=$(now)
-        [ "$left" -gt 0 ] && say "rank $r exited ${rc[$r]}: the others get ${grace} s, then are killed"
+        why="exited ${rc[$r]}"; [ "${rc[$r]}" -eq 77 ] && why="skipped (exit 77)"
+        [ "$left" -gt 0 ] && say "rank $r $why: the others get ${grace} s to end, then are killed"
       fi
     fi
   done
