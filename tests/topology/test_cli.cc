@@ -269,6 +269,16 @@ BOOST_AUTO_TEST_CASE(usage_errors_exit_2) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(unexpected_arguments_named_in_order) {
+  Run r = run("first --json second");
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(r.err == "epx-topo: unexpected argument(s): first second (epx-topo takes options only; --help lists them)\n");
+  BOOST_TEST(r.out.empty());
+  r = run("--bogus");
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(r.err.find("--bogus") != std::string::npos, r.err);
+}
+
 BOOST_AUTO_TEST_CASE(estimate_shapes_are_libepx_shapes) {
   // ep.h: topk 1..32, numExperts <= 1024, EP size (NVLink ranks x nodes) <= 1024.
   const std::string f = " --json --nccl-xml " + fx("ibmcloud_gx3d-h100x8_nccl-topo.xml");

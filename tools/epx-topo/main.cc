@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
                                            std::to_string(kEpMaxRanks) + inLibepx)
       ->check(CLI::Range(1, kEpMaxRanks));
   app.set_version_flag("--version", "epx-topo 0.1.0");
+  app.allow_extras();  // refused below, named in the order given (CLI11's own message reverses them)
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -63,6 +64,11 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     return fail(e.what(), kExitUsage);
+  }
+  if (const std::vector<std::string> extra = app.remaining(); !extra.empty()) {
+    std::string list;
+    for (const std::string& a : extra) list += (list.empty() ? "" : " ") + a;
+    return fail("unexpected argument(s): " + list + " (epx-topo takes options only; --help lists them)", kExitUsage);
   }
   if (est.topk > est.experts)
     return fail("--topk " + std::to_string(est.topk) + " must not exceed --experts " + std::to_string(est.experts),
