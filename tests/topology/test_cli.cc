@@ -279,6 +279,21 @@ BOOST_AUTO_TEST_CASE(unexpected_arguments_named_in_order) {
   BOOST_TEST(r.err.find("--bogus") != std::string::npos, r.err);
 }
 
+BOOST_AUTO_TEST_CASE(integer_options_need_decimal_integers) {
+  // An empty value (an unset shell variable) must not leave the option silently unset.
+  for (const std::string& args : {"--group-sl \"\"", "--group-tc=", "--num-sms \"\"", "--experts 1.5", "--topk abc",
+                                  "--nodes 0x10", "--group-sl -", "--num-sms 99999999999"}) {
+    Run r = run(args);
+    BOOST_TEST_CONTEXT(args) {
+      BOOST_TEST(r.code == 2);
+      BOOST_TEST(oneLine(r.err), r.err);
+      BOOST_TEST(r.err.find("needs a decimal integer") != std::string::npos, r.err);
+      BOOST_TEST(r.out.empty());
+    }
+  }
+  BOOST_TEST(run("--group-sl -1").err == "epx-topo: --group-sl -1: an InfiniBand SL is 0..15\n");
+}
+
 BOOST_AUTO_TEST_CASE(estimate_shapes_are_libepx_shapes) {
   // ep.h: topk 1..32, numExperts <= 1024, EP size (NVLink ranks x nodes) <= 1024.
   const std::string f = " --json --nccl-xml " + fx("ibmcloud_gx3d-h100x8_nccl-topo.xml");

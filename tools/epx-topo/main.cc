@@ -23,6 +23,30 @@ int fail(const std::string& msg, int code) {
   return code;
 }
 
+// The integer options' values as typed, checked before CLI11 parses them: an empty value (an unset
+// shell variable) would otherwise leave an optional option unset without a word, and CLI11's own
+// messages for "1.5" or "" do not say what was expected. "" when every value is a decimal integer.
+std::string badIntegerValue(int argc, char** argv) {
+  static const char* const kIntegerOptions[] = {"--group-sl", "--group-tc", "--num-sms", "--experts", "--topk", "--nodes"};
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    for (const char* name : kIntegerOptions) {
+      const std::string n = name;
+      std::string value;
+      if (arg == n && i + 1 < argc)
+        value = argv[i + 1];
+      else if (arg.rfind(n + "=", 0) == 0)
+        value = arg.substr(n.size() + 1);
+      else
+        continue;
+      const size_t digits = value.find_first_not_of("0123456789", value[0] == '-' ? 1 : 0);
+      const bool integer = !value.empty() && value != "-" && digits == std::string::npos && value.size() <= 9;
+      if (!integer) return n + " '" + value + "': needs a decimal integer";
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -56,6 +80,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, kEpMaxRanks));
   app.set_version_flag("--version", "epx-topo 0.1.0");
   app.allow_extras();  // refused below, named in the order given (CLI11's own message reverses them)
+  if (const std::string bad = badIntegerValue(argc, argv); !bad.empty()) return fail(bad, kExitUsage);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
