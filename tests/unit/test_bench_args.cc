@@ -60,6 +60,9 @@ BOOST_AUTO_TEST_CASE(option_equals_value_is_option_space_value) {
   n = parse({"--bogus=3"});
   BOOST_TEST(n.status == 2);
   BOOST_TEST(has(n, "unknown option '--bogus'"), n.output);
+  const Outcome positional = parse({"foo", "bar"});
+  BOOST_TEST(positional.status == 2);
+  BOOST_TEST(has(positional, "unexpected argument 'foo' (epx-bench takes options only"), positional.output);
   BOOST_TEST(parse({"--hidden="}).status == 2);  // an empty value is not a number
 }
 

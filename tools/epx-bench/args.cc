@@ -348,6 +348,8 @@ Options parseArgs(int argc, char** argv) {
       o.hostSync = v;
     } else if (!std::strcmp(a, "--ranks-per-node")) {
       o.ranksPerNode = int(toInt(a, val(), 1, 1 << 20));
+    } else if (a[0] != '-') {
+      bad(std::string("unexpected argument '") + a + "' (epx-bench takes options only; --help lists them)");
     } else {
       bad(std::string("unknown option '") + a + "'");
     }
