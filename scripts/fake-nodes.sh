@@ -65,12 +65,15 @@ done
 [ $# -ge 1 ] || { echo "fake-nodes: no program given (after --)" >&2; usage; }
 case "$n$g$limit" in *[!0-9]*) echo "fake-nodes: -n, -g, -t take whole numbers (digits only)" >&2; exit 2 ;; esac
 [ ${#n} -le 5 ] && [ ${#g} -le 5 ] && [ ${#limit} -le 7 ] || { echo "fake-nodes: -n, -g, -t: values too large" >&2; exit 2; }
-[ "$n" -le 1024 ] && [ "$limit" -ge 1 ] || { echo "fake-nodes: need -n <= 1024 (epx's rank limit) and -t >= 1" >&2; exit 2; }
+[ "$n" -le 1024 ] || { echo "fake-nodes: -n $n: at most 1024 ranks (epx's rank limit)" >&2; exit 2; }
+[ "$limit" -ge 1 ] || { echo "fake-nodes: -t $limit: the time limit is at least 1 s" >&2; exit 2; }
 [ "$n" -ge 1 ] && [ "$g" -ge 1 ] || { echo "fake-nodes: need -n >= 1 and -g >= 1" >&2; exit 2; }
+grace=${EPX_FAKE_NODES_GRACE_S:-15}
+case "$grace" in ''|*[!0-9]*) echo "fake-nodes: EPX_FAKE_NODES_GRACE_S='$grace': whole seconds (digits only)" >&2; exit 2 ;; esac
 [ $((n % g)) -eq 0 ] || { echo "fake-nodes: -g $g must divide -n $n (every fake node has -g ranks)" >&2; exit 2; }
 
 bin=$1; shift
-if [[ $bin != */* ]]; then bin=$(command -v "$bin") || { echo "fake-nodes: program not found in PATH" >&2; exit 2; }; fi
+if [[ $bin != */* ]]; then name=$bin; bin=$(type -P "$name") || { echo "fake-nodes: program '$name' not found in PATH" >&2; exit 2; }; fi
 [ -x "$bin" ] || { echo "fake-nodes: $bin is not an executable" >&2; exit 2; }
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 bindir=$(dirname "$bin")
@@ -88,8 +91,11 @@ fi
 if [ "$so" = none ]; then
   echo "fake-nodes: EPX_PLUGIN_SO=none: NCCL's own transports, no EPX GIN plugin"
   so=""
-elif [ -z "$so" ] || [ ! -e "$so" ]; then
+elif [ -z "$so" ]; then
   echo "fake-nodes: libnccl-net-epx.so not found (set EPX_PLUGIN_SO=<path>, or EPX_PLUGIN_SO=none)" >&2
+  exit 2
+elif [ ! -e "$so" ]; then
+  echo "fake-nodes: EPX_PLUGIN_SO=$so: no such file (set it to libnccl-net-epx.so's path, or to none)" >&2
   exit 2
 else
   so=$(cd "$(dirname "$so")" && pwd)/$(basename "$so")
@@ -207,7 +213,6 @@ interrupted=0
 on_signal() { interrupted=1; kill_all TERM; sleep 2; kill_all KILL; }
 trap on_signal INT TERM
 
-grace=${EPX_FAKE_NODES_GRACE_S:-15}
 first_fail=""
 timed_out=0
 killed_at=""
