@@ -376,7 +376,7 @@ Result<Topology> loadHwlocXmlBuffer(const std::string& xml, const std::string& n
   if (tag != "topology") return R::fail(name + ": not an hwloc XML file (root element <" + tag + ">)");
   std::string version = root.attribute("version").as_string();
   if (!version.empty() && version != "2.0" && version.rfind("2.", 0) != 0)
-    return R::fail(name + ": unsupported hwloc XML version \"" + version + "\" (hwloc 2.x imports 1.x and 2.x only)");
+    return R::fail(name + ": unsupported hwloc XML version \"" + version + "\" (expected \"2.x\", as hwloc 2 writes, or none, as hwloc 1 writes)");
   if (!root.child("object")) return R::fail(name + ": hwloc XML without a root <object>");
   if (std::string shape = checkHwlocShape(root); !shape.empty()) return R::fail(name + ": malformed hwloc XML: " + shape);
   if (std::string probe = probeHwlocImport(xml); !probe.empty()) return R::fail(name + ": " + probe);
