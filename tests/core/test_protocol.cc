@@ -448,6 +448,32 @@ BOOST_AUTO_TEST_CASE(link_drain_timeout_words) {
 // with `depth` areas the first `depth` ops go at once, op #seq waits for op seq - depth to be
 // released, and a producer and consumer that follow it with random progress never overwrite an
 // unreleased area, across the 32-bit wrap of the counters.
+BOOST_AUTO_TEST_CASE(ready_word_of_a_peer_that_reached_the_op) {
+  // What begin() and end() publish (session.cuh), replayed for one peer over a run of ops: the
+  // value this rank sees once the peer started op k (and finished ops before it) reaches
+  // readyReached(k) exactly when the peer has reached op k, for every kind of peer and op.
+  for (bool nvlink : {false, true})
+    for (bool freeAtEnd : {false, true})
+      for (uint32_t start : {0u, 0xffffffffu - 3u}) {
+        uint32_t word = start;  // the peer's ready word as this rank sees it
+        for (uint32_t k = start + 1u; k != start + 8u; ++k) {
+          // Before its begin() of op k the peer has not reached op k + 1, and has reached op k
+          // only where the word counts finished ops (finishing op k - 1 is then what op k needs).
+          BOOST_TEST(!dev::reached(word, dev::readyReached(k + 1u, nvlink, freeAtEnd)));
+          BOOST_TEST(dev::reached(word, dev::readyReached(k, nvlink, freeAtEnd)) == !dev::readyAtBegin(nvlink, freeAtEnd));
+          if (dev::readyAtBegin(nvlink, freeAtEnd)) word = k;  // begin() of op k
+          BOOST_TEST(dev::reached(word, dev::readyReached(k, nvlink, freeAtEnd)),
+                     "nvlink " << nvlink << " freeAtEnd " << freeAtEnd << " op " << k);
+          if (!dev::readyAtBegin(nvlink, freeAtEnd)) word = k;  // end() of op k
+        }
+      }
+  // The op's kinds: dispatch publishes at begin to everyone; combine to network peers at end.
+  BOOST_TEST(dev::readyAtBegin(false, false));
+  BOOST_TEST(!dev::readyAtBegin(false, true));
+  BOOST_TEST(dev::readyAtBegin(true, true));
+  BOOST_TEST(dev::readyReached(5u, false, true) == 4u);
+}
+
 BOOST_AUTO_TEST_CASE(credit_rule_never_overwrites) {
   BOOST_TEST(dev::mayWrite(1, 0, 1));   // depth 0: the consumer started op 1
   BOOST_TEST(!dev::mayWrite(1, 0, 0));

@@ -54,6 +54,15 @@ EPX_HD bool reached(uint32_t value, uint32_t target) { return int32_t(value - ta
 EPX_HD uint32_t creditTarget(uint32_t seq, uint32_t depth) { return seq - depth; }
 EPX_HD bool mayWrite(uint32_t seq, uint32_t depth, uint32_t released) { return reached(released, creditTarget(seq, depth)); }
 
+// An op's ready word (session.cuh): begin() of op #seq publishes seq to NVLink peers, and to every
+// peer unless the op frees its areas at its end (freeAtEnd: combine, Engram), whose network peers
+// get seq from end() instead. So a peer that has reached op #seq shows readyReached(seq, ...) on
+// this rank: seq, or seq - 1 (it finished the previous op) for a network peer of a freeAtEnd op.
+EPX_HD bool readyAtBegin(bool nvlinkPeer, bool freeAtEnd) { return nvlinkPeer || !freeAtEnd; }
+EPX_HD uint32_t readyReached(uint32_t seq, bool nvlinkPeer, bool freeAtEnd) {
+  return readyAtBegin(nvlinkPeer, freeAtEnd) ? seq : creditTarget(seq, 1);
+}
+
 // Token t's layout chunk and the chunk-local numbering (Route).
 constexpr int kLayoutChunk = 512;
 

@@ -68,7 +68,7 @@ struct OpSession {
     const uint32_t s = seq;
     if (blockIdx.x == 0)
       for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x)
-        if (t.lsa(p) || !freeAtEnd) t.publish(p, readyKind, s);
+        if (readyAtBegin(t.lsa(p), freeAtEnd)) t.publish(p, readyKind, s);
     bool ok = true;
     for (int p = threadIdx.x; p < c.nRanks; p += blockDim.x) {
       if (t.lsa(p)) ok = ok && t.wait(readyKind, p, s, phase);
@@ -164,9 +164,7 @@ struct OpSession {
     const LinkArgs& c = t.link;
     for (int q = 0; q < c.nRanks; ++q) {
       if (q == c.rank) continue;
-      // begin() publishes this op's number to NVLink peers (and to every peer unless freeAtEnd);
-      // end() of the previous op published its number to network peers (freeAtEnd).
-      const uint32_t want = t.lsa(q) || !freeAtEnd ? seq : creditTarget(seq, 1);
+      const uint32_t want = readyReached(seq, t.lsa(q), freeAtEnd);
       const uint32_t v = t.read(readyKind, q);
       if (!reached(v, want)) {
         recordTimeout(c.error, readyPhase, q, c.rank, t.transportOf(q), want, v);
