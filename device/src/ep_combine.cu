@@ -558,7 +558,7 @@ __global__ void __launch_bounds__(kThreads, 1) combineKernel(const __grid_consta
     if (!ses.abort) reduceTokens<false, WireRow, kExpanded>(a, tr, ses, globalWarp, numWarps, lane, rows, ownRows);
   }
   if (gin) tr.completeGin();  // combineX / weights are the caller's again
-  // end() tells network peers that this combine finished (ginReadyDepth).
+  // end() tells network peers that this combine finished (protocol.h readyReached).
   if (c.nodeSize > 0)
     ses.end(tr, a.c.session, kOpCombine, CombineReturns{r, c.link.rank, c.nodeSize});
   else

@@ -183,10 +183,11 @@ __device__ bool getStep(const LbArgs& a, const Transport& t, const MappingScan& 
                         int ctx) {
   const LinkArgs& c = a.link;
   bool any = false;
+  const int pieces = st.filled();
   for (int r = 0; r < scan.count; ++r) {
     const Replica rep = scan.batch[r];
     if (rep.holder == c.rank || t.lsa(rep.holder)) continue;
-    for (int g = 0; g < st.filled(); ++g) {
+    for (int g = 0; g < pieces; ++g) {
       const uint64_t b = st.pieceBegin(g), e = st.pieceEnd(g);
       any = true;
       t.get(rep.holder, lbLaneOffset(a.l, int(blockIdx.x), GradStep::lane(set, g, r, scan.count)),
@@ -201,7 +202,8 @@ __device__ bool getStep(const LbArgs& a, const Transport& t, const MappingScan& 
 __device__ void addStep(const LbArgs& a, const Transport& t, const MappingScan& scan, int ti, const GradStep& st, int set) {
   const LinkArgs& c = a.link;
   const uint64_t rowElems = a.l.gradRowElems[ti];
-  for (int g = 0; g < st.filled(); ++g) {
+  const int pieces = st.filled();
+  for (int g = 0; g < pieces; ++g) {
     const uint64_t b = st.pieceBegin(g), e = st.pieceEnd(g);
     const float* src[kLbSetLanes];
     float* dst[kLbSetLanes];

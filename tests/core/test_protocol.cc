@@ -394,7 +394,7 @@ BOOST_AUTO_TEST_CASE(async_error_timeout_takes_precedence_over_bad_id) {
   BOOST_TEST(msg.find("token 17") != std::string::npos);  // the earlier bad id is kept
   BOOST_TEST(groupBroken(e));
   // A network peer whose previous combine never finished (its combine-ready word counts finished
-  // combines, session.cuh ginReadyDepth).
+  // combines, protocol.h readyReached).
   e.timeout.phase = dev::kPhaseCombineFree;
   BOOST_TEST(describeAsyncError(e, 1000, &msg) == ncclRemoteError);
   BOOST_TEST(msg.find("in combine start (the peer's previous combine has not finished) waiting for peer rank 3 over GIN") !=

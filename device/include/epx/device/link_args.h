@@ -44,7 +44,7 @@ enum WaitPhase : int {
   kPhaseLlDispatchData = 9,  // low-latency: peer's dispatch rows/counts did not arrive
   kPhaseLlCombineFree = 10,
   kPhaseLlCombineData = 11,
-  kPhaseCombineFree = 12,    // network peer has not finished its previous combine (session.cuh ginReadyDepth)
+  kPhaseCombineFree = 12,    // network peer has not finished its previous combine (protocol.h readyReached)
   kNumPhases = 13
 };
 

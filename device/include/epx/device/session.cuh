@@ -1,7 +1,7 @@
 // The protocol session of one dispatch or combine (and of every bucket op), on the completion
 // protocol (completion.cuh: sequence numbers, last CTA, credits, bounded waits):
 //   begin()        read this op's sequence number; CTA 0 tells every peer that it may send this op
-//                  to us (ready; combine: NVLink peers only, see ginReadyDepth); every CTA waits
+//                  to us (ready; combine: NVLink peers only, see protocol.h readyAtBegin); every CTA waits
 //                  until every NVLink peer may receive it from us (its stores go straight into
 //                  their windows);
 //   lastToStage()  the last CTA to finish staging a put round's GIN rows (it posts the round's
@@ -48,7 +48,7 @@ struct OpSession {
   int freeAtEnd; // a network peer may write this op's areas once this rank finished the previous
                  // op (end() publishes the ready word), not once it started this one (ginFreeAtEnd)
   int readyKind; // this op's ready word (kFlagReadyDispatch / kFlagReadyCombine)
-  int readyPhase; // begin()'s phase: a peer that has not reached this op (blameLaggard)
+  int readyPhase; // begin()'s phase: a peer that has not reached this op (recordDataTimeout)
 
   // finishedFrees: the op's areas are free once the previous op finished, whatever its kind
   // (Engram: its inbox is read in the serve step only); end() then publishes the ready word.
@@ -85,9 +85,9 @@ struct OpSession {
   // one-way signal that the senders of an input already in the window cannot hide behind
   // staging). Dispatch writes rows that the peer's experts read until it calls again, so it keeps
   // "the peer started this op". The buckets use the same end-of-op word (bucket_layout.h).
+  // The value a peer's word must reach: protocol.h readyReached (freeAtEnd: it finished the
+  // previous op, credit depth 1; else it started this one, depth 0).
   static __device__ bool ginFreeAtEnd(int kind) { return kind == kOpCombine; }
-  // The credit depth of that word (protocol.h creditTarget): 1 = finished the previous op, 0 = started this one.
-  __device__ uint32_t ginReadyDepth() const { return freeAtEnd ? 1u : 0u; }
 
   // Every thread of the CTA, before the CTA's first puts of this op: every network peer may
   // receive it from us. The waits are spread over the threads and joined before any put, so the
@@ -97,7 +97,7 @@ struct OpSession {
     if (ginReady) return;
     bool ok = true;
     for (int p = threadIdx.x; p < t.link.nRanks; p += blockDim.x)
-      if (!t.lsa(p)) ok = ok && waitCredit(t, readyKind, p, seq, ginReadyDepth(), phase);
+      if (!t.lsa(p)) ok = ok && t.wait(readyKind, p, readyReached(seq, false, freeAtEnd), phase);
     if (!ok) abort = 1;
     __syncthreads();
     if (threadIdx.x == 0) ginReady = 1;
